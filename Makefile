@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` and `make test`. Both set everything up first.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: demo test setup setup-dev lint unit bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+setup-dev:
+	@bash scripts/setup.sh dev
+
+demo: setup
+	@bash scripts/demo.sh
+
+lint: setup-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+
+bench: setup-dev
+	$(BIN)/python bench/run_single_broker.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

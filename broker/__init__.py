@@ -1,0 +1,1 @@
+"""trioka broker package."""

@@ -1,0 +1,1 @@
+"""Per-partition replica state (leader/follower, HW, ISR): pure, no trio."""

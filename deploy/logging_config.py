@@ -1,0 +1,71 @@
+"""structlog, configured once per process: JSON lines with UTC timestamps, pretty on a TTY.
+
+Every process calls `configure_logging(role=..., node_id=...)` first thing; the role and node id
+are bound as context variables so every event carries them, as do the per-request variables
+(topic-partition, correlation id) that handlers bind with `structlog.contextvars`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+_configured = False
+
+
+def configure_logging(
+    *,
+    role: str,
+    node_id: int | str | None = None,
+    level: str | None = None,
+    stream: TextIO | None = None,
+    json: bool | None = None,
+) -> None:
+    """Configure structlog and stdlib logging for this process (idempotent per process).
+
+    `json=None` picks JSON unless `stream` is a TTY. TRIOKA_LOG_LEVEL overrides the level and
+    TRIOKA_LOG_FORMAT=json|console the format.
+    """
+    global _configured
+    stream = stream or sys.stderr
+    level_name = (level or os.environ.get("TRIOKA_LOG_LEVEL") or "INFO").upper()
+    fmt = os.environ.get("TRIOKA_LOG_FORMAT")
+    if json is None:
+        json = fmt == "json" if fmt else not _isatty(stream)
+    numeric = logging.getLevelNamesMapping().get(level_name, logging.INFO)
+
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any
+    if json:
+        shared += [structlog.processors.dict_tracebacks]
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=_isatty(stream))
+    structlog.configure(
+        processors=[*shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=True,
+    )
+    # Libraries that use stdlib logging (kazoo, py4j) go to the same stream.
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=stream, force=True)
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(
+        role=role, **({} if node_id is None else {"node_id": node_id})
+    )
+    _configured = True
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

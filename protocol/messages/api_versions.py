@@ -1,0 +1,40 @@
+"""ApiVersions: the first request a client sends; lists every API and its version range."""
+
+from __future__ import annotations
+
+from protocol.messages.base import ApiKey, Request, Response, message, register
+
+
+@message
+class ApiVersionRange:
+    api_key: int
+    """The API's key (Kafka's numbering)."""
+    min_version: int
+    """Oldest version this broker accepts."""
+    max_version: int
+    """Newest version this broker accepts."""
+
+
+@message
+class ApiVersionsResponse(Response):
+    api_keys: tuple[ApiVersionRange, ...] = ()
+    """Every API this broker serves."""
+    throttle_time_ms: int = 0
+    """Always 0: trioka has no quotas yet."""
+    error_code: int = 0
+    """Kafka error code; UNSUPPORTED_VERSION when the request's version was too new."""
+    error_message: str | None = None
+    """What went wrong, for a person."""
+
+
+@register
+@message
+class ApiVersionsRequest(Request):
+    API_KEY = ApiKey.API_VERSIONS
+    MAX_VERSION = 0
+    RESPONSE = ApiVersionsResponse
+
+    client_software_name: str = ""
+    """Name of the client library, for the broker's logs."""
+    client_software_version: str = ""
+    """Version of the client library."""

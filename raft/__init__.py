@@ -1,0 +1,1 @@
+"""trioka raft package."""

@@ -1,0 +1,1 @@
+"""Pure Raft core: no trio, no clock, no I/O (issue 4)."""
