@@ -1,0 +1,291 @@
+"""The broker's static configuration: Kafka's names and defaults (KafkaConfig), typed.
+
+`BROKER_CONFIGS` defines every key a broker accepts; `BrokerConfig.from_values` parses a mapping
+(TOML file + `--override`s, assembled by `deploy.config`) into a frozen, typed config and keeps
+which keys were set explicitly (DescribeConfigs reports STATIC_BROKER_CONFIG for those).
+
+Broker-level `log.*` settings are the defaults of the topic configs, as in Kafka (its
+LogConfig synonyms: `log.retention.ms` -> `retention.ms`, `log.segment.bytes` ->
+`segment.bytes`, ...): `BrokerConfig.topic_defaults()` gives the TOPIC_CONFIGS defaults with
+the broker's values overlaid, and `topic_config_sources()` says which came from the broker.
+
+Two keys are trioka's own, each documented as such:
+- `queued.max.requests.per.connection` (default 5): requests read from one connection and not
+  yet answered. Kafka reads one request per connection at a time (the channel is muted while it
+  is served); trioka serves a connection's requests concurrently up to this limit, answering
+  them in request order. Once the limit is reached the broker stops reading that socket, so TCP
+  pushes back on the client.
+- `cluster.id` (default empty): the cluster id written to meta.properties on first start (what
+  `kafka-storage format --cluster-id` does in Kafka); empty means generate one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from protocol.config_defs import (
+    INT_MAX,
+    LONG_MAX,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigDefs,
+    ConfigError,
+)
+
+_MS_PER_HOUR = 3_600_000
+_MS_PER_MINUTE = 60_000
+
+BROKER_CONFIGS = ConfigDefs(
+    "broker",
+    [
+        # Identity and listeners
+        ConfigDef("node.id", "int", 1, "this node's id (Kafka has no default in KRaft mode; a "
+                  "standalone trioka broker is node 1 unless told otherwise)", min=0,
+                  read_only=True),
+        ConfigDef("cluster.id", "string", "", "trioka: cluster id for meta.properties on first "
+                  "start; empty generates one", read_only=True),
+        ConfigDef("process.roles", "list", ("broker", "controller"), "roles of this process; a "
+                  "standalone broker is both", choices=("broker", "controller"), read_only=True),
+        ConfigDef("listeners", "list", ("PLAINTEXT://:9092",), "listeners as NAME://host:port; "
+                  "an empty host binds all interfaces, port 0 picks a free port", read_only=True),
+        ConfigDef("advertised.listeners", "list", (), "addresses given to clients (default: "
+                  "listeners)", read_only=True),
+        ConfigDef("inter.broker.listener.name", "string", "PLAINTEXT", "listener brokers use "
+                  "between themselves", read_only=True),
+        ConfigDef("controller.listener.names", "list", (), "listeners of the controller",
+                  read_only=True),
+        ConfigDef("broker.rack", "string", "", "rack of this broker (empty: none)",
+                  read_only=True),
+        # Storage
+        ConfigDef("log.dirs", "list", (), "directories of the partition logs (default: log.dir)",
+                  read_only=True),
+        ConfigDef("log.dir", "string", "/tmp/kafka-logs", "log directory when log.dirs is unset",
+                  read_only=True),
+        ConfigDef("metadata.log.dir", "string", "", "directory of the metadata log (default: "
+                  "the first log dir)", read_only=True),
+        ConfigDef("log.segment.bytes", "int", 1073741824, "roll a segment at this size",
+                  min=14, max=INT_MAX),
+        ConfigDef("log.roll.ms", "long", None, "roll a segment after this long (default: "
+                  "log.roll.hours)", min=1),
+        ConfigDef("log.roll.hours", "int", 168, "roll a segment after this many hours", min=1),
+        ConfigDef("log.retention.ms", "long", None, "keep segments this long, -1 forever "
+                  "(default: log.retention.minutes, then log.retention.hours)", min=-1),
+        ConfigDef("log.retention.minutes", "int", None, "keep segments this many minutes", min=-1),
+        ConfigDef("log.retention.hours", "int", 168, "keep segments this many hours", min=-1),
+        ConfigDef("log.retention.bytes", "long", -1, "keep at most this many bytes per "
+                  "partition (-1: no limit)", min=-1),
+        ConfigDef("log.retention.check.interval.ms", "long", 300000, "how often retention runs",
+                  min=1),
+        ConfigDef("log.index.interval.bytes", "int", 4096, "bytes between offset index entries",
+                  min=0),
+        ConfigDef("log.index.size.max.bytes", "int", 10485760, "maximum size of an offset index",
+                  min=4),
+        ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many "
+                  "records", min=1),
+        ConfigDef("log.flush.interval.ms", "long", None, "fsync after this long (default: "
+                  "never, durability comes from replication)", min=0),
+        ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX, "how often the flusher "
+                  "checks for logs to fsync", min=1),
+        ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "how often recovery "
+                  "points are checkpointed", min=0),
+        ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "how often log "
+                  "start offsets are checkpointed", min=0),
+        ConfigDef("log.segment.delete.delay.ms", "long", 60000, "wait before deleting a segment "
+                  "file", min=0),
+        ConfigDef("log.cleanup.policy", "list", ("delete",), "default cleanup.policy",
+                  choices=("delete",)),
+        ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "default "
+                  "delete.retention.ms", min=0),
+        ConfigDef("log.message.timestamp.type", "string", "CreateTime", "default "
+                  "message.timestamp.type", choices=("CreateTime",)),
+        ConfigDef("compression.type", "string", "producer", "default compression.type",
+                  choices=("producer", "uncompressed", "lz4", "zstd")),
+        ConfigDef("message.max.bytes", "int", 1048588, "largest record batch accepted (default "
+                  "max.message.bytes)", min=0),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "how often "
+                  "high watermarks are checkpointed", min=1),
+        ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "accepted for compatibility; "
+                  "recovery runs in one thread", min=1),
+        ConfigDef("trioka.max.open.files", "int", 512, "trioka: open segment files kept (LRU), "
+                  "so tens of thousands of partitions fit under RLIMIT_NOFILE", min=8),
+        # Topics
+        ConfigDef("num.partitions", "int", 1, "partitions of auto-created topics and of "
+                  "CreateTopics asking for -1", min=1),
+        ConfigDef("default.replication.factor", "int", 1, "replication factor of topics asking "
+                  "for -1", min=1),
+        ConfigDef("min.insync.replicas", "int", 1, "default min.insync.replicas", min=1),
+        ConfigDef("unclean.leader.election.enable", "boolean", False, "default "
+                  "unclean.leader.election.enable"),
+        ConfigDef("auto.create.topics.enable", "boolean", True, "create a topic when Metadata "
+                  "asks for an unknown one"),
+        ConfigDef("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
+        # Network and backpressure
+        ConfigDef("socket.request.max.bytes", "int", 104857600, "largest request frame; a "
+                  "bigger length prefix closes the connection before the body is read", min=1),
+        ConfigDef("queued.max.requests", "int", 500, "requests read from all connections and "
+                  "not yet answered; the broker stops reading sockets beyond it", min=1),
+        ConfigDef("queued.max.requests.per.connection", "int", 5, "trioka: requests read from "
+                  "one connection and not yet answered (pipelining window)", min=1),
+        ConfigDef("connections.max.idle.ms", "long", 600000, "close connections idle this long",
+                  min=1),
+        ConfigDef("fetch.max.bytes", "int", 57671680, "largest Fetch response the broker "
+                  "builds", min=1024),
+        ConfigDef("request.timeout.ms", "int", 30000, "upper bound of acks=all waits", min=0),
+    ],
+)  # fmt: skip
+
+# Topic config <- broker config (Kafka's LogConfig synonyms). Retention and roll times have
+# fallbacks in several units and are handled in `_topic_value`.
+TOPIC_SYNONYMS: dict[str, str] = {
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "compression.type": "compression.type",
+    "max.message.bytes": "message.max.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+_FALLBACKS: dict[str, tuple[tuple[str, int], ...]] = {
+    # (broker key, factor to ms): the first one set wins, as in Kafka.
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", _MS_PER_MINUTE),
+        ("log.retention.hours", _MS_PER_HOUR),
+    ),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _MS_PER_HOUR)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One `NAME://host:port` entry of `listeners` / `advertised.listeners`."""
+
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, key: str, text: str) -> Listener:
+        parts = urlsplit(text)
+        if not parts.scheme or "://" not in text:
+            raise ConfigError(f"{key}: {text!r} is not NAME://host:port")
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if port is None:
+            raise ConfigError(f"{key}: {text!r} has no valid port")
+        return cls(parts.scheme.upper(), parts.hostname or "", port)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Typed broker config. `values` holds every key of BROKER_CONFIGS."""
+
+    values: Mapping[str, Any]
+    explicit: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        """Parse raw values (strings or TOML natives); ConfigError names any bad or unknown key."""
+        resolved = BROKER_CONFIGS.resolve(values)
+        config = cls(resolved, frozenset(values))
+        config._check()
+        return config
+
+    def _check(self) -> None:
+        listeners = self.listeners
+        if not listeners:
+            raise ConfigError("listeners: at least one listener is required")
+        names = [listener.name for listener in listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners: listener names must be unique, got {names}")
+        for adv in self.advertised_listeners:
+            if adv.name not in names:
+                raise ConfigError(
+                    f"advertised.listeners: {adv.name} is not one of the listeners {names}"
+                )
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.values:
+            raise ConfigError(f"unknown broker config {key!r}")
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        return tuple(Listener.parse("listeners", s) for s in self.values["listeners"])
+
+    @property
+    def advertised_listeners(self) -> tuple[Listener, ...]:
+        return tuple(
+            Listener.parse("advertised.listeners", s) for s in self.values["advertised.listeners"]
+        )
+
+    @property
+    def log_dirs(self) -> tuple[str, ...]:
+        dirs = self.values["log.dirs"]
+        return tuple(dirs) if dirs else (self.values["log.dir"],)
+
+    @property
+    def metadata_log_dir(self) -> str:
+        return self.values["metadata.log.dir"] or self.log_dirs[0]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """TOPIC_CONFIGS defaults overlaid with this broker's `log.*` values (typed)."""
+        out = TOPIC_CONFIGS.defaults()
+        for topic_key in TOPIC_CONFIGS.defs:
+            value = self._topic_value(topic_key)
+            if value is not None:
+                out[topic_key] = value
+        return out
+
+    def topic_config_sources(self) -> dict[str, bool]:
+        """For each topic config: True when a broker key set explicitly decides its default."""
+        out = {}
+        for topic_key in TOPIC_CONFIGS.defs:
+            keys = [k for k, _ in _FALLBACKS.get(topic_key, ())]
+            if topic_key in TOPIC_SYNONYMS:
+                keys.append(TOPIC_SYNONYMS[topic_key])
+            out[topic_key] = any(k in self.explicit for k in keys)
+        return out
+
+    def _topic_value(self, topic_key: str) -> Any:
+        if topic_key in _FALLBACKS:
+            for broker_key, factor in _FALLBACKS[topic_key]:
+                value = self.values[broker_key]
+                if value is not None:
+                    return value if value < 0 else value * factor
+            return None
+        broker_key = TOPIC_SYNONYMS.get(topic_key)
+        if broker_key is None:
+            return None
+        value = self.values[broker_key]
+        return value
+
+    def describe_value(self, key: str) -> str | None:
+        """The value of a broker key as DescribeConfigs shows it (null when unset)."""
+        value = self[key]
+        if value is None:
+            return None
+        return BROKER_CONFIGS[key].to_string(value)

@@ -1,0 +1,378 @@
+"""The broker's TCP front end (Kafka's SocketServer + RequestChannel, on trio).
+
+Per connection: a reader task splits the byte stream into frames (protocol.framing, so a length
+prefix above `socket.request.max.bytes` is refused before any of the body is buffered), starts
+one handler task per request and queues a response slot; a writer task sends the slots' bytes
+strictly in request order. Requests of one connection therefore run concurrently (up to
+`queued.max.requests.per.connection`) while responses stay ordered, as Kafka clients expect.
+
+Backpressure: a request holds one token of the connection's window and one of the broker-wide
+`queued.max.requests` until its response is written; with no token free the reader stops
+reading, and TCP pushes back on the client.
+
+Bad input never takes the process down: an oversized or unparsable frame closes that connection
+with a warning naming the peer; a request whose header is readable but whose body is not gets
+INVALID_REQUEST naming the field; an unknown API key or version gets UNSUPPORTED_VERSION; a bug
+in a handler gets UNKNOWN_SERVER_ERROR and a logged traceback. Connections with no traffic and
+nothing in flight for `connections.max.idle.ms` are closed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+import trio
+
+from broker.config import Listener
+from protocol.codec import RequestDecodeError, RequestEnvelope, decode_request, encode_response
+from protocol.errors import ErrorCode, FrameTooLargeError, RemoteProtocolError
+from protocol.framing import NEED_DATA, FrameDecoder
+from protocol.messages import REQUESTS, Response, error_response
+from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+
+log = structlog.get_logger("broker.server")
+
+RECEIVE_SIZE = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """What a handler may know about the connection a request came in on."""
+
+    peer: str
+    """`host:port` of the client."""
+    listener: str
+    """Name of the listener (PLAINTEXT, ...), to answer with the matching advertised address."""
+
+
+class RequestHandler(Protocol):
+    """What the server calls for each decoded request (the broker's KafkaApis)."""
+
+    async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        """The response body, or None when no response is sent (Produce with acks=0)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    max_request_bytes: int = 104857600
+    """socket.request.max.bytes"""
+    queued_max_requests: int = 500
+    """queued.max.requests: unanswered requests over all connections."""
+    max_inflight_per_connection: int = 5
+    """queued.max.requests.per.connection: unanswered requests on one connection."""
+    connections_max_idle_ms: int = 600000
+    """connections.max.idle.ms"""
+
+
+@dataclass(frozen=True, slots=True)
+class BoundListener:
+    """A listener actually listening: the port is the real one when 0 was configured."""
+
+    name: str
+    host: str
+    port: int
+
+
+def api_versions() -> tuple[ApiVersionRange, ...]:
+    """Every API the registry knows, with its version range."""
+    return tuple(
+        ApiVersionRange(api_key=int(key), min_version=cls.MIN_VERSION, max_version=cls.MAX_VERSION)
+        for key, cls in sorted(REQUESTS.items())
+    )
+
+
+@dataclass(slots=True, eq=False)
+class _Slot:
+    """One request's place in the connection's response order."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    data: bytes | None = None
+    close_after: bool = False
+    released: bool = False
+
+
+class _Connection:
+    def __init__(
+        self, server: BrokerServer, stream: trio.SocketStream, info: ConnectionInfo
+    ) -> None:
+        self.server = server
+        self.stream = stream
+        self.info = info
+        self.window = trio.Semaphore(server.limits.max_inflight_per_connection)
+        self.pending: deque[_Slot] = deque()
+        self.last_activity = trio.current_time()
+        self.read_scope = trio.CancelScope()
+        self.scope = trio.CancelScope()
+        self.idle_closed = False
+
+    def release(self, slot: _Slot) -> None:
+        if not slot.released:
+            slot.released = True
+            self.window.release()
+            self.server.queue.release()
+
+    async def run(self) -> None:
+        send, recv = trio.open_memory_channel[_Slot](math.inf)
+        try:
+            with self.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write, recv)
+                    nursery.start_soon(self._reap_idle)
+                    async with send:
+                        with self.read_scope:
+                            await self._read(send, nursery)
+                    # Reader done (peer EOF, fatal frame or drain): the writer finishes what
+                    # is queued, then the whole connection ends.
+        finally:
+            for slot in self.pending:
+                self.release(slot)
+            self.pending.clear()
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+    async def _read(self, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> None:
+        limits = self.server.limits
+        decoder = FrameDecoder(limits.max_request_bytes)
+        while True:
+            try:
+                frame = decoder.next_frame()
+            except FrameTooLargeError as exc:
+                log.warning(
+                    "request too large, closing connection",
+                    peer=self.info.peer,
+                    size=exc.size,
+                    limit=exc.limit,
+                    config="socket.request.max.bytes",
+                )
+                self.scope.cancel()
+                return
+            except RemoteProtocolError as exc:
+                log.warning(
+                    "unreadable frame, closing connection", peer=self.info.peer, error=str(exc)
+                )
+                self.scope.cancel()
+                return
+            if frame is NEED_DATA:
+                try:
+                    data = await self.stream.receive_some(RECEIVE_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.scope.cancel()
+                    return
+                if not data:
+                    if decoder.buffered:
+                        log.info(
+                            "peer closed in the middle of a frame",
+                            peer=self.info.peer,
+                            buffered=decoder.buffered,
+                        )
+                    return
+                self.last_activity = trio.current_time()
+                decoder.feed(data)
+                continue
+            await self.window.acquire()
+            await self.server.queue.acquire()
+            slot = _Slot()
+            self.pending.append(slot)
+            await send.send(slot)
+            nursery.start_soon(self._serve, frame, slot)
+
+    async def _serve(self, payload: bytes, slot: _Slot) -> None:
+        try:
+            slot.data = await self._respond(payload, slot)
+        finally:
+            slot.done.set()
+
+    async def _respond(self, payload: bytes, slot: _Slot) -> bytes | None:
+        try:
+            request = decode_request(payload)
+        except RequestDecodeError as exc:
+            return self._refuse(exc, slot)
+        try:
+            response = await self.server.handler.handle(request, self.info)
+            if response is None:
+                return None
+            return encode_response(request.correlation_id, response)
+        except Exception as exc:  # a bug in a handler must not take the connection down
+            log.exception(
+                "request failed",
+                peer=self.info.peer,
+                api=request.api_key.name,
+                correlation_id=request.correlation_id,
+            )
+            return encode_response(
+                request.correlation_id,
+                error_response(
+                    type(request.body),
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"internal error serving {request.api_key.name}: {type(exc).__name__}: {exc}",
+                ),
+            )
+
+    def _refuse(self, exc: RequestDecodeError, slot: _Slot) -> bytes | None:
+        if exc.correlation_id is None or (
+            exc.api_key is None and exc.code != ErrorCode.UNSUPPORTED_VERSION
+        ):
+            log.warning(
+                "unparsable request, closing connection", peer=self.info.peer, error=str(exc)
+            )
+            slot.close_after = True
+            return None
+        log.info(
+            "refused request",
+            peer=self.info.peer,
+            correlation_id=exc.correlation_id,
+            error=exc.code.name,
+            reason=str(exc),
+        )
+        body: Response
+        if exc.api_key is None:
+            # Unknown API key: like Kafka's answer to an unsupported ApiVersions request, say
+            # what is supported.
+            body = ApiVersionsResponse(
+                api_keys=api_versions(), error_code=int(exc.code), error_message=str(exc)
+            )
+        else:
+            body = error_response(REQUESTS[exc.api_key], exc.code, str(exc))
+        return encode_response(exc.correlation_id, body)
+
+    async def _write(self, recv: trio.MemoryReceiveChannel[_Slot]) -> None:
+        async with recv:
+            async for slot in recv:
+                await slot.done.wait()
+                try:
+                    if slot.data is not None:
+                        await self.stream.send_all(slot.data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.scope.cancel()
+                    return
+                self.pending.popleft()
+                self.release(slot)
+                self.last_activity = trio.current_time()
+                if slot.close_after:
+                    self.scope.cancel()
+                    return
+        # Every queued answer is out and the reader is done: end the connection (and the reaper).
+        self.scope.cancel()
+
+    async def _reap_idle(self) -> None:
+        idle = self.server.limits.connections_max_idle_ms / 1000
+        while True:
+            deadline = self.last_activity + idle
+            now = trio.current_time()
+            if now >= deadline:
+                if not self.pending:
+                    self.idle_closed = True
+                    log.info(
+                        "closing idle connection",
+                        peer=self.info.peer,
+                        idle_ms=self.server.limits.connections_max_idle_ms,
+                    )
+                    self.scope.cancel()
+                    return
+                # A request in flight (a long poll) is activity: look again later.
+                self.last_activity = now
+                continue
+            await trio.sleep_until(deadline)
+
+
+class BrokerServer:
+    """Listens on the broker's listeners and serves connections until shut down."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        listeners: Sequence[Listener],
+        limits: ServerLimits = ServerLimits(),
+    ) -> None:
+        self.handler = handler
+        self.listeners = tuple(listeners)
+        self.limits = limits
+        self.queue = trio.Semaphore(limits.queued_max_requests)
+        self.bound: list[BoundListener] = []
+        self._connections: set[_Connection] = set()
+        self._accept_scope = trio.CancelScope()
+        self._all_closed = trio.Event()
+        self._all_closed.set()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def serve(self, *, task_status: trio.TaskStatus[list[BoundListener]]) -> None:
+        """Open every listener, report them as started, and accept until `stop_accepting()`.
+
+        Returns once accepting stopped and every connection has closed.
+        """
+        sockets: list[tuple[Listener, trio.SocketListener]] = []
+        try:
+            for listener in self.listeners:
+                host = listener.host or None
+                opened = await trio.open_tcp_listeners(listener.port, host=host)
+                port = opened[0].socket.getsockname()[1]
+                self.bound.append(BoundListener(listener.name, listener.host, port))
+                sockets.extend((listener, s) for s in opened)
+                log.info(
+                    "broker listening",
+                    listener=listener.name,
+                    host=listener.host or "0.0.0.0",
+                    port=port,
+                )
+            async with trio.open_nursery() as nursery:
+                for listener, sock in sockets:
+                    nursery.start_soon(self._accept_loop, listener, sock, nursery)
+                task_status.started(list(self.bound))
+        finally:
+            for _, sock in sockets:
+                with trio.CancelScope(shield=True):
+                    await sock.aclose()
+
+    async def _accept_loop(
+        self, listener: Listener, sock: trio.SocketListener, nursery: trio.Nursery
+    ) -> None:
+        with self._accept_scope:
+            while True:
+                try:
+                    stream = await sock.accept()
+                except OSError as exc:  # EMFILE and friends: log, back off, keep serving
+                    log.warning("accept failed", listener=listener.name, error=str(exc))
+                    await trio.sleep(0.1)
+                    continue
+                nursery.start_soon(self._serve_connection, listener, stream)
+
+    async def _serve_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
+        try:
+            peer = stream.socket.getpeername()
+            peer_text = f"{peer[0]}:{peer[1]}"
+        except OSError:
+            peer_text = "unknown"
+        conn = _Connection(self, stream, ConnectionInfo(peer_text, listener.name))
+        self._connections.add(conn)
+        self._all_closed = trio.Event()
+        try:
+            await conn.run()
+        except Exception:
+            log.exception("connection failed", peer=peer_text)
+        finally:
+            self._connections.discard(conn)
+            if not self._connections:
+                self._all_closed.set()
+
+    def stop_accepting(self) -> None:
+        self._accept_scope.cancel()
+
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting, stop reading new requests, send the answers of those in flight, then
+        close every connection (forcibly after `timeout_s`)."""
+        self.stop_accepting()
+        for conn in list(self._connections):
+            conn.read_scope.cancel()
+        with trio.move_on_after(timeout_s):
+            await self._all_closed.wait()
+        for conn in list(self._connections):
+            conn.scope.cancel()

@@ -1,0 +1,67 @@
+"""Fixtures shared by every test package.
+
+- `broker`: one started broker process (tests.support.broker_process.BrokerProcess) on a free
+  loopback port with its own log dir under tmp_path; killed by pid at teardown.
+- `broker_factory`: `broker_factory(overrides=None, *, start=True, node_id=1, log_dirs=None,
+  preexec_fn=None, env=None) -> BrokerProcess`; every process it made is killed at teardown.
+
+Both are sync fixtures, so sync tests (CLI via subprocess) and trio tests can use them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# pytest runs with --import-mode=importlib, which does not put the repository root on sys.path;
+# tests import the shared support package as `tests.support`.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.support.broker_process import BrokerProcess  # noqa: E402
+
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    made: list[BrokerProcess] = []
+
+    def make(
+        overrides: dict[str, Any] | None = None,
+        *,
+        start: bool = True,
+        node_id: int = 1,
+        log_dirs: list[str | Path] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> BrokerProcess:
+        proc = BrokerProcess(
+            tmp_path / f"broker-{node_id}-{len(made)}",
+            overrides,
+            node_id=node_id,
+            log_dirs=log_dirs,
+            preexec_fn=preexec_fn,
+            env=env,
+        )
+        made.append(proc)
+        if start:
+            proc.start(timeout)
+        return proc
+
+    try:
+        yield make
+    finally:
+        for proc in made:
+            proc.cleanup()
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    return broker_factory()
