@@ -86,7 +86,7 @@ class Record:
 
     value: bytes | None
     key: bytes | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: tuple[tuple[str, bytes | None], ...] = ()
     timestamp: int = -1
     offset: int = -1
 
@@ -122,7 +122,10 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & COMPRESSION_MASK)
+        codec = self.attributes & COMPRESSION_MASK
+        if codec > Compression.ZSTD:
+            raise CorruptRecordBatchError(f"unknown compression codec {codec} in attributes")
+        return Compression(codec)
 
     @property
     def is_control(self) -> bool:
@@ -149,21 +152,87 @@ def _compress(codec: Compression, data: bytes) -> bytes:
     raise ValueError(f"compression {codec.name} is not supported")
 
 
-def _decompress(codec: Compression, data: bytes) -> bytes:
+def _decompress(codec: Compression, data: bytes, limit: int) -> bytes:
+    """Decompress one whole frame of `codec`; at most `limit` bytes come out (a small hostile
+    batch must not inflate into gigabytes), and a truncated or trailing-garbage frame is an
+    error, not a silently shorter payload."""
+    if codec is Compression.NONE:
+        return data
+    if codec is Compression.ZSTD:
+        out = _zstd_decompress(data, limit)
+    elif codec is Compression.LZ4:
+        out = _lz4_decompress(data, limit)
+    else:
+        raise CorruptRecordBatchError(
+            f"unsupported compression codec {codec.name} ({int(codec)}) in attributes; "
+            "trioka reads none, lz4 and zstd"
+        )
+    if len(out) > limit:
+        raise CorruptRecordBatchError(
+            f"{codec.name} records decompress to more than {limit} bytes (max_uncompressed_bytes)"
+        )
+    return out
+
+
+_ZSTD_CHUNK = 1024  # input fed per step when the frame does not declare its size
+
+
+def _zstd_decompress(data: bytes, limit: int) -> bytes:
+    import zstandard
+
     try:
-        if codec is Compression.NONE:
-            return data
-        if codec is Compression.ZSTD:
-            import zstandard
+        declared = zstandard.frame_content_size(data)
+        obj = zstandard.ZstdDecompressor().decompressobj()
+        if 0 <= declared <= limit:
+            # libzstd checks the output against the declared size, so one step is bounded.
+            out = obj.decompress(data)
+        elif declared > limit:
+            raise CorruptRecordBatchError(
+                f"ZSTD records declare {declared} uncompressed bytes, more than {limit} "
+                "(max_uncompressed_bytes)"
+            )
+        else:
+            parts = []
+            total = 0
+            for i in range(0, len(data), _ZSTD_CHUNK):
+                part = obj.decompress(data[i : i + _ZSTD_CHUNK])
+                total += len(part)
+                parts.append(part)
+                if total > limit:
+                    break
+            out = b"".join(parts)
+        complete = obj.eof
+        trailing = len(obj.unused_data)
+    except CorruptRecordBatchError:
+        raise
+    except Exception as exc:  # zstandard raises ZstdError, ValueError, ...
+        raise CorruptRecordBatchError(f"cannot decompress ZSTD records: {exc}") from exc
+    if len(out) <= limit:
+        if not complete:
+            raise CorruptRecordBatchError("cannot decompress ZSTD records: truncated frame")
+        if trailing:
+            raise CorruptRecordBatchError(
+                f"cannot decompress ZSTD records: {trailing} bytes after the frame"
+            )
+    return out
 
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-        if codec is Compression.LZ4:
-            import lz4.frame
 
-            return lz4.frame.decompress(data)
-    except Exception as exc:  # each codec raises its own error types
-        raise CorruptRecordBatchError(f"cannot decompress {codec.name} records: {exc}") from exc
-    raise CorruptRecordBatchError(f"unsupported compression codec {int(codec)} in attributes")
+def _lz4_decompress(data: bytes, limit: int) -> bytes:
+    import lz4.frame
+
+    try:
+        obj = lz4.frame.LZ4FrameDecompressor()
+        out = obj.decompress(data, max_length=limit + 1)
+    except Exception as exc:  # lz4 raises RuntimeError for every kind of bad input
+        raise CorruptRecordBatchError(f"cannot decompress LZ4 records: {exc}") from exc
+    if len(out) <= limit:
+        if not obj.eof:
+            raise CorruptRecordBatchError("cannot decompress LZ4 records: truncated frame")
+        if obj.unused_data:
+            raise CorruptRecordBatchError(
+                f"cannot decompress LZ4 records: {len(obj.unused_data)} bytes after the frame"
+            )
+    return out
 
 
 def build_batch(
@@ -178,30 +247,24 @@ def build_batch(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     attributes: int = 0,
 ) -> bytes:
-    """Encode records into one batch. Record timestamps of -1 take `base_timestamp`."""
+    """Encode records into one batch. Record timestamps of -1 take `base_timestamp` (default:
+    the first record timestamp that is set, else 0). Raises ValueError for no records, and
+    TypeError for a key, value or header of the wrong type."""
     if not records:
         raise ValueError("a record batch holds at least one record")
     if base_timestamp is None:
         base_timestamp = next((r.timestamp for r in records if r.timestamp >= 0), 0)
-    max_ts = base_timestamp
-    rows = []
-    for delta, rec in enumerate(records):
+    builder = BatchBuilder(compression=compression, base_timestamp=base_timestamp)
+    for rec in records:
         ts = rec.timestamp if rec.timestamp >= 0 else base_timestamp
-        max_ts = max(max_ts, ts)
-        rows.append([0, ts - base_timestamp, delta, rec.key, rec.value, list(rec.headers)])
-    payload = _compress(compression, msgpack.packb(rows, use_bin_type=True))
-    return encode_batch_bytes(
-        payload,
-        attributes=(attributes & ~COMPRESSION_MASK) | int(compression),
-        last_offset_delta=len(records) - 1,
-        base_timestamp=base_timestamp,
-        max_timestamp=max_ts,
-        records_count=len(records),
+        builder.append(rec.value, rec.key, ts, rec.headers)
+    return builder.build(
         base_offset=base_offset,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
     )
 
 
@@ -232,7 +295,10 @@ def encode_batch_bytes(
 
 
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Parse the header at `pos` without checking the CRC. Raises on a short or bad header."""
+    """Parse the header at `pos` without checking the CRC. Raises CorruptRecordBatchError on a
+    short or bad header (length, magic, counts, compression codec)."""
+    if pos < 0:
+        raise ValueError(f"batch position must not be negative, got {pos}")
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordBatchError(
             f"truncated batch header: {len(buf) - pos} of {HEADER_SIZE} bytes", position=pos
@@ -250,6 +316,18 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise CorruptRecordBatchError(
             f"negative records_count ({header.records_count}) or last_offset_delta "
             f"({header.last_offset_delta})",
+            position=pos,
+        )
+    if header.records_count > header.last_offset_delta + 1:
+        # Compaction may leave fewer records than the offset span, never more.
+        raise CorruptRecordBatchError(
+            f"records_count {header.records_count} exceeds the offset span "
+            f"(last_offset_delta {header.last_offset_delta})",
+            position=pos,
+        )
+    if header.attributes & COMPRESSION_MASK > Compression.ZSTD:
+        raise CorruptRecordBatchError(
+            f"unknown compression codec {header.attributes & COMPRESSION_MASK} in attributes",
             position=pos,
         )
     return header
@@ -304,44 +382,137 @@ def stamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch:
     _EPOCH.pack_into(buf, pos + 12, leader_epoch)
 
 
-def decode_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Record]:
-    """Validate the batch at `pos` and decode its records (client side only)."""
+DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
+"""decode_records refuses a compressed batch that inflates beyond this (a decompression bomb);
+far above any batch a producer makes under max.message.bytes."""
+
+
+def decode_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+) -> list[Record]:
+    """Validate the batch at `pos` and decode its records (client side only).
+
+    Any malformation raises CorruptRecordBatchError saying what is wrong: header, CRC,
+    compression, msgpack, record count, or the shape of a record.
+    """
     header = validate_batch(buf, pos)
     payload = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    payload = _decompress(header.compression, payload)
     try:
-        rows = msgpack.unpackb(payload, use_list=True, raw=False, strict_map_key=True)
+        payload = _decompress(header.compression, payload, max_uncompressed_bytes)
+    except CorruptRecordBatchError as exc:
+        raise CorruptRecordBatchError(str(exc), position=pos) from exc
+    n = len(payload)
+    try:
+        rows = msgpack.unpackb(
+            payload,
+            use_list=True,
+            raw=False,
+            strict_map_key=True,
+            max_str_len=n,
+            max_bin_len=n,
+            max_array_len=n,
+            max_map_len=n // 2,
+            max_ext_len=n,
+        )
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise CorruptRecordBatchError(
-            f"records are not valid msgpack: {exc}", position=pos
+            f"records are not valid msgpack: {type(exc).__name__}: {exc}", position=pos
         ) from exc
-    if not isinstance(rows, list) or len(rows) != header.records_count:
+    if type(rows) is not list:
         raise CorruptRecordBatchError(
-            f"records_count is {header.records_count} but the payload holds "
-            f"{len(rows) if isinstance(rows, list) else 'no list of'} records",
+            f"records payload is a msgpack {type(rows).__name__}, not an array", position=pos
+        )
+    if len(rows) != header.records_count:
+        raise CorruptRecordBatchError(
+            f"records_count is {header.records_count} but the payload holds {len(rows)} records",
             position=pos,
         )
     out = []
-    for row in rows:
-        try:
-            _attrs, ts_delta, off_delta, key, value, headers = row
-            out.append(
-                Record(
-                    value=value,
-                    key=key,
-                    headers=tuple((str(k), bytes(v)) for k, v in headers),
-                    timestamp=header.base_timestamp + ts_delta,
-                    offset=header.base_offset + off_delta,
-                )
+    previous = -1
+    for i, row in enumerate(rows):
+        problem = _record_problem(row, previous, header.last_offset_delta)
+        if problem is not None:
+            raise CorruptRecordBatchError(f"record {i}: {problem}", position=pos)
+        _attrs, ts_delta, off_delta, key, value, headers = row[:6]
+        previous = off_delta
+        out.append(
+            Record(
+                value=value,
+                key=key,
+                headers=tuple((k, v) for k, v in headers),
+                timestamp=header.base_timestamp + ts_delta,
+                offset=header.base_offset + off_delta,
             )
-        except (TypeError, ValueError) as exc:
-            raise CorruptRecordBatchError(f"malformed record {row!r:.80}", position=pos) from exc
+        )
     return out
+
+
+def _record_problem(row: object, previous: int, last_offset_delta: int) -> str | None:
+    """What is wrong with one decoded record row, or None. Trailing extra fields are allowed
+    (a newer producer may add some), as in message schemas."""
+    if type(row) is not list:
+        return f"expected an array, got {type(row).__name__}"
+    if len(row) < 6:
+        return (
+            "expected 6 fields [attributes, timestamp_delta, offset_delta, key, value, "
+            f"headers], got {len(row)}"
+        )
+    attrs, ts_delta, off_delta, key, value, headers = row[:6]
+    for name, v in (("attributes", attrs), ("timestamp_delta", ts_delta)):
+        if type(v) is not int:
+            return f"{name} is {type(v).__name__}, not an integer"
+    if type(off_delta) is not int:
+        return f"offset_delta is {type(off_delta).__name__}, not an integer"
+    if not previous < off_delta <= last_offset_delta:
+        return (
+            f"offset_delta {off_delta} out of order or outside 0..{last_offset_delta} "
+            f"(previous {previous})"
+        )
+    for name, v in (("key", key), ("value", value)):
+        if v is not None and type(v) is not bytes:
+            return f"{name} is {type(v).__name__}, not bytes or nil"
+    if type(headers) is not list:
+        return f"headers is {type(headers).__name__}, not an array"
+    for j, h in enumerate(headers):
+        if type(h) is not list or len(h) != 2:
+            return f"header {j} is not a [key, value] pair"
+        if type(h[0]) is not str:
+            return f"header {j} key is {type(h[0]).__name__}, not a string"
+        if h[1] is not None and type(h[1]) is not bytes:
+            return f"header {j} value is {type(h[1]).__name__}, not bytes or nil"
+    return None
+
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _check_record(
+    value: object, key: object, timestamp: object, headers: Sequence[tuple[str, bytes | None]]
+) -> None:
+    if value is not None and not isinstance(value, _BYTES_LIKE):
+        raise TypeError(f"record value must be bytes or None, not {type(value).__name__}")
+    if key is not None and not isinstance(key, _BYTES_LIKE):
+        raise TypeError(f"record key must be bytes or None, not {type(key).__name__}")
+    if type(timestamp) is not int:
+        raise TypeError(f"record timestamp must be an int, not {type(timestamp).__name__}")
+    for h in headers:
+        if (
+            len(h) != 2
+            or not isinstance(h[0], str)
+            or not (h[1] is None or isinstance(h[1], _BYTES_LIKE))
+        ):
+            raise TypeError(f"record header must be a (str, bytes | None) pair, not {h!r:.80}")
 
 
 @dataclass(slots=True)
 class BatchBuilder:
-    """Accumulates records for one partition until `batch.size`; used by the producer."""
+    """Accumulates records for one partition until `batch.size`; used by the producer, and by
+    build_batch. The producer's accumulator appends to `rows` directly on its hot path, so the
+    row layout ([attributes, timestamp_delta, offset_delta, key, value, headers]) and these
+    fields are part of the contract."""
 
     compression: Compression = Compression.NONE
     rows: list[list[object]] = field(default_factory=list)
@@ -354,15 +525,23 @@ class BatchBuilder:
         value: bytes | None,
         key: bytes | None,
         timestamp: int,
-        headers: Sequence[tuple[str, bytes]] = (),
+        headers: Sequence[tuple[str, bytes | None]] = (),
     ) -> int:
-        """Add a record; returns its offset delta within the batch."""
+        """Add a record; returns its offset delta within the batch. The first record's
+        timestamp becomes the base timestamp unless one was set. Raises TypeError for a key,
+        value or header of the wrong type (the consumer would refuse the batch)."""
+        _check_record(value, key, timestamp, headers)
         if self.base_timestamp < 0:
             self.base_timestamp = timestamp
         self.max_timestamp = max(self.max_timestamp, timestamp)
         delta = len(self.rows)
         self.rows.append([0, timestamp - self.base_timestamp, delta, key, value, list(headers)])
-        self.size_estimate += 16 + (len(key) if key else 0) + (len(value) if value else 0)
+        self.size_estimate += (
+            16
+            + (len(key) if key else 0)
+            + (len(value) if value else 0)
+            + sum(4 + len(k) + (len(v) if v else 0) for k, v in headers)
+        )
         return delta
 
     def __len__(self) -> int:
@@ -374,16 +553,24 @@ class BatchBuilder:
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
         base_sequence: int = NO_SEQUENCE,
+        base_offset: int = 0,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        attributes: int = 0,
     ) -> bytes:
+        """Encode the records appended so far as one batch. Raises ValueError when empty."""
+        if not self.rows:
+            raise ValueError("a record batch holds at least one record")
         payload = _compress(self.compression, msgpack.packb(self.rows, use_bin_type=True))
         return encode_batch_bytes(
             payload,
-            attributes=int(self.compression),
+            attributes=(attributes & ~COMPRESSION_MASK) | int(self.compression),
             last_offset_delta=len(self.rows) - 1,
             base_timestamp=self.base_timestamp,
             max_timestamp=self.max_timestamp,
             records_count=len(self.rows),
+            base_offset=base_offset,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
+            partition_leader_epoch=partition_leader_epoch,
         )

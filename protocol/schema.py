@@ -6,6 +6,11 @@ values in declaration order (compact, like Kafka's positional schemas). A newer 
 fields: extra trailing values are ignored; missing trailing fields take their defaults, so a
 field added in a later version must have one. Anything else is an InvalidMessageError that names
 the field path and what was wrong, never another exception type.
+
+An `int` is a signed 64-bit integer (Kafka's int64, the widest type it has) in both directions:
+msgpack can carry unsigned 64-bit values that no Kafka field can hold, so decoding refuses them,
+and `to_wire` refuses to send one (LocalProtocolError naming the field) rather than let msgpack
+fail without saying where.
 """
 
 from __future__ import annotations
@@ -16,14 +21,24 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol.errors import RemoteProtocolError
+from protocol.errors import LocalProtocolError, RemoteProtocolError
 
 T = TypeVar("T")
 _MISSING = dataclasses.MISSING
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
 
 
 class InvalidMessageError(RemoteProtocolError):
     """A body that does not match its schema (Kafka's INVALID_REQUEST)."""
+
+
+class MessageEncodeError(LocalProtocolError):
+    """A message this side was asked to send that its schema cannot carry; names the field."""
+
+
+class _OutOfRange(Exception):
+    """Raised by the fast encoders; `to_wire` then walks the message again to name the field."""
 
 
 Decoder = Callable[[Any, str], Any]
@@ -44,6 +59,8 @@ def _fail(path: str, expected: str, value: Any) -> typing.NoReturn:
 def _int_decoder(value: Any, path: str) -> int:
     if type(value) is not int:
         _fail(path, "an integer", value)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidMessageError(f"{path}: integer {value} does not fit in a signed 64-bit int")
     return value
 
 
@@ -82,6 +99,23 @@ _SCALARS: dict[Any, Decoder] = {
 
 def _identity(value: Any) -> Any:
     return value
+
+
+def _int_encoder(value: Any) -> Any:
+    # The exact-type test first: the common case is one comparison chain and no call.
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    # int subclasses (ErrorCode, ApiKey, bool) pack as msgpack ints/bools as they are.
+    if isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
+        return value
+    raise _OutOfRange
+
+
+def _int_list_encoder(values: Any) -> list[Any]:
+    for v in values:
+        if not isinstance(v, int) or not INT64_MIN <= v <= INT64_MAX:
+            raise _OutOfRange
+    return list(values)
 
 
 def decoder_for(tp: Any) -> Decoder:
@@ -169,6 +203,8 @@ def encoder_for(tp: Any) -> Encoder:
 
 
 def _build_encoder(tp: Any) -> Encoder:
+    if tp is int:
+        return _int_encoder
     if tp in _SCALARS:
         return _identity
     origin = typing.get_origin(tp)
@@ -182,6 +218,8 @@ def _build_encoder(tp: Any) -> Encoder:
         item = encoder_for(typing.get_args(tp)[0])
         if item is _identity:
             return list
+        if item is _int_encoder:
+            return _int_list_encoder
         return lambda v: [item(x) for x in v]
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
@@ -191,8 +229,62 @@ def _build_encoder(tp: Any) -> Encoder:
 
 
 def to_wire(message: Any) -> list[Any]:
-    """Turn a message into nested lists ready for msgpack."""
-    return encoder_for(type(message))(message)
+    """Turn a message into nested lists ready for msgpack.
+
+    Only int fields are checked on this fast path (msgpack cannot say which field overflowed);
+    a value of the wrong type elsewhere is packed as it is and refused by the peer's decoder.
+    Raises MessageEncodeError naming the field when an int field holds something that is not
+    an integer or does not fit in 64 signed bits, or when a field cannot be walked at all.
+    """
+    try:
+        return encoder_for(type(message))(message)
+    except (_OutOfRange, TypeError, AttributeError) as exc:
+        name = type(message).__name__
+        problem = _explain(type(message), message, "") or str(exc)
+        raise MessageEncodeError(f"cannot encode {name}: {problem}") from None
+
+
+_EXPECTED = {int: "an integer", bool: "a boolean", float: "a number", str: "a string"}
+
+
+def _explain(tp: Any, value: Any, path: str) -> str:
+    """Slow path of to_wire: the first field whose value does not fit its type, or ""."""
+    if tp is int:
+        if not isinstance(value, int):
+            return f"{path}: expected an integer, got {_type_name(value)}"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return f"{path}: integer {value} does not fit in a signed 64-bit int"
+        return ""
+    if tp in _SCALARS:
+        ok = isinstance(value, (bytes, bytearray, memoryview) if tp is bytes else tp)
+        if tp is float:
+            ok = isinstance(value, (int, float))
+        return (
+            "" if ok else f"{path}: expected {_EXPECTED.get(tp, 'bytes')}, got {_type_name(value)}"
+        )
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return ""
+        inner = next(a for a in typing.get_args(tp) if a is not type(None))
+        return _explain(inner, value, path)
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            return f"{path}: expected a tuple, got {_type_name(value)}"
+        item = typing.get_args(tp)[0]
+        for i, v in enumerate(value):
+            if problem := _explain(item, v, f"{path}[{i}]"):
+                return problem
+        return ""
+    if dataclasses.is_dataclass(tp):
+        if type(value) is not tp:
+            return f"{path or tp.__name__}: expected {tp.__name__}, got {_type_name(value)}"
+        hints = typing.get_type_hints(tp)
+        for f in dataclasses.fields(tp):
+            fpath = f"{path}.{f.name}" if path else f.name
+            if problem := _explain(hints[f.name], getattr(value, f.name), fpath):
+                return problem
+    return ""
 
 
 def from_wire(cls: type[T], value: Any) -> T:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.messages.base import ApiKey, Request, Response, message, register
+from protocol.messages.base import REQUESTS, ApiKey, Request, Response, message, register
 
 
 @message
@@ -38,3 +38,11 @@ class ApiVersionsRequest(Request):
     """Name of the client library, for the broker's logs."""
     client_software_version: str = ""
     """Version of the client library."""
+
+
+def supported_versions() -> tuple[ApiVersionRange, ...]:
+    """Every registered API with its version range, by api key: the body of ApiVersions."""
+    return tuple(
+        ApiVersionRange(api_key=int(key), min_version=cls.MIN_VERSION, max_version=cls.MAX_VERSION)
+        for key, cls in sorted(REQUESTS.items())
+    )
