@@ -1,1 +1,50 @@
-"""trioka client package."""
+"""trioka's client library: trio Producer, Consumer and Admin, and a synchronous facade."""
+
+from client.admin import (
+    Admin,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    CreatedTopic,
+    NewTopic,
+    ResourceType,
+    TopicDescription,
+)
+from client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
+from client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+)
+from client.futures import RecordFuture, RecordMetadata
+from client.producer import Producer
+from client.sync import SyncAdmin, SyncConsumer, SyncProducer
+from protocol.errors import KafkaError
+from protocol.names import TopicPartition
+
+__all__ = [
+    "Admin",
+    "AlterConfigOp",
+    "ClientClosedError",
+    "ConfigEntry",
+    "ConfigResource",
+    "Consumer",
+    "ConsumerRecord",
+    "CreatedTopic",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "ResourceType",
+    "SyncAdmin",
+    "SyncConsumer",
+    "SyncProducer",
+    "TopicDescription",
+    "TopicPartition",
+]

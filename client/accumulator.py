@@ -1,0 +1,258 @@
+"""The producer's record accumulator (Kafka's RecordAccumulator), without I/O.
+
+Records are appended to the last open batch of their partition; a batch is ready to send when
+it is full, when linger.ms has passed since it was opened, or when a flush or close wants
+everything out. `drain()` takes every ready batch led by a broker, up to max.request.size, so
+one Produce request carries them all. Time is passed in (ms) so tests drive it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from client.futures import BatchResult, RecordFuture
+from protocol.names import TopicPartition
+from protocol.record_batch import HEADER_SIZE, BatchBuilder, Compression
+
+RECORD_OVERHEAD = 16
+"""Per-record bytes beyond key and value in the size estimate (msgpack framing)."""
+
+
+def record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]
+) -> int:
+    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for name, data in headers:
+        size += len(name) + len(data) + 4
+    return size
+
+
+class ProducerBatch:
+    """Records for one partition, sent (and retried) together."""
+
+    __slots__ = (
+        "attempts",
+        "builder",
+        "closed",
+        "count",
+        "created_ms",
+        "payload",
+        "result",
+        "retry_at_ms",
+        "size",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition, compression: Compression, now_ms: float) -> None:
+        self.tp = tp
+        self.builder = BatchBuilder(compression=compression)
+        self.result = BatchResult(tp.topic, tp.partition)
+        self.created_ms = now_ms
+        self.attempts = 0
+        self.retry_at_ms = 0.0
+        self.size = HEADER_SIZE
+        self.closed = False
+        self.count = 0
+        self.payload: bytes | None = None
+
+    @property
+    def record_count(self) -> int:
+        return self.count if self.payload is not None else len(self.builder.rows)
+
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
+        size: int,
+        batch_size: int,
+    ) -> RecordFuture | None:
+        """Append unless that would overflow batch.size (a first record always fits)."""
+        if self.closed or (self.builder.rows and self.size + size > batch_size):
+            return None
+        # Inlined BatchBuilder.append: this is the per-record hot path.
+        builder = self.builder
+        rows = builder.rows
+        delta = len(rows)
+        if delta == 0:
+            builder.base_timestamp = timestamp
+        if timestamp > builder.max_timestamp:
+            builder.max_timestamp = timestamp
+        rows.append([0, timestamp - builder.base_timestamp, delta, key, value, headers])
+        self.size += size
+        return RecordFuture(self.result, delta, timestamp)
+
+    def close(self) -> bytes:
+        """Seal the batch and encode it (once; retries resend the same bytes)."""
+        self.closed = True
+        if self.payload is None:
+            self.count = len(self.builder.rows)
+            self.builder.size_estimate = self.size
+            self.payload = self.builder.build()
+            self.builder.rows = []  # the encoded bytes are all a retry needs
+        return self.payload
+
+
+@dataclass(slots=True)
+class ReadyCheck:
+    ready_nodes: set[int]
+    """Brokers with at least one sendable batch."""
+    next_check_ms: float
+    """How long until some batch may become ready (linger or backoff)."""
+    unknown_leaders: set[str]
+    """Topics with batches whose partition has no known leader (refresh metadata)."""
+
+
+class RecordAccumulator:
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16384,
+        linger_ms: float = 5,
+        compression: Compression = Compression.NONE,
+        delivery_timeout_ms: float = 120000,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.compression = compression
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.flushing = False
+        self.closing = False
+        self.buffered_bytes = 0
+        """Bytes of records appended and not yet completed (buffer.memory accounting)."""
+        self.incomplete: set[ProducerBatch] = set()
+        """Batches created and not yet completed (in queues or in flight)."""
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
+        size: int,
+        now_ms: float,
+    ) -> tuple[RecordFuture, bool]:
+        """Add a record; returns its future and whether the sender should wake up (a batch
+        filled up or a new one was opened)."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        if queue:
+            future = queue[-1].try_append(timestamp, key, value, headers, size, self.batch_size)
+            if future is not None:
+                self.buffered_bytes += size
+                return future, queue[-1].size >= self.batch_size
+        batch = ProducerBatch(tp, self.compression, now_ms)
+        future = batch.try_append(timestamp, key, value, headers, size, self.batch_size)
+        assert future is not None  # a first record always fits
+        queue.append(batch)
+        self.incomplete.add(batch)
+        self.buffered_bytes += size
+        return future, True
+
+    def queue_size(self, tp: TopicPartition) -> int:
+        queue = self._queues.get(tp)
+        return len(queue) if queue else 0
+
+    def ready(self, leader_for: Callable[[str, int], int | None], now_ms: float) -> ReadyCheck:
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_check = float("inf")
+        send_all = self.flushing or self.closing
+        for tp, queue in self._queues.items():
+            if not queue:
+                continue
+            first = queue[0]
+            leader = leader_for(tp.topic, tp.partition)
+            if leader is None:
+                unknown.add(tp.topic)
+                continue
+            if leader in nodes:
+                continue
+            if first.retry_at_ms > now_ms:
+                next_check = min(next_check, first.retry_at_ms - now_ms)
+                continue
+            full = len(queue) > 1 or first.size >= self.batch_size
+            waited = now_ms - first.created_ms
+            if full or send_all or waited >= self.linger_ms:
+                nodes.add(leader)
+            else:
+                next_check = min(next_check, self.linger_ms - waited)
+        return ReadyCheck(nodes, next_check, unknown)
+
+    def drain(
+        self,
+        leader_for: Callable[[str, int], int | None],
+        nodes: Iterable[int],
+        max_request_size: int,
+        now_ms: float,
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take the sendable batches of each node: all ready batches of every partition it
+        leads, up to max.request.size (at least one batch)."""
+        wanted = set(nodes)
+        out: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        send_all = self.flushing or self.closing
+        for tp, queue in self._queues.items():
+            if not queue:
+                continue
+            leader = leader_for(tp.topic, tp.partition)
+            if leader is None or leader not in wanted:
+                continue
+            taken = out.setdefault(leader, [])
+            total = sizes.get(leader, 0)
+            while queue:
+                batch = queue[0]
+                if batch.retry_at_ms > now_ms:
+                    break
+                last = len(queue) == 1
+                if (
+                    last
+                    and batch.size < self.batch_size
+                    and not send_all
+                    and now_ms - batch.created_ms < self.linger_ms
+                ):
+                    break
+                if taken and total + batch.size > max_request_size:
+                    break
+                queue.popleft()
+                batch.attempts += 1
+                batch.closed = True
+                taken.append(batch)
+                total += batch.size
+            sizes[leader] = total
+        return {node: batches for node, batches in out.items() if batches}
+
+    def reenqueue(self, batch: ProducerBatch, retry_at_ms: float) -> None:
+        """Put a failed batch back at the front of its queue, to be retried after backoff."""
+        batch.retry_at_ms = retry_at_ms
+        queue = self._queues.setdefault(batch.tp, deque())
+        queue.appendleft(batch)
+
+    def complete(self, batch: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.buffered_bytes -= batch.size - HEADER_SIZE
+        batch.result.complete(base_offset, error)
+
+    def expired(self, now_ms: float) -> list[ProducerBatch]:
+        """Remove and return queued batches older than delivery.timeout.ms."""
+        out = []
+        for queue in self._queues.values():
+            while queue and now_ms - queue[0].created_ms >= self.delivery_timeout_ms:
+                out.append(queue.popleft())
+        return out
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Remove every queued batch (on a forced close)."""
+        out = [b for q in self._queues.values() for b in q]
+        self._queues.clear()
+        return out
+
+    def has_queued(self) -> bool:
+        return any(self._queues.values())

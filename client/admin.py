@@ -1,0 +1,397 @@
+"""The Admin client: topics and configs (Kafka's Admin API, awaited directly).
+
+Every failure is a protocol.errors.KafkaError carrying the broker's own message, e.g.
+`TOPIC_ALREADY_EXISTS: Topic 'events' already exists.`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple, Self
+
+import trio
+
+from client.cluster import ClusterClient, backoff_ms, now_ms
+from client.config import admin_config
+from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
+from client.metadata import BrokerInfo, PartitionInfo
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Request
+from protocol.messages.configs import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigSource,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ResourceType,
+)
+from protocol.messages.topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from protocol.names import validate_topic_name
+
+__all__ = [
+    "Admin",
+    "AlterConfigOp",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "CreatedTopic",
+    "NewTopic",
+    "ResourceType",
+    "TopicDescription",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    """-1: the broker's num.partitions."""
+    replication_factor: int = -1
+    """-1: the broker's default.replication.factor."""
+    configs: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+    """Manual placement: partition -> broker ids, preferred leader first."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    topic_id: str
+    num_partitions: int
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    is_internal: bool
+    partitions: tuple[PartitionInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+
+
+class ConfigResource(NamedTuple):
+    type: ResourceType
+    name: str
+
+    @classmethod
+    def topic(cls, name: str) -> ConfigResource:
+        return cls(ResourceType.TOPIC, name)
+
+    @classmethod
+    def broker(cls, node_id: int) -> ConfigResource:
+        return cls(ResourceType.BROKER, str(node_id))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    read_only: bool = False
+    is_sensitive: bool = False
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+class Admin:
+    """Use as `async with Admin(bootstrap_servers=...) as admin:`."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+        self.config = admin_config(config, **overrides)
+        self._api_timeout_ms: float = self.config["default.api.timeout.ms"]
+        self._stack: AsyncExitStack | None = None
+        self._cluster: ClusterClient | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        if self._stack is not None:
+            return
+        stack = AsyncExitStack()
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        self._stack = stack
+        self._cluster = ClusterClient(self.config, nursery)
+        try:
+            await self._cluster.refresh_metadata(())
+        except BaseException:
+            self._closed = True
+            nursery.cancel_scope.cancel()
+            await stack.aclose()
+            raise
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._stack is None or self._closed:
+            return
+        self._closed = True
+        assert self._cluster is not None
+        await self._cluster.aclose()
+        await self._stack.aclose()
+
+    def _client(self) -> ClusterClient:
+        if self._closed or self._cluster is None:
+            raise ClientClosedError("admin client")
+        return self._cluster
+
+    async def _call(self, request: Request, *, to_controller: bool = False) -> Any:
+        """Send with retries on connection errors and NOT_CONTROLLER until
+        default.api.timeout.ms."""
+        cluster = self._client()
+        deadline = now_ms() + self._api_timeout_ms
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                node = cluster.metadata.controller_id if to_controller else -1
+                if node >= 0 and node in cluster.metadata.brokers:
+                    response = await cluster.send(node, request)
+                else:
+                    response = await cluster.send_any(request)
+                code = ErrorCode.from_wire(response.error_code)
+                if code is ErrorCode.NONE:
+                    return response
+                error: KafkaError = KafkaError(code, response.error_message or code.name)
+                if code is not ErrorCode.NOT_CONTROLLER:
+                    raise error
+                await cluster.refresh_metadata(())
+            except KafkaConnectionError as exc:
+                error = exc
+                if attempt == 1 and not cluster.metadata.brokers:
+                    raise
+                cluster.drop(cluster.metadata.controller_id)
+            remaining = deadline - now_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"{type(request).__name__} failed until default.api.timeout.ms: {error}"
+                )
+            await trio.sleep(
+                min(backoff_ms(attempt, cluster.retry_backoff_ms, cluster.retry_backoff_max_ms),
+                    remaining) / 1000
+            )  # fmt: skip
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, topics: Sequence[NewTopic], *, validate_only: bool = False, timeout_ms: int = 30000
+    ) -> list[CreatedTopic]:
+        """Create topics; raises KafkaError for the first one the broker refused (its message
+        names the topic)."""
+        for topic in topics:
+            validate_topic_name(topic.name)
+        request = CreateTopicsRequest(
+            topics=tuple(_creatable(t) for t in topics),
+            timeout_ms=timeout_ms,
+            validate_only=validate_only,
+        )
+        response: CreateTopicsResponse = await self._call(request, to_controller=True)
+        created = []
+        for result in response.topics:
+            if result.error_code:
+                code = ErrorCode.from_wire(result.error_code)
+                raise KafkaError(code, result.error_message or f"cannot create {result.name!r}")
+            created.append(
+                CreatedTopic(
+                    result.name, result.topic_id, result.num_partitions, result.replication_factor
+                )
+            )
+        return created
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+    ) -> CreatedTopic:
+        (created,) = await self.create_topics(
+            [NewTopic(name, num_partitions, replication_factor, dict(configs or {}))]
+        )
+        return created
+
+    async def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000) -> None:
+        request = DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=timeout_ms)
+        response: DeleteTopicsResponse = await self._call(request, to_controller=True)
+        for result in response.responses:
+            if result.error_code:
+                code = ErrorCode.from_wire(result.error_code)
+                message = result.error_message
+                if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    message = f"topic {result.name!r} does not exist"
+                raise KafkaError(code, message or f"cannot delete {result.name!r}")
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        await self._refresh(None)
+        metadata = self._client().metadata
+        return sorted(
+            name for name, t in metadata.topics.items() if include_internal or not t.is_internal
+        )
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Partitions, leaders, replicas and ISR; raises UNKNOWN_TOPIC_OR_PARTITION for a
+        name that does not exist."""
+        wanted = None if names is None else list(names)
+        await self._refresh(wanted)
+        metadata = self._client().metadata
+        for name in wanted or ():
+            if name in metadata.topic_errors:
+                code, message = metadata.topic_errors[name]
+                if code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    message = f"topic {name!r} does not exist"
+                raise KafkaError(code, message)
+        chosen = wanted if wanted is not None else sorted(metadata.topics)
+        return [
+            TopicDescription(t.name, t.topic_id, t.is_internal, t.partitions)
+            for t in (metadata.topics[n] for n in chosen if n in metadata.topics)
+        ]
+
+    async def describe_cluster(self) -> ClusterDescription:
+        await self._refresh(())
+        metadata = self._client().metadata
+        return ClusterDescription(
+            metadata.cluster_id,
+            metadata.controller_id,
+            tuple(sorted(metadata.brokers.values(), key=lambda b: b.node_id)),
+        )
+
+    async def _refresh(self, topics: list[str] | tuple[()] | None) -> None:
+        cluster = self._client()
+        deadline = now_ms() + self._api_timeout_ms
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await cluster.refresh_metadata(topics)
+                return
+            except KafkaConnectionError:
+                if attempt == 1 or now_ms() >= deadline:
+                    raise
+                await trio.sleep(cluster.retry_backoff_ms / 1000)
+
+    # -- configs ------------------------------------------------------------------------------
+
+    async def describe_configs(
+        self, resources: Sequence[ConfigResource], *, include_documentation: bool = False
+    ) -> dict[ConfigResource, list[ConfigEntry]]:
+        request = DescribeConfigsRequest(
+            resources=tuple(
+                DescribeConfigsResource(resource_type=int(r.type), resource_name=r.name)
+                for r in resources
+            ),
+            include_documentation=include_documentation,
+        )
+        response: DescribeConfigsResponse = await self._call(request)
+        out: dict[ConfigResource, list[ConfigEntry]] = {}
+        for result in response.results:
+            resource = ConfigResource(ResourceType(result.resource_type), result.resource_name)
+            if result.error_code:
+                code = ErrorCode.from_wire(result.error_code)
+                message = result.error_message
+                if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    message = f"topic {result.resource_name!r} does not exist"
+                raise KafkaError(code, message or f"cannot describe {result.resource_name!r}")
+            out[resource] = [
+                ConfigEntry(
+                    e.name,
+                    e.value,
+                    _source(e.config_source),
+                    e.read_only,
+                    e.is_sensitive,
+                    e.documentation,
+                )
+                for e in result.configs
+            ]
+        return out
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[tuple[str, AlterConfigOp, str | None]]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Apply `(name, op, value)` changes per resource; all or nothing per resource."""
+        request = IncrementalAlterConfigsRequest(
+            resources=tuple(
+                AlterConfigsResource(
+                    resource_type=int(resource.type),
+                    resource_name=resource.name,
+                    configs=tuple(
+                        AlterableConfig(name=n, config_operation=int(op), value=v)
+                        for n, op, v in ops
+                    ),
+                )
+                for resource, ops in changes.items()
+            ),
+            validate_only=validate_only,
+        )
+        response: IncrementalAlterConfigsResponse = await self._call(request, to_controller=True)
+        for result in response.responses:
+            if result.error_code:
+                code = ErrorCode.from_wire(result.error_code)
+                message = result.error_message
+                if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    message = f"topic {result.resource_name!r} does not exist"
+                raise KafkaError(code, message or f"cannot alter {result.resource_name!r}")
+
+
+def _source(value: int) -> ConfigSource:
+    try:
+        return ConfigSource(value)
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+def _creatable(topic: NewTopic) -> CreatableTopic:
+    configs = tuple(
+        CreatableTopicConfig(name=k, value=str(v)) for k, v in (topic.configs or {}).items()
+    )
+    if topic.replica_assignment:
+        return CreatableTopic(
+            name=topic.name,
+            assignments=tuple(
+                CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(ids))
+                for p, ids in sorted(topic.replica_assignment.items())
+            ),
+            configs=configs,
+        )
+    return CreatableTopic(
+        name=topic.name,
+        num_partitions=topic.num_partitions,
+        replication_factor=topic.replication_factor,
+        configs=configs,
+    )

@@ -1,0 +1,222 @@
+"""Connections to a cluster and the metadata cache behind them (shared by all client kinds).
+
+Nodes are reached lazily by broker id once metadata names them; before that the bootstrap
+servers are tried in order (they get negative ids, as in Kafka). Connections whose broker hangs
+up are dropped and reopened on the next request.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+import trio
+
+from client.config import parse_host_port
+from client.connection import BrokerConnection, open_stream
+from client.errors import KafkaConnectionError, KafkaTimeoutError
+from client.metadata import ClusterMetadata
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Request
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+log = structlog.get_logger("client.cluster")
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def backoff_ms(
+    attempt: int, base_ms: float, max_ms: float, rng: random.Random = random._inst
+) -> float:  # type: ignore[attr-defined]
+    """Kafka's exponential backoff with 20% jitter: base * 2^(attempt-1), capped at max."""
+    raw = min(base_ms * (2 ** max(attempt - 1, 0)), max(max_ms, base_ms))
+    return raw * rng.uniform(0.8, 1.2)
+
+
+class ClusterClient:
+    """Connections by node id plus the metadata cache. Needs a nursery for the readers."""
+
+    def __init__(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
+        self._config = config
+        self._nursery = nursery
+        self._bootstrap = [parse_host_port(s) for s in config["bootstrap.servers"]]
+        self._client_id = config["client.id"] or None
+        self._connections: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, trio.Event] = {}
+        self._refresh_lock = trio.Lock()
+        self._refresh_done = trio.Event()
+        self._refresh_wanted = False
+        self.metadata = ClusterMetadata()
+        self.topics: set[str] = set()
+        """Topics to keep metadata for (those the producer or consumer uses)."""
+        self.request_timeout_ms: float = config["request.timeout.ms"]
+        self.retry_backoff_ms: float = config["retry.backoff.ms"]
+        self.retry_backoff_max_ms: float = config["retry.backoff.max.ms"]
+        self.metadata_max_age_ms: float = config["metadata.max.age.ms"]
+        self._closed = False
+
+    # -- connections --------------------------------------------------------------------------
+
+    def connection_if_ready(self, node_id: int) -> BrokerConnection | None:
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.closed:
+            del self._connections[node_id]
+            return None
+        return conn
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """An open connection to `node_id`, opening one when needed."""
+        while True:
+            conn = self.connection_if_ready(node_id)
+            if conn is not None:
+                return conn
+            if self._closed:
+                raise KafkaConnectionError("client is closed")
+            waiting = self._connecting.get(node_id)
+            if waiting is not None:
+                await waiting.wait()
+                if node_id not in self._connections:
+                    raise KafkaConnectionError(f"cannot connect to broker {node_id}")
+                continue
+            broker = self.metadata.brokers.get(node_id)
+            if broker is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            return await self._open(node_id, broker.host, broker.port)
+
+    async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
+        event = self._connecting[node_id] = trio.Event()
+        try:
+            stream = await open_stream(
+                host, port, self._config["socket.connection.setup.timeout.ms"]
+            )
+            conn = BrokerConnection(
+                stream,
+                address=f"{host}:{port}",
+                node_id=node_id,
+                client_id=self._client_id,
+                max_in_flight=self._config["max.in.flight.requests.per.connection"],
+                request_timeout_ms=self.request_timeout_ms,
+            )
+            await self._nursery.start(conn.reader)
+            self._connections[node_id] = conn
+            return conn
+        finally:
+            del self._connecting[node_id]
+            event.set()
+
+    async def send(self, node_id: int, request: Request, *, timeout_ms: float | None = None) -> Any:
+        conn = await self.connection(node_id)
+        return await conn.request(request, timeout_ms=timeout_ms)
+
+    async def send_any(self, request: Request, *, timeout_ms: float | None = None) -> Any:
+        """Send to a connected broker if any, else a known one, else a bootstrap server."""
+        conn = await self._any_connection()
+        return await conn.request(request, timeout_ms=timeout_ms)
+
+    async def _any_connection(self) -> BrokerConnection:
+        for node_id in list(self._connections):
+            conn = self.connection_if_ready(node_id)
+            if conn is not None and conn.can_send:
+                return conn
+        errors: list[str] = []
+        candidates: list[tuple[int, str, int]] = [
+            (b.node_id, b.host, b.port) for b in self.metadata.brokers.values()
+        ]
+        random.shuffle(candidates)
+        candidates += [(-1 - i, h, p) for i, (h, p) in enumerate(self._bootstrap)]
+        for node_id, host, port in candidates:
+            conn = self.connection_if_ready(node_id)
+            if conn is not None:
+                return conn
+            try:
+                return await self._open(node_id, host, port)
+            except KafkaConnectionError as exc:
+                errors.append(exc.message)
+        raise KafkaConnectionError("; ".join(dict.fromkeys(errors)) or "no broker to connect to")
+
+    def drop(self, node_id: int) -> None:
+        """Forget a connection after a failure; the next request opens a new one."""
+        conn = self._connections.pop(node_id, None)
+        if conn is not None:
+            self._nursery.start_soon(conn.aclose)
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> MetadataResponse:
+        """Fetch metadata for `topics` (None: every topic) and update the cache."""
+        wanted = None if topics is None else tuple(sorted(set(topics)))
+        response: MetadataResponse = await self.send_any(MetadataRequest(topics=wanted))
+        if response.error_code:
+            raise KafkaError(
+                ErrorCode.from_wire(response.error_code),
+                response.error_message or "Metadata request failed",
+            )
+        self.metadata.update(response, now_ms(), all_topics=wanted is None)
+        return response
+
+    def request_update(self) -> None:
+        """Ask for a refresh of the tracked topics soon (after a leadership error)."""
+        self._refresh_wanted = True
+
+    def needs_update(self) -> bool:
+        return self._refresh_wanted or (self.metadata.age_ms(now_ms()) >= self.metadata_max_age_ms)
+
+    async def maybe_refresh(self) -> None:
+        """Refresh the tracked topics if wanted or stale; errors are logged, not raised."""
+        if not self.needs_update() or self._refresh_lock.locked():
+            return
+        async with self._refresh_lock:
+            self._refresh_wanted = False
+            try:
+                await self.refresh_metadata(self.topics)
+            except KafkaError as exc:
+                self._refresh_wanted = True
+                log.info("metadata refresh failed", error=str(exc))
+            finally:
+                done, self._refresh_done = self._refresh_done, trio.Event()
+                done.set()
+
+    async def wait_for_topic(self, topic: str, deadline_ms: float, what: str) -> int:
+        """Partition count of `topic`, refreshing until it appears or `deadline_ms` passes."""
+        self.topics.add(topic)
+        attempt = 0
+        last = ""
+        while True:
+            count = self.metadata.num_partitions(topic)
+            if count is not None:
+                return count
+            attempt += 1
+            try:
+                await self.refresh_metadata(self.topics)
+            except KafkaConnectionError as exc:
+                last = exc.message
+            error = self.metadata.topic_errors.get(topic)
+            if error is not None:
+                code, message = error
+                if code is ErrorCode.INVALID_TOPIC_EXCEPTION:
+                    raise KafkaError(code, message)
+                last = message
+            count = self.metadata.num_partitions(topic)
+            if count is not None:
+                return count
+            remaining = deadline_ms - now_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after {what}"
+                    + (f" ({last})" if last else "")
+                )
+            await trio.sleep(
+                min(backoff_ms(attempt, self.retry_backoff_ms, self.retry_backoff_max_ms),
+                    remaining) / 1000
+            )  # fmt: skip
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for conn in list(self._connections.values()):
+            await conn.aclose()
+        self._connections.clear()

@@ -1,0 +1,141 @@
+"""Client configs with Kafka's names, defaults and checks (ProducerConfig, ConsumerConfig, ...).
+
+Configs come as a mapping with Kafka's dotted names and/or as keyword arguments with underscores
+(`linger_ms=5` is `linger.ms`); values may be strings (from the CLI) or native values.
+Unknown keys and bad values raise protocol.config_defs.ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from protocol.config_defs import INT_MAX, ConfigDef, ConfigDefs, ConfigError
+
+_COMMON = [
+    ConfigDef("bootstrap.servers", "list", ("localhost:9092",),
+              "host:port pairs used to find the cluster"),
+    ConfigDef("client.id", "string", "", "name sent with every request, for the broker's logs"),
+    ConfigDef("request.timeout.ms", "int", 30000, "how long to wait for a response", min=1),
+    ConfigDef("socket.connection.setup.timeout.ms", "long", 10000,
+              "how long to wait for a TCP connection", min=1),
+    ConfigDef("retry.backoff.ms", "long", 100, "first wait before retrying a failed request",
+              min=0),
+    ConfigDef("retry.backoff.max.ms", "long", 1000, "longest wait between retries", min=0),
+    ConfigDef("metadata.max.age.ms", "long", 300000,
+              "refresh metadata at least this often", min=0),
+    ConfigDef("max.in.flight.requests.per.connection", "int", 5,
+              "unanswered requests allowed per connection", min=1),
+    ConfigDef("default.api.timeout.ms", "int", 60000,
+              "deadline of blocking calls that have no other timeout", min=0),
+]  # fmt: skip
+
+PRODUCER_CONFIGS = ConfigDefs(
+    "producer",
+    [
+        *_COMMON,
+        ConfigDef("acks", "string", "all", "0: no answer; 1: the leader has it; all: the ISR",
+                  choices=("all", "-1", "0", "1")),
+        ConfigDef("batch.size", "int", 16384, "bytes per partition batch", min=0),
+        ConfigDef("linger.ms", "long", 5, "wait this long for a batch to fill", min=0),
+        ConfigDef("buffer.memory", "long", 33554432, "bytes of records waiting to be sent",
+                  min=0),
+        ConfigDef("max.block.ms", "long", 60000,
+                  "how long send() may block on metadata or buffer.memory", min=0),
+        ConfigDef("compression.type", "string", "none", "batch compression",
+                  choices=("none", "lz4", "zstd")),
+        ConfigDef("retries", "int", INT_MAX, "retries of a failed batch", min=0),
+        ConfigDef("delivery.timeout.ms", "int", 120000,
+                  "upper bound on the time to report success or failure of a send", min=0),
+        ConfigDef("max.request.size", "int", 1048576, "largest Produce request", min=0),
+        ConfigDef("partitioner.ignore.keys", "boolean", False,
+                  "use the sticky partitioner even for keyed records"),
+        ConfigDef("partitioner.adaptive.partitioning.enable", "boolean", True,
+                  "the sticky partitioner favours partitions with shorter queues"),
+        ConfigDef("enable.idempotence", "boolean", False,
+                  "not supported yet (needs InitProducerId)"),
+    ],
+)  # fmt: skip
+
+CONSUMER_CONFIGS = ConfigDefs(
+    "consumer",
+    [
+        *_COMMON,
+        ConfigDef("group.id", "string", "", "consumer group (groups arrive with issue 5)"),
+        ConfigDef("auto.offset.reset", "string", "latest",
+                  "where to start without a valid position", choices=("latest", "earliest", "none")),
+        ConfigDef("fetch.min.bytes", "int", 1, "bytes a fetch waits for", min=0),
+        ConfigDef("fetch.max.wait.ms", "int", 500, "longest a fetch waits for fetch.min.bytes",
+                  min=0),
+        ConfigDef("fetch.max.bytes", "int", 52428800, "bytes per fetch response", min=0),
+        ConfigDef("max.partition.fetch.bytes", "int", 1048576, "bytes per partition per fetch",
+                  min=0),
+        ConfigDef("max.poll.records", "int", 500, "records returned by one poll()", min=1),
+        ConfigDef("check.crcs", "boolean", True, "verify the CRC of fetched batches"),
+        ConfigDef("isolation.level", "string", "read_uncommitted", "transactions do not exist yet",
+                  choices=("read_uncommitted", "read_committed")),
+    ],
+)  # fmt: skip
+
+ADMIN_CONFIGS = ConfigDefs("admin", _COMMON)
+
+
+def resolve(
+    defs: ConfigDefs, config: Mapping[str, Any] | None, overrides: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Defaults overlaid with `config` and keyword `overrides` (underscores -> dots)."""
+    merged: dict[str, Any] = dict(config or {})
+    for key, value in overrides.items():
+        merged[key.replace("_", ".")] = value
+    values = defs.resolve(merged)
+    if not values["bootstrap.servers"]:
+        raise ConfigError("bootstrap.servers: at least one host:port is needed")
+    for server in values["bootstrap.servers"]:
+        parse_host_port(server)
+    if values["retry.backoff.max.ms"] < values["retry.backoff.ms"]:
+        values["retry.backoff.max.ms"] = values["retry.backoff.ms"]
+    return values
+
+
+def producer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    values = resolve(PRODUCER_CONFIGS, config, overrides)
+    if values["enable.idempotence"]:
+        raise ConfigError("enable.idempotence: not supported yet (no InitProducerId)")
+    delivery = values["delivery.timeout.ms"]
+    floor = values["linger.ms"] + values["request.timeout.ms"]
+    if delivery < floor:
+        # Kafka refuses this combination too: a batch could expire before its first attempt.
+        raise ConfigError(
+            f"delivery.timeout.ms: {delivery} must be at least linger.ms + request.timeout.ms "
+            f"({floor})"
+        )
+    values["acks"] = -1 if values["acks"] in ("all", "-1") else int(values["acks"])
+    return values
+
+
+def consumer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    return resolve(CONSUMER_CONFIGS, config, overrides)
+
+
+def admin_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    return resolve(ADMIN_CONFIGS, config, overrides)
+
+
+def parse_host_port(server: str) -> tuple[str, int]:
+    """`host:port` (or `[v6]:port`) -> (host, port); ConfigError naming the bad entry."""
+    host, sep, port = server.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"bootstrap.servers: {server!r} is not host:port")
+    return host, int(port)
+
+
+__all__ = [
+    "ADMIN_CONFIGS",
+    "CONSUMER_CONFIGS",
+    "PRODUCER_CONFIGS",
+    "admin_config",
+    "consumer_config",
+    "parse_host_port",
+    "producer_config",
+]

@@ -1,0 +1,199 @@
+"""One trio TCP connection to a broker: pipelined requests matched by correlation id.
+
+Up to max.in.flight.requests.per.connection requests may be unanswered at once; the broker
+answers in order, but responses are matched by correlation id anyway. A request that gets no
+answer within request.timeout.ms fails with KafkaTimeoutError and, as in Kafka, the connection
+is closed (a late answer would otherwise be taken for the next one's).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, TypeVar
+
+import structlog
+import trio
+
+from client.errors import KafkaConnectionError, KafkaTimeoutError
+from protocol.codec import decode_response_body, decode_response_header, encode_request
+from protocol.errors import ProtocolError
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder
+from protocol.messages import Request, Response
+from protocol.schema import InvalidMessageError
+
+R = TypeVar("R", bound=Response)
+log = structlog.get_logger("client.connection")
+
+_RECEIVE_BYTES = 1 << 18
+
+
+class _Pending:
+    __slots__ = ("error", "event", "response", "response_type")
+
+    def __init__(self, response_type: type[Response]) -> None:
+        self.response_type = response_type
+        self.event = trio.Event()
+        self.response: Any = None
+        self.error: BaseException | None = None
+
+
+async def open_stream(host: str, port: int, timeout_ms: float) -> trio.SocketStream:
+    """Connect, or raise KafkaConnectionError saying which address failed and why."""
+    try:
+        with trio.fail_after(timeout_ms / 1000):
+            stream = await trio.open_tcp_stream(host, port)
+    except trio.TooSlowError:
+        raise KafkaConnectionError(
+            f"cannot connect to broker {host}:{port}: no answer within {timeout_ms:.0f} ms "
+            "(socket.connection.setup.timeout.ms)"
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise KafkaConnectionError(f"cannot connect to broker {host}:{port}: {reason}") from None
+    return stream
+
+
+class BrokerConnection:
+    """A connection to one broker. Run `reader()` in a nursery; then call `request()`."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        address: str,
+        node_id: int = -1,
+        client_id: str | None = None,
+        max_in_flight: int = 5,
+        request_timeout_ms: float = 30000,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.address = address
+        self.node_id = node_id
+        self.client_id = client_id or None
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        self._stream = stream
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._slots = trio.Semaphore(max_in_flight)
+        self._send_lock = trio.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._correlation = itertools.count(1)
+        self._closed: BaseException | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    @property
+    def in_flight(self) -> int:
+        return self.max_in_flight - self._slots.value
+
+    @property
+    def can_send(self) -> bool:
+        return self._closed is None and self._slots.value > 0
+
+    async def request(self, body: Request, *, timeout_ms: float | None = None) -> Any:
+        """Send `body` and wait for its response (whose error codes the caller inspects)."""
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        async with self._slots:
+            self._check_open()
+            corr = next(self._correlation) & 0x7FFFFFFF
+            pending = _Pending(type(body).RESPONSE)
+            self._pending[corr] = pending
+            try:
+                await self._send(encode_request(corr, self.client_id, body))
+                with trio.move_on_after(timeout / 1000 if timeout >= 0 else math.inf):
+                    await pending.event.wait()
+            finally:
+                self._pending.pop(corr, None)
+            if not pending.event.is_set():
+                name = type(body).__name__
+                self._fail(KafkaTimeoutError(
+                    f"{name} to broker {self.address} got no response within {timeout:.0f} ms "
+                    "(request.timeout.ms); connection closed"
+                ))  # fmt: skip
+                await self.aclose()
+                raise self._closed  # type: ignore[misc]
+            if pending.error is not None:
+                raise pending.error
+            return pending.response
+
+    async def send_only(self, body: Request) -> None:
+        """Send a request that gets no response (Produce with acks=0)."""
+        async with self._slots:
+            self._check_open()
+            corr = next(self._correlation) & 0x7FFFFFFF
+            await self._send(encode_request(corr, self.client_id, body))
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise (
+                self._closed
+                if isinstance(self._closed, KafkaConnectionError)
+                else KafkaConnectionError(f"connection to broker {self.address} is closed")
+            )
+
+    async def _send(self, frame: bytes) -> None:
+        try:
+            async with self._send_lock:
+                await self._stream.send_all(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            error = KafkaConnectionError(f"connection to broker {self.address} broke: {exc}")
+            self._fail(error)
+            raise error from None
+
+    async def reader(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Receive responses until the connection closes; wakes whoever waits on each one."""
+        task_status.started()
+        try:
+            while self._closed is None:
+                data = await self._stream.receive_some(_RECEIVE_BYTES)
+                if not data:
+                    self._fail(KafkaConnectionError(f"broker {self.address} closed the connection"))
+                    break
+                self._decoder.feed(data)
+                while True:
+                    frame = self._decoder.next_frame()
+                    if frame is NEED_DATA:
+                        break
+                    self._dispatch(frame)  # type: ignore[arg-type]
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail(KafkaConnectionError(f"connection to broker {self.address} broke: {exc}"))
+        except ProtocolError as exc:
+            log.warning("bad response from broker", broker=self.address, error=str(exc))
+            self._fail(KafkaConnectionError(f"broker {self.address} sent a bad response: {exc}"))
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+
+    def _dispatch(self, frame: bytes) -> None:
+        corr, raw = decode_response_header(frame)
+        pending = self._pending.pop(corr, None)
+        if pending is None:
+            # A response to a request that timed out is impossible (we close on timeout), so
+            # an unknown id means the stream is out of step with us.
+            raise InvalidMessageError(f"response for unknown correlation id {corr}")
+        try:
+            pending.response = decode_response_body(pending.response_type, raw)
+        except InvalidMessageError as exc:
+            pending.error = KafkaConnectionError(
+                f"broker {self.address} sent an invalid {pending.response_type.__name__}: {exc}"
+            )
+        pending.event.set()
+
+    def _fail(self, error: BaseException) -> None:
+        if self._closed is None:
+            self._closed = error
+        for pending in self._pending.values():
+            if not pending.event.is_set():
+                pending.error = error
+                pending.event.set()
+        self._pending.clear()
+
+    async def aclose(self) -> None:
+        self._fail(KafkaConnectionError(f"connection to broker {self.address} is closed"))
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()

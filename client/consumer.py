@@ -1,0 +1,584 @@
+"""The trio Consumer: manual assignment, positions, seeks and pipelined fetches.
+
+    async with Consumer(bootstrap_servers="localhost:9092", auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition("events", 0)])
+        records = await c.poll(timeout_ms=1000)
+
+One Fetch per leader is kept in flight while the caller works through the records already
+fetched (Kafka's pipelining); records below the fetch offset in a first batch are skipped.
+Without a valid position a partition is reset by auto.offset.reset (latest|earliest|none),
+also when the broker answers OFFSET_OUT_OF_RANGE. Consumer groups arrive with issue 5.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, NamedTuple, Self
+
+import structlog
+import trio
+
+from client.cluster import ClusterClient, backoff_ms, now_ms
+from client.config import consumer_config
+from client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+)
+from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from protocol.names import TopicPartition
+from protocol.record_batch import HEADER_SIZE, decode_records, read_header
+
+log = structlog.get_logger("client.consumer")
+
+_RESET_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+_LEADERSHIP_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    position: int | None = None
+    reset: str | None = None
+    """Pending reset strategy (earliest/latest) set by seek_to_* or OFFSET_OUT_OF_RANGE."""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    error: KafkaError | None = None
+    """Raised by the next poll() (e.g. OFFSET_OUT_OF_RANGE with auto.offset.reset=none)."""
+
+
+class _CompletedFetch:
+    """Fetched bytes of one partition, decoded a batch at a time as poll() asks for records."""
+
+    __slots__ = ("_batch_next", "_data", "_idx", "_pos", "_records", "next_offset", "tp")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, data: bytes) -> None:
+        self.tp = tp
+        self.next_offset = fetch_offset
+        self._data = data
+        self._pos = 0
+        self._records: list[Any] = []
+        self._idx = 0
+        self._batch_next = fetch_offset
+
+    def take(self, max_records: int, out: list[ConsumerRecord]) -> bool:
+        """Append up to `max_records` records to `out`; True when this fetch is used up."""
+        topic, partition = self.tp
+        data = self._data
+        taken = 0
+        while taken < max_records:
+            if self._idx >= len(self._records):
+                if self._batch_next > self.next_offset:
+                    self.next_offset = self._batch_next
+                if self._pos + HEADER_SIZE > len(data):
+                    return True
+                header = read_header(data, self._pos)
+                end = self._pos + header.size
+                if end > len(data):  # a partial batch at the end: fetch it again next time
+                    return True
+                if header.next_offset > self.next_offset:
+                    self._records = decode_records(data, self._pos)
+                else:
+                    self._records = []
+                self._idx = 0
+                self._pos = end
+                self._batch_next = header.next_offset
+                continue
+            records = self._records
+            stop = min(len(records), self._idx + max_records - taken)
+            first = self.next_offset
+            for i in range(self._idx, stop):
+                rec = records[i]
+                if rec.offset < first:
+                    continue
+                out.append(
+                    ConsumerRecord(
+                        topic, partition, rec.offset, rec.timestamp, rec.key, rec.value, rec.headers
+                    )
+                )
+                taken += 1
+                self.next_offset = rec.offset + 1
+            self._idx = stop
+        if self._idx >= len(self._records) and self._pos >= len(data):
+            if self._batch_next > self.next_offset:
+                self.next_offset = self._batch_next
+            return True
+        return False
+
+
+class Consumer:
+    """A Kafka-style consumer with manual assignment. Use as `async with Consumer(...) as c:`."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+        self.config = consumer_config(config, **overrides)
+        c = self.config
+        self._reset: str = c["auto.offset.reset"]
+        self._max_poll_records: int = c["max.poll.records"]
+        self._api_timeout_ms: float = c["default.api.timeout.ms"]
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._completed: deque[_CompletedFetch] = deque()
+        self._buffered: set[TopicPartition] = set()
+        self._fetching_nodes: set[int] = set()
+        self._fetched = trio.Event()
+        self._stack: AsyncExitStack | None = None
+        self._nursery: trio.Nursery | None = None
+        self._cluster: ClusterClient | None = None
+        self._closed = False
+        self._generation = 0
+        """Bumped by assign() and seeks so that fetches begun before them are dropped."""
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._stack is not None:
+            return
+        stack = AsyncExitStack()
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        self._stack, self._nursery = stack, nursery
+        self._cluster = ClusterClient(self.config, nursery)
+        try:
+            await self._cluster.refresh_metadata(())
+        except BaseException:
+            self._closed = True
+            nursery.cancel_scope.cancel()
+            await stack.aclose()
+            raise
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._stack is None or self._closed:
+            return
+        self._closed = True
+        assert self._nursery is not None and self._cluster is not None
+        self._nursery.cancel_scope.cancel()
+        await self._cluster.aclose()
+        await self._stack.aclose()
+
+    def _client(self) -> ClusterClient:
+        if self._closed or self._cluster is None:
+            raise ClientClosedError("consumer")
+        return self._cluster
+
+    # -- assignment and positions -------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Replace the assignment. New partitions start at auto.offset.reset unless sought."""
+        wanted = {TopicPartition(*tp) for tp in partitions}
+        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        self._drop_buffered(lambda tp: tp not in wanted)
+        self._generation += 1
+        if self._cluster is not None:
+            self._cluster.topics = {tp.topic for tp in wanted}
+            self._cluster.request_update()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._states)
+
+    def _state(self, tp: TopicPartition | tuple[str, int]) -> _PartitionState:
+        try:
+            return self._states[TopicPartition(*tp)]
+        except KeyError:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {TopicPartition(*tp)} is not assigned to this consumer",
+            ) from None
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Fetch from `offset` next."""
+        if offset < 0:
+            raise ValueError(f"seek offset must be >= 0, got {offset}")
+        state = self._state(tp)
+        state.position, state.reset, state.error = offset, None, None
+        self._after_seek(TopicPartition(*tp))
+
+    def seek_to_beginning(self, *tps: TopicPartition | tuple[str, int]) -> None:
+        """Start from the log start offset (all assigned partitions when none are named)."""
+        self._seek_to("earliest", tps)
+
+    def seek_to_end(self, *tps: TopicPartition | tuple[str, int]) -> None:
+        """Start from the high watermark (all assigned partitions when none are named)."""
+        self._seek_to("latest", tps)
+
+    def _seek_to(self, strategy: str, tps: tuple[TopicPartition | tuple[str, int], ...]) -> None:
+        for tp in tps or tuple(self._states):
+            state = self._state(tp)
+            state.position, state.reset, state.error = None, strategy, None
+            self._after_seek(TopicPartition(*tp))
+
+    def _after_seek(self, tp: TopicPartition) -> None:
+        self._drop_buffered(lambda t: t == tp)
+        self._generation += 1
+
+    def _drop_buffered(self, which: Any) -> None:
+        self._completed = deque(cf for cf in self._completed if not which(cf.tp))
+        self._buffered = {cf.tp for cf in self._completed}
+
+    async def position(self, tp: TopicPartition | tuple[str, int]) -> int:
+        """The offset of the next record poll() returns (resolving a pending reset)."""
+        state = self._state(tp)
+        if state.position is None:
+            await self._update_positions(now_ms() + self._api_timeout_ms)
+        assert state.position is not None
+        return state.position
+
+    def highwater(self, tp: TopicPartition | tuple[str, int]) -> int:
+        """The high watermark from the last fetch of `tp` (-1 before any)."""
+        return self._state(tp).high_watermark
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        cluster = self._client()
+        count = await cluster.wait_for_topic(
+            topic,
+            now_ms() + self._api_timeout_ms,
+            f"{self._api_timeout_ms:.0f} ms (default.api.timeout.ms)",
+        )
+        return list(range(count))
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """First offset whose timestamp is >= the given one (None when there is none)."""
+        found = await self._list_offsets(dict(timestamps), now_ms() + self._api_timeout_ms)
+        return {
+            tp: None if offset < 0 else OffsetAndTimestamp(offset, ts)
+            for tp, (offset, ts) in found.items()
+        }
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        found = await self._list_offsets(
+            dict.fromkeys(tps, EARLIEST_TIMESTAMP), now_ms() + self._api_timeout_ms
+        )
+        return {tp: offset for tp, (offset, _ts) in found.items()}
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        found = await self._list_offsets(
+            dict.fromkeys(tps, LATEST_TIMESTAMP), now_ms() + self._api_timeout_ms
+        )
+        return {tp: offset for tp, (offset, _ts) in found.items()}
+
+    async def _list_offsets(
+        self, wanted: dict[TopicPartition, int], deadline: float
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets for each partition at its leader, retrying retriable errors until
+        `deadline`."""
+        cluster = self._client()
+        cluster.topics.update(tp.topic for tp in wanted)
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        attempt = 0
+        last_error = ""
+        while True:
+            todo = {tp: ts for tp, ts in wanted.items() if tp not in result}
+            if not todo:
+                return result
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            missing = False
+            for tp, ts in todo.items():
+                leader = cluster.metadata.leader_for(tp.topic, tp.partition)
+                if leader is None:
+                    missing = True
+                    error = cluster.metadata.topic_errors.get(tp.topic)
+                    if error:
+                        last_error = error[1]
+                        if error[0] is ErrorCode.INVALID_TOPIC_EXCEPTION:
+                            raise KafkaError(*error)
+                    elif (n := cluster.metadata.num_partitions(tp.topic)) is not None and not (
+                        0 <= tp.partition < n
+                    ):
+                        last_error = f"partition {tp} does not exist (the topic has {n})"
+                    continue
+                by_node.setdefault(leader, {})[tp] = ts
+            if missing:
+                cluster.request_update()
+            for node, parts in by_node.items():
+                try:
+                    response: ListOffsetsResponse = await cluster.send(node, _list_request(parts))
+                except KafkaConnectionError as exc:
+                    cluster.drop(node)
+                    cluster.request_update()
+                    last_error = exc.message
+                    continue
+                if response.error_code:
+                    raise KafkaError(
+                        ErrorCode.from_wire(response.error_code),
+                        response.error_message or "ListOffsets failed",
+                    )
+                for t in response.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.index)
+                        if p.error_code == 0:
+                            result[tp] = (p.offset, p.timestamp)
+                            continue
+                        code = ErrorCode.from_wire(p.error_code)
+                        message = p.error_message or code.name
+                        if not code.retriable:
+                            raise KafkaError(code, f"ListOffsets for {tp}: {message}")
+                        cluster.metadata.invalidate_leader(tp.topic, tp.partition)
+                        cluster.request_update()
+                        last_error = f"{tp}: {message}"
+            if all(tp in result for tp in wanted):
+                return result
+            remaining = deadline - now_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    "could not look up offsets before the deadline (default.api.timeout.ms)"
+                    + (f": {last_error}" if last_error else "")
+                )
+            attempt += 1
+            if cluster.needs_update():
+                await cluster.maybe_refresh()
+                if self._retry_now(wanted, result):
+                    continue
+            await trio.sleep(
+                min(backoff_ms(attempt, cluster.retry_backoff_ms, cluster.retry_backoff_max_ms),
+                    remaining) / 1000
+            )  # fmt: skip
+
+    def _retry_now(
+        self, wanted: dict[TopicPartition, int], result: dict[TopicPartition, tuple[int, int]]
+    ) -> bool:
+        """After a refresh: retry at once if every missing partition now has a leader."""
+        assert self._cluster is not None
+        leader_for = self._cluster.metadata.leader_for
+        return all(
+            leader_for(tp.topic, tp.partition) is not None for tp in wanted if tp not in result
+        )
+
+    async def _update_positions(self, deadline: float) -> None:
+        """Resolve every partition without a position by its reset strategy."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, state in self._states.items():
+            if state.position is not None:
+                continue
+            strategy = state.reset or self._reset
+            if strategy == "none":
+                raise NoOffsetForPartitionError(
+                    f"no offset for partition {tp} and auto.offset.reset is none"
+                )
+            wanted[tp] = _RESET_TIMESTAMPS[strategy]
+        if not wanted:
+            return
+        generation = self._generation
+        found = await self._list_offsets(wanted, deadline)
+        if generation != self._generation:
+            return  # a seek or assign happened meanwhile; the next poll looks again
+        for tp, (offset, _ts) in found.items():
+            state = self._states.get(tp)
+            if state is not None and state.position is None:
+                state.position, state.reset = offset, None
+
+    # -- polling ------------------------------------------------------------------------------
+
+    async def poll(
+        self, timeout_ms: float = 0, *, max_records: int | None = None
+    ) -> list[ConsumerRecord]:
+        """Records fetched for the assigned partitions, waiting up to `timeout_ms` for some.
+        Returns an empty list when none arrived in time."""
+        cluster = self._client()
+        deadline = now_ms() + timeout_ms
+        limit = max_records or self._max_poll_records
+        while True:
+            self._raise_partition_errors()
+            if any(s.position is None for s in self._states.values()):
+                await self._update_positions(max(deadline, now_ms() + self._api_timeout_ms))
+            records = self._drain(limit)
+            self._send_fetches(cluster)
+            if records:
+                return records
+            remaining = deadline - now_ms()
+            if remaining <= 0:
+                return []
+            fetched = self._fetched
+            with trio.move_on_after(remaining / 1000):
+                await fetched.wait()
+
+    def _raise_partition_errors(self) -> None:
+        for state in self._states.values():
+            if state.error is not None:
+                error, state.error = state.error, None
+                raise error
+
+    def _drain(self, limit: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        while self._completed and len(out) < limit:
+            cf = self._completed[0]
+            state = self._states.get(cf.tp)
+            if state is None or state.position != cf.next_offset:
+                self._completed.popleft()  # stale: sought or unassigned since it was fetched
+                self._buffered.discard(cf.tp)
+                continue
+            try:
+                used_up = cf.take(limit - len(out), out)
+            except CorruptRecordBatchError as exc:
+                self._completed.popleft()
+                self._buffered.discard(cf.tp)
+                raise KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"corrupt record batch in {cf.tp} after offset {state.position}: {exc}",
+                ) from None
+            state.position = cf.next_offset
+            if used_up:
+                self._completed.popleft()
+                self._buffered.discard(cf.tp)
+        return out
+
+    def _send_fetches(self, cluster: ClusterClient) -> None:
+        """Start a Fetch to every leader that has fetchable partitions and none in flight."""
+        assert self._nursery is not None
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        unknown = False
+        for tp, state in self._states.items():
+            if state.position is None or tp in self._buffered:
+                continue
+            leader = cluster.metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                unknown = True
+                continue
+            if leader not in self._fetching_nodes:
+                by_node.setdefault(leader, {})[tp] = state.position
+        if unknown or cluster.needs_update():
+            if unknown:
+                cluster.request_update()
+            self._nursery.start_soon(cluster.maybe_refresh)
+        for node, parts in by_node.items():
+            self._fetching_nodes.add(node)
+            self._nursery.start_soon(self._fetch, node, parts, self._generation)
+
+    async def _fetch(self, node: int, parts: dict[TopicPartition, int], generation: int) -> None:
+        cluster = self._cluster
+        assert cluster is not None
+        c = self.config
+        topics: dict[str, list[FetchPartition]] = {}
+        for tp, offset in parts.items():
+            topics.setdefault(tp.topic, []).append(
+                FetchPartition(
+                    index=tp.partition,
+                    fetch_offset=offset,
+                    partition_max_bytes=c["max.partition.fetch.bytes"],
+                )
+            )
+        request = FetchRequest(
+            max_wait_ms=c["fetch.max.wait.ms"],
+            min_bytes=c["fetch.min.bytes"],
+            max_bytes=c["fetch.max.bytes"],
+            topics=tuple(FetchTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
+            isolation_level=1 if c["isolation.level"] == "read_committed" else 0,
+        )
+        try:
+            try:
+                response: FetchResponse = await cluster.send(
+                    node, request, timeout_ms=c["request.timeout.ms"] + c["fetch.max.wait.ms"]
+                )
+            except KafkaError as exc:
+                log.info("fetch failed", node=node, error=str(exc))
+                cluster.drop(node)
+                cluster.request_update()
+                await trio.sleep(cluster.retry_backoff_ms / 1000)
+                return
+            if response.error_code:
+                log.info("fetch refused", node=node, error=response.error_message)
+                await trio.sleep(cluster.retry_backoff_ms / 1000)
+                return
+            if generation != self._generation:
+                return
+            self._handle_fetch(cluster, parts, response)
+        finally:
+            self._fetching_nodes.discard(node)
+            fetched, self._fetched = self._fetched, trio.Event()
+            fetched.set()
+
+    def _handle_fetch(
+        self, cluster: ClusterClient, parts: dict[TopicPartition, int], response: FetchResponse
+    ) -> None:
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.index)
+                state = self._states.get(tp)
+                if state is None or state.position != parts.get(tp):
+                    continue
+                code = ErrorCode.from_wire(p.error_code)
+                if code is ErrorCode.NONE:
+                    state.high_watermark = p.high_watermark
+                    state.log_start_offset = p.log_start_offset
+                    if p.records:
+                        self._completed.append(_CompletedFetch(tp, state.position, p.records))
+                        self._buffered.add(tp)
+                elif code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if self._reset == "none":
+                        state.error = KafkaError(
+                            code,
+                            f"fetch offset {state.position} is out of range for partition {tp} "
+                            "and auto.offset.reset is none",
+                        )
+                    else:
+                        log.info(
+                            "offset out of range; resetting",
+                            tp=str(tp),
+                            offset=state.position,
+                            strategy=self._reset,
+                        )
+                        state.position, state.reset = None, self._reset
+                elif code in _LEADERSHIP_ERRORS or code.retriable:
+                    cluster.metadata.invalidate_leader(tp.topic, tp.partition)
+                    cluster.request_update()
+                else:
+                    state.error = KafkaError(code, f"fetching {tp}: {p.error_message or code.name}")
+
+
+def _list_request(parts: dict[TopicPartition, int]) -> ListOffsetsRequest:
+    topics: dict[str, list[ListOffsetsPartition]] = {}
+    for tp, ts in parts.items():
+        topics.setdefault(tp.topic, []).append(
+            ListOffsetsPartition(index=tp.partition, timestamp=ts)
+        )
+    return ListOffsetsRequest(
+        topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())
+    )

@@ -1,0 +1,46 @@
+"""Errors the client raises on top of protocol.errors.KafkaError.
+
+Everything a user can hit (unreachable broker, timeouts, bad configs) is a KafkaError with a
+message a person can act on, so callers (the CLI above all) catch one type and print one line.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode, KafkaError
+
+
+class KafkaConnectionError(KafkaError):
+    """A broker could not be reached or the connection broke (Kafka's NetworkException)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NETWORK_EXCEPTION, message)
+
+
+class KafkaTimeoutError(KafkaError):
+    """A client-side deadline passed (request.timeout.ms, max.block.ms, delivery.timeout.ms)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+
+class ClientClosedError(KafkaError):
+    """The producer, consumer or admin client was used after close()."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what} is closed")
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """No position and auto.offset.reset=none (Kafka's NoOffsetForPartitionException)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+
+
+def raise_for_code(code: int, message: str | None, context: str = "") -> None:
+    """Raise KafkaError for a non-zero wire error code, keeping the broker's message."""
+    if code == 0:
+        return
+    error = ErrorCode.from_wire(code)
+    text = message or error.name
+    raise KafkaError(error, f"{context}: {text}" if context else text)

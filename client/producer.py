@@ -1,0 +1,426 @@
+"""The trio Producer: Kafka's configs, partitioners, batching, retries and delivery timeout.
+
+    async with Producer(bootstrap_servers="localhost:9092", acks="1") as producer:
+        future = await producer.send("events", b"value", key=b"key")
+        metadata = await future          # RecordMetadata(topic, partition, offset, timestamp)
+
+`send()` only blocks (up to max.block.ms) for the topic's metadata or for buffer.memory; the
+sender task drains ready batches into one Produce request per broker and keeps up to
+max.in.flight.requests.per.connection of them unanswered per connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Self
+
+import structlog
+import trio
+
+from client.accumulator import ProducerBatch, RecordAccumulator, record_size
+from client.cluster import ClusterClient, backoff_ms, now_ms
+from client.config import producer_config
+from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
+from client.futures import RecordFuture, RecordMetadata
+from client.partitioner import StickyPartitioner, partition_for_key
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
+from protocol.names import TopicPartition
+from protocol.record_batch import Compression
+
+log = structlog.get_logger("client.producer")
+
+Headers = Sequence[tuple[str, bytes]]
+
+_LEADERSHIP_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+
+
+class Producer:
+    """A Kafka-style producer. Use as `async with Producer(...) as p:` (or `await start()` /
+    `await close()` from inside a task that outlives it)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+        self.config = producer_config(config, **overrides)
+        c = self.config
+        self._acks: int = c["acks"]
+        self._batch_size: int = c["batch.size"]
+        self._max_request_size: int = c["max.request.size"]
+        self._buffer_memory: int = c["buffer.memory"]
+        self._max_block_ms: float = c["max.block.ms"]
+        self._retries: int = c["retries"]
+        self._delivery_timeout_ms: float = c["delivery.timeout.ms"]
+        self._request_timeout_ms: float = c["request.timeout.ms"]
+        self._ignore_keys: bool = c["partitioner.ignore.keys"]
+        self._accumulator = RecordAccumulator(
+            batch_size=self._batch_size,
+            linger_ms=c["linger.ms"],
+            compression=Compression.from_name(c["compression.type"]),
+            delivery_timeout_ms=self._delivery_timeout_ms,
+        )
+        self._sticky = StickyPartitioner(
+            self._batch_size, adaptive=c["partitioner.adaptive.partitioning.enable"]
+        )
+        self._num_partitions: dict[str, int] = {}
+        self._tps: dict[tuple[str, int], TopicPartition] = {}
+        self._stack: AsyncExitStack | None = None
+        self._cluster: ClusterClient | None = None
+        self._nursery: trio.Nursery | None = None
+        self._wakeup = trio.Event()
+        self._memory_freed = trio.Event()
+        self._all_done = trio.Event()
+        self._in_flight = 0
+        self._closed = False
+        self._sender_done = trio.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the sender and connect to a bootstrap server (raises if none answers)."""
+        if self._stack is not None:
+            return
+        stack = AsyncExitStack()
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        self._stack, self._nursery = stack, nursery
+        self._cluster = ClusterClient(self.config, nursery)
+        try:
+            await self._cluster.refresh_metadata(())
+        except BaseException:
+            nursery.cancel_scope.cancel()
+            self._closed = True
+            await stack.aclose()
+            raise
+        nursery.start_soon(self._sender)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close(timeout_ms=None if exc_type is None else 0)
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Send what is buffered (waiting up to `timeout_ms`; None: until each record succeeded
+        or failed, at most delivery.timeout.ms) then stop. With 0 buffered records fail at once."""
+        if self._stack is None or self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(float("inf") if timeout_ms is None else timeout_ms / 1000):
+            await self.flush()
+        self._accumulator.closing = True
+        for batch in self._accumulator.abort_all():
+            self._accumulator.complete(batch, -1, ClientClosedError("producer"))
+        self._wake()
+        assert self._nursery is not None and self._cluster is not None
+        self._nursery.cancel_scope.cancel()
+        await self._cluster.aclose()
+        await self._stack.aclose()
+        # Requests cut short by the cancellation never got an answer.
+        for batch in list(self._accumulator.incomplete):
+            self._accumulator.complete(batch, -1, ClientClosedError("producer"))
+
+    # -- sending ------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers = (),
+    ) -> RecordFuture:
+        """Queue a record; returns a future of its RecordMetadata. Blocks up to max.block.ms
+        for the topic's metadata or for room in buffer.memory."""
+        if self._closed or self._cluster is None:
+            raise ClientClosedError("producer")
+        count = self._num_partitions.get(topic)
+        if count is None:
+            count = await self._wait_on_metadata(topic)
+        size = record_size(key, value, headers)
+        if size + 61 > self._max_request_size:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the record is {size} bytes, larger than max.request.size "
+                f"({self._max_request_size})",
+            )
+        if partition is None:
+            if key is not None and not self._ignore_keys:
+                partition = partition_for_key(key, count)
+            else:
+                partition = self._sticky_partition(topic, count)
+        elif not 0 <= partition < count:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {partition} of topic {topic!r} does not exist "
+                f"(it has {count} partitions)",
+            )
+        acc = self._accumulator
+        if acc.buffered_bytes + size > self._buffer_memory:
+            await self._wait_for_memory(size)
+        tp = self._tps.get((topic, partition))
+        if tp is None:
+            tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        future, wake = acc.append(tp, ts, key, value, headers, size, now_ms())
+        if key is None or self._ignore_keys:
+            self._sticky.on_append(
+                topic, partition, size, count, self._cluster.metadata.available_partitions(topic),
+                lambda p: acc.queue_size(TopicPartition(topic, p)),
+            )  # fmt: skip
+        if wake:
+            self._wakeup.set()
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers = (),
+    ) -> RecordMetadata:
+        """send() and wait for the acknowledgement."""
+        future = await self.send(
+            topic, value, key, partition=partition, timestamp_ms=timestamp_ms, headers=headers
+        )
+        return await future
+
+    async def flush(self) -> None:
+        """Send everything buffered now and wait until each record succeeded or failed."""
+        if self._stack is None:
+            return
+        acc = self._accumulator
+        waiting = list(acc.incomplete)
+        if not waiting:
+            return
+        acc.flushing = True
+        self._wake()
+        try:
+            for batch in waiting:
+                await batch.result.wait()
+        finally:
+            acc.flushing = False
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """Partition numbers of `topic` (waits for metadata up to max.block.ms)."""
+        count = self._num_partitions.get(topic)
+        if count is None:
+            count = await self._wait_on_metadata(topic)
+        return list(range(count))
+
+    def _sticky_partition(self, topic: str, count: int) -> int:
+        assert self._cluster is not None
+        acc = self._accumulator
+        return self._sticky.partition(
+            topic,
+            count,
+            self._cluster.metadata.available_partitions(topic),
+            lambda p: acc.queue_size(TopicPartition(topic, p)),
+        )
+
+    async def _wait_on_metadata(self, topic: str) -> int:
+        assert self._cluster is not None
+        count = await self._cluster.wait_for_topic(
+            topic, now_ms() + self._max_block_ms, f"{self._max_block_ms:.0f} ms (max.block.ms)"
+        )
+        self._num_partitions[topic] = count
+        return count
+
+    async def _wait_for_memory(self, size: int) -> None:
+        acc = self._accumulator
+        if size > self._buffer_memory:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the record is {size} bytes, larger than buffer.memory ({self._buffer_memory})",
+            )
+        with trio.move_on_after(self._max_block_ms / 1000):
+            while acc.buffered_bytes + size > self._buffer_memory:
+                self._wake()
+                await self._memory_freed.wait()
+            return
+        raise KafkaTimeoutError(
+            f"failed to allocate {size} bytes within {self._max_block_ms:.0f} ms (max.block.ms); "
+            f"buffer.memory is {self._buffer_memory} and {acc.buffered_bytes} bytes are waiting"
+        )
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    # -- the sender task ----------------------------------------------------------------------
+
+    async def _sender(self) -> None:
+        cluster = self._cluster
+        acc = self._accumulator
+        assert cluster is not None and self._nursery is not None
+        leader_for = cluster.metadata.leader_for
+        while True:
+            now = now_ms()
+            for batch in acc.expired(now):
+                self._fail(batch, self._expiry_error(batch, now))
+            check = acc.ready(cluster.metadata.leader_for, now)
+            if check.unknown_leaders:
+                cluster.topics.update(check.unknown_leaders)
+                cluster.request_update()
+            if cluster.needs_update():
+                self._nursery.start_soon(cluster.maybe_refresh)
+            sendable = []
+            for node in check.ready_nodes:
+                conn = cluster.connection_if_ready(node)
+                if conn is None:
+                    self._nursery.start_soon(self._connect, node)
+                elif conn.can_send:
+                    sendable.append(node)
+            if sendable:
+                leader_for = cluster.metadata.leader_for
+                drained = acc.drain(leader_for, sendable, self._max_request_size, now)
+                for node, batches in drained.items():
+                    self._in_flight += 1
+                    self._nursery.start_soon(self._send_batches, node, batches)
+                if drained:
+                    await trio.lowlevel.checkpoint()
+                    continue
+            delay = check.next_check_ms
+            if cluster.needs_update() and check.unknown_leaders:
+                delay = min(delay, cluster.retry_backoff_ms)
+            self._wakeup = trio.Event()
+            with trio.move_on_after(max(delay, 0.0) / 1000 if delay != float("inf") else 1.0):
+                await self._wakeup.wait()
+
+    async def _connect(self, node: int) -> None:
+        assert self._cluster is not None
+        try:
+            await self._cluster.connection(node)
+        except KafkaConnectionError as exc:
+            log.info("cannot connect to broker", node=node, error=exc.message)
+            self._cluster.request_update()
+            await trio.sleep(self._cluster.retry_backoff_ms / 1000)
+        self._wake()
+
+    async def _send_batches(self, node: int, batches: list[ProducerBatch]) -> None:
+        cluster = self._cluster
+        assert cluster is not None
+        try:
+            topics: dict[str, list[ProducePartition]] = {}
+            by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
+            for batch in batches:
+                by_tp.setdefault(batch.tp, []).append(batch)
+            for tp, group in by_tp.items():
+                data = b"".join(b.close() for b in group) if len(group) > 1 else group[0].close()
+                topics.setdefault(tp.topic, []).append(
+                    ProducePartition(index=tp.partition, records=data)
+                )
+            request = ProduceRequest(
+                acks=self._acks,
+                timeout_ms=int(self._request_timeout_ms),
+                topics=tuple(
+                    ProduceTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()
+                ),
+            )
+            try:
+                conn = await cluster.connection(node)
+                if self._acks == 0:
+                    await conn.send_only(request)
+                    for batch in batches:
+                        self._accumulator.complete(batch, -1, None)
+                    return
+                response = await conn.request(request)
+            except KafkaError as exc:
+                # Connection broke or the request timed out: every batch may be retried.
+                cluster.drop(node)
+                cluster.request_update()
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                return
+            if response.error_code:
+                error = KafkaError(
+                    ErrorCode.from_wire(response.error_code),
+                    response.error_message or "Produce request failed",
+                )
+                for batch in batches:
+                    self._retry_or_fail(batch, error)
+                return
+            results = {(t.name, p.index): p for t in response.topics for p in t.partitions}
+            for tp, group in by_tp.items():
+                part = results.get((tp.topic, tp.partition))
+                if part is None:
+                    error = KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, f"no response for partition {tp}"
+                    )
+                    for batch in group:
+                        self._retry_or_fail(batch, error)
+                    continue
+                if part.error_code == 0:
+                    offset = part.base_offset
+                    for batch in group:
+                        self._accumulator.complete(batch, offset, None)
+                        if offset >= 0:
+                            offset += batch.record_count
+                    continue
+                code = ErrorCode.from_wire(part.error_code)
+                if code in _LEADERSHIP_ERRORS:
+                    cluster.metadata.invalidate_leader(tp.topic, tp.partition)
+                    cluster.request_update()
+                error = KafkaError(code, part.error_message or f"producing to {tp} failed")
+                for batch in group:
+                    self._retry_or_fail(batch, error)
+        finally:
+            self._in_flight -= 1
+            self._memory_freed.set()
+            self._memory_freed = trio.Event()
+            self._wake()
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        now = now_ms()
+        if (
+            error.retriable
+            and batch.attempts <= self._retries
+            and now - batch.created_ms < self._delivery_timeout_ms
+            and not self._accumulator.closing
+        ):
+            assert self._cluster is not None
+            delay = backoff_ms(
+                batch.attempts, self._cluster.retry_backoff_ms, self._cluster.retry_backoff_max_ms
+            )
+            log.info("retrying batch", tp=str(batch.tp), attempt=batch.attempts, error=str(error))
+            self._accumulator.reenqueue(batch, now + delay)
+            return
+        if error.retriable and now - batch.created_ms >= self._delivery_timeout_ms:
+            self._fail(batch, self._expiry_error(batch, now, error))
+        else:
+            self._fail(batch, error)
+
+    def _expiry_error(
+        self, batch: ProducerBatch, now: float, cause: KafkaError | None = None
+    ) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"expiring {batch.record_count} record(s) for {batch.tp}: "
+            f"{now - batch.created_ms:.0f} ms has passed since batch creation "
+            f"(delivery.timeout.ms {self._delivery_timeout_ms:.0f})"
+            + (f"; last error: {cause}" if cause else "")
+        )
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        self._accumulator.complete(batch, -1, error)
+        self._memory_freed.set()
+        self._memory_freed = trio.Event()

@@ -1,0 +1,201 @@
+"""An in-memory broker for client unit tests: a real trio TCP server speaking the protocol,
+with a dict of partitions instead of storage. Enough of Metadata, Produce, Fetch, ListOffsets,
+CreateTopics, DeleteTopics for the client's logic; the real broker is tested in integration/.
+
+`fail_next[(api_key)] = [ErrorCode, ...]` makes the next requests of that API fail per partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from protocol.codec import decode_request, encode_response
+from protocol.errors import ErrorCode
+from protocol.framing import NEED_DATA, FrameDecoder
+from protocol.messages import ApiKey
+from protocol.messages.api_versions import ApiVersionsResponse
+from protocol.messages.fetch import FetchPartitionResponse, FetchResponse, FetchTopicResponse
+from protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from protocol.messages.metadata import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataResponse,
+    MetadataTopic,
+)
+from protocol.messages.produce import (
+    ProducePartitionResponse,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+from protocol.messages.topics import (
+    CreatableTopicResult,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsResponse,
+)
+from protocol.record_batch import iter_batches, stamp
+
+
+@dataclass
+class FakePartition:
+    batches: list[bytearray] = field(default_factory=list)
+    bases: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    end: int = 0
+    start: int = 0
+
+
+class FakeBroker:
+    def __init__(self, node_id: int = 1) -> None:
+        self.node_id = node_id
+        self.port = 0
+        self.topics: dict[str, list[FakePartition]] = {}
+        self.fail_next: dict[ApiKey, list[ErrorCode]] = {}
+        self.requests: list[Any] = []
+        self.held: trio.Event | None = None
+        """While set to an unset Event, responses wait for it (requests pile up in flight)."""
+        self._listeners: list[trio.SocketListener] = []
+
+    def create(self, name: str, partitions: int = 1) -> None:
+        self.topics[name] = [FakePartition() for _ in range(partitions)]
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self._listeners = listeners
+        self.port = listeners[0].socket.getsockname()[1]
+        task_status.started(self.port)
+        await trio.serve_listeners(self._handle, listeners)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder()
+        try:
+            while True:
+                data = await stream.receive_some(1 << 16)
+                if not data:
+                    return
+                decoder.feed(data)
+                while (frame := decoder.next_frame()) is not NEED_DATA:
+                    env = decode_request(frame)  # type: ignore[arg-type]
+                    self.requests.append(env.body)
+                    response = self._answer(env.api_key, env.body)
+                    if response is not None:
+                        if self.held is not None:
+                            await self.held.wait()
+                        await stream.send_all(encode_response(env.correlation_id, response))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+    def _error(self, key: ApiKey) -> ErrorCode:
+        queue = self.fail_next.get(key)
+        return queue.pop(0) if queue else ErrorCode.NONE
+
+    def _answer(self, key: ApiKey, req: Any) -> Any:
+        if key is ApiKey.API_VERSIONS:
+            return ApiVersionsResponse()
+        if key is ApiKey.METADATA:
+            names = list(self.topics) if req.topics is None else list(req.topics)
+            topics = []
+            for name in names:
+                parts = self.topics.get(name)
+                if parts is None:
+                    topics.append(MetadataTopic(error_code=3, name=name, error_message="unknown"))
+                    continue
+                topics.append(MetadataTopic(error_code=0, name=name, topic_id="id-" + name, partitions=tuple(
+                    MetadataPartition(error_code=0, index=i, leader_id=self.node_id, leader_epoch=0,
+                                      replica_nodes=(self.node_id,), isr_nodes=(self.node_id,))
+                    for i in range(len(parts)))))  # fmt: skip
+            return MetadataResponse(
+                brokers=(MetadataBroker(node_id=self.node_id, host="127.0.0.1", port=self.port),),
+                cluster_id="fake",
+                controller_id=self.node_id,
+                topics=tuple(topics),
+            )
+        if key is ApiKey.PRODUCE:
+            out = []
+            for t in req.topics:
+                parts = []
+                for p in t.partitions:
+                    code = self._error(key)
+                    if code:
+                        parts.append(ProducePartitionResponse(index=p.index, error_code=code))
+                        continue
+                    part = self.topics[t.name][p.index]
+                    base = part.end
+                    buf = bytearray(p.records)
+                    for pos, header in iter_batches(buf):
+                        stamp(buf, pos, part.end, 0)
+                        one = bytearray(buf[pos : pos + header.size])
+                        part.batches.append(one)
+                        part.bases.append(part.end)
+                        part.timestamps.append(header.max_timestamp)
+                        part.end += header.records_count
+                    parts.append(
+                        ProducePartitionResponse(index=p.index, error_code=0, base_offset=base)
+                    )
+                out.append(ProduceTopicResponse(name=t.name, partitions=tuple(parts)))
+            return None if req.acks == 0 else ProduceResponse(topics=tuple(out))
+        if key is ApiKey.FETCH:
+            out = []
+            for t in req.topics:
+                parts = []
+                for p in t.partitions:
+                    part = self.topics[t.name][p.index]
+                    code = self._error(key)
+                    if not code and not part.start <= p.fetch_offset <= part.end:
+                        code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    if code:
+                        parts.append(FetchPartitionResponse(index=p.index, error_code=code))
+                        continue
+                    data = bytearray()
+                    for base, batch in zip(part.bases, part.batches, strict=True):
+                        last = base + int.from_bytes(batch[23:27], "big")
+                        if last >= p.fetch_offset and (
+                            not data or len(data) + len(batch) <= p.partition_max_bytes
+                        ):
+                            data += batch
+                    parts.append(FetchPartitionResponse(index=p.index, error_code=0, high_watermark=part.end,
+                                                        log_start_offset=part.start, records=bytes(data)))  # fmt: skip
+                out.append(FetchTopicResponse(name=t.name, partitions=tuple(parts)))
+            return FetchResponse(topics=tuple(out))
+        if key is ApiKey.LIST_OFFSETS:
+            out = []
+            for t in req.topics:
+                parts = []
+                for p in t.partitions:
+                    part = self.topics[t.name][p.index]
+                    if p.timestamp == -1:
+                        off = part.end
+                    elif p.timestamp == -2:
+                        off = part.start
+                    else:
+                        off = next((b for b, ts in zip(part.bases, part.timestamps, strict=True)
+                                    if ts >= p.timestamp), -1)  # fmt: skip
+                    parts.append(
+                        ListOffsetsPartitionResponse(index=p.index, error_code=0, offset=off)
+                    )
+                out.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+            return ListOffsetsResponse(topics=tuple(out))
+        if key is ApiKey.CREATE_TOPICS:
+            results = []
+            for t in req.topics:
+                if t.name in self.topics:
+                    results.append(CreatableTopicResult(name=t.name, error_code=36,
+                                                        error_message=f"Topic '{t.name}' already exists."))  # fmt: skip
+                    continue
+                self.create(t.name, max(t.num_partitions, 1))
+                results.append(CreatableTopicResult(name=t.name, error_code=0))
+            return CreateTopicsResponse(topics=tuple(results))
+        if key is ApiKey.DELETE_TOPICS:
+            results = []
+            for name in req.topic_names:
+                code = 0 if self.topics.pop(name, None) is not None else 3
+                results.append(DeletableTopicResult(name=name, error_code=code))
+            return DeleteTopicsResponse(responses=tuple(results))
+        raise AssertionError(f"fake broker does not serve {key!r}")
