@@ -29,11 +29,17 @@ import structlog
 import trio
 
 from broker.config import Listener
-from protocol.codec import RequestDecodeError, RequestEnvelope, decode_request, encode_response
+from protocol.codec import (
+    RequestDecodeError,
+    RequestEnvelope,
+    api_versions_response,
+    decode_request,
+    encode_error_response,
+    encode_response,
+)
 from protocol.errors import ErrorCode, FrameTooLargeError, RemoteProtocolError
 from protocol.framing import NEED_DATA, FrameDecoder
-from protocol.messages import REQUESTS, Response, error_response
-from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages import Response, error_response
 
 log = structlog.get_logger("broker.server")
 
@@ -77,14 +83,6 @@ class BoundListener:
     name: str
     host: str
     port: int
-
-
-def api_versions() -> tuple[ApiVersionRange, ...]:
-    """Every API the registry knows, with its version range."""
-    return tuple(
-        ApiVersionRange(api_key=int(key), min_version=cls.MIN_VERSION, max_version=cls.MAX_VERSION)
-        for key, cls in sorted(REQUESTS.items())
-    )
 
 
 @dataclass(slots=True, eq=False)
@@ -230,16 +228,12 @@ class _Connection:
             error=exc.code.name,
             reason=str(exc),
         )
-        body: Response
-        if exc.api_key is None:
-            # Unknown API key: like Kafka's answer to an unsupported ApiVersions request, say
-            # what is supported.
-            body = ApiVersionsResponse(
-                api_keys=api_versions(), error_code=int(exc.code), error_message=str(exc)
-            )
-        else:
-            body = error_response(REQUESTS[exc.api_key], exc.code, str(exc))
-        return encode_response(exc.correlation_id, body)
+        frame = encode_error_response(exc)
+        if frame is None:
+            # An API key this broker does not serve: answer the way Kafka answers an
+            # unsupported ApiVersions, with the error and what is supported.
+            frame = encode_response(exc.correlation_id, api_versions_response(exc.code, str(exc)))
+        return frame
 
     async def _write(self, recv: trio.MemoryReceiveChannel[_Slot]) -> None:
         async with recv:

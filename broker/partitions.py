@@ -1,0 +1,137 @@
+"""The partitions this broker hosts (Kafka's ReplicaManager, the part that owns partitions).
+
+`apply_leader_and_isr(deletes, leaders, followers)` is the one entry point for leadership
+changes, in Kafka's order: stop and delete removed partitions, then make leaders, then make
+followers, then checkpoint high watermarks. In standalone/KRaft mode the metadata publisher
+derives the changes from committed metadata records; the ZK-mode issue feeds LeaderAndIsr
+requests into the same function. Changes whose leader epoch is not newer are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.replica.partition_state import PartitionChange, PartitionState
+from protocol.errors import ErrorCode, KafkaError
+from protocol.names import TopicPartition
+from storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from storage.log import Log
+    from storage.log_manager import LogManager
+
+log = structlog.get_logger("broker.partitions")
+
+TopicConfigFn = Callable[[str], Mapping[str, Any]]
+
+
+@dataclass(slots=True, eq=False)
+class Partition:
+    state: PartitionState
+    log: Log
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.state.tp
+
+
+class PartitionManager:
+    def __init__(self, log_manager: LogManager, node_id: int, topic_config: TopicConfigFn) -> None:
+        self.log_manager = log_manager
+        self.node_id = node_id
+        self.topic_config = topic_config
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._checkpointed_hw: dict[TopicPartition, int] | None = None
+
+    def get(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def leader(self, tp: TopicPartition) -> Partition:
+        """The partition if this broker leads it; KafkaError otherwise."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"this server does not host topic-partition {tp}",
+            )
+        if not partition.state.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} is not the leader of {tp} "
+                f"(leader: {partition.state.leader})",
+            )
+        return partition
+
+    def _log_config(self, topic: str) -> tuple[LogConfig, int]:
+        typed = dict(self.topic_config(topic))
+        return LogConfig.from_topic_configs(typed), int(typed.get("min.insync.replicas", 1))
+
+    def apply_leader_and_isr(
+        self,
+        *,
+        deletes: Iterable[TopicPartition] = (),
+        leaders: Iterable[PartitionChange] = (),
+        followers: Iterable[PartitionChange] = (),
+    ) -> list[TopicPartition]:
+        """Apply leadership changes; returns the partitions whose state changed."""
+        changed: list[TopicPartition] = []
+        for tp in deletes:
+            if self.partitions.pop(tp, None) is not None or self.log_manager.get_log(tp):
+                self.log_manager.delete_log(tp)
+                changed.append(tp)
+        n_leaders = n_followers = 0
+        for change in leaders:
+            if self._become(change):
+                changed.append(change.tp)
+                n_leaders += 1
+        for change in followers:
+            if self._become(change):
+                changed.append(change.tp)
+                n_followers += 1
+        if changed:
+            log.info(
+                "applied partition changes",
+                deleted=len(changed) - n_leaders - n_followers,
+                leaders=n_leaders,
+                followers=n_followers,
+            )
+            self.checkpoint_high_watermarks()
+        return changed
+
+    def _become(self, change: PartitionChange) -> bool:
+        partition = self.partitions.get(change.tp)
+        if partition is not None and not partition.state.is_newer(change):
+            return False
+        if partition is None:
+            config, min_isr = self._log_config(change.tp.topic)
+            the_log = self.log_manager.get_or_create_log(change.tp, config, change.topic_id)
+            state = PartitionState(change.tp, self.node_id, min_insync_replicas=min_isr)
+            if self._checkpointed_hw is None:
+                self._checkpointed_hw = dict(self.log_manager.read_high_watermarks())
+            hw = self._checkpointed_hw.pop(change.tp, 0)
+            state.restore_high_watermark(hw, the_log.log_end_offset)
+            partition = Partition(state, the_log)
+            self.partitions[change.tp] = partition
+        partition.state.apply(change, partition.log.log_end_offset)
+        return True
+
+    def update_topic_config(self, topic: str) -> int:
+        """Give every live log of `topic` its current config; returns how many were updated."""
+        config, min_isr = self._log_config(topic)
+        n = 0
+        for tp, partition in self.partitions.items():
+            if tp.topic == topic:
+                partition.log.update_config(config)
+                partition.state.min_insync_replicas = min_isr
+                n += 1
+        return n
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.state.high_watermark for tp, p in self.partitions.items()}
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.checkpoint_high_watermarks(self.high_watermarks())

@@ -1,0 +1,57 @@
+"""The fetch purgatory: long polls wait here until an append to a partition they read wakes them.
+
+A waiting Fetch calls `watch(partitions)` and waits on the returned event under its own
+deadline (`fetch.max.wait.ms`); `notify(tp)` (after an append, or when the HW moves) sets the
+events of every fetch watching that partition, and the fetch then re-checks `fetch.min.bytes`.
+`wake_all()` releases every waiter at shutdown so in-flight long polls answer at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import trio
+
+from protocol.names import TopicPartition
+
+
+class FetchPurgatory:
+    def __init__(self) -> None:
+        self._watchers: dict[TopicPartition, set[trio.Event]] = {}
+        self._closed = False
+
+    def watch(self, partitions: Iterable[TopicPartition]) -> trio.Event:
+        """An event set at the next append to any of `partitions`. Call `unwatch` after."""
+        event = trio.Event()
+        if self._closed:
+            event.set()
+            return event
+        for tp in partitions:
+            self._watchers.setdefault(tp, set()).add(event)
+        return event
+
+    def unwatch(self, partitions: Iterable[TopicPartition], event: trio.Event) -> None:
+        for tp in partitions:
+            watchers = self._watchers.get(tp)
+            if watchers is not None:
+                watchers.discard(event)
+                if not watchers:
+                    del self._watchers[tp]
+
+    def notify(self, tp: TopicPartition) -> None:
+        watchers = self._watchers.pop(tp, None)
+        if watchers:
+            for event in watchers:
+                event.set()
+
+    def wake_all(self) -> None:
+        """Answer every waiting fetch now and from now on (shutdown)."""
+        self._closed = True
+        watchers, self._watchers = self._watchers, {}
+        for events in watchers.values():
+            for event in events:
+                event.set()
+
+    @property
+    def watched(self) -> int:
+        return len(self._watchers)

@@ -1,0 +1,155 @@
+"""broker.server in-process: pipelining order, limits, bad input, idle reaping, drain."""
+
+from __future__ import annotations
+
+import struct
+
+import msgpack
+import trio
+import trio.testing
+
+from broker.config import Listener
+from broker.server import BrokerServer, ConnectionInfo, ServerLimits
+from protocol.codec import RequestEnvelope, api_versions_response
+from protocol.errors import ErrorCode
+from protocol.messages import Response
+from protocol.messages.api_versions import ApiVersionsResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.topics import DeleteTopicsRequest, DeleteTopicsResponse
+from tests.support.wire import WireClient
+
+
+class SlowFirst:
+    """Answers Metadata; DeleteTopics waits until released, so later requests finish first."""
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.active = 0
+        self.max_active = 0
+        self.fail = False
+
+    async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            if isinstance(request.body, DeleteTopicsRequest):
+                await self.release.wait()
+                return DeleteTopicsResponse()
+            if isinstance(request.body, MetadataRequest):
+                if self.fail:
+                    raise RuntimeError("boom")
+                return MetadataResponse(cluster_id=f"c{request.correlation_id}")
+            return api_versions_response()
+        finally:
+            self.active -= 1
+
+
+async def start(nursery: trio.Nursery, handler: SlowFirst, **limits: int) -> BrokerServer:
+    server = BrokerServer(handler, [Listener("PLAINTEXT", "127.0.0.1", 0)], ServerLimits(**limits))
+    await nursery.start(server.serve)
+    return server
+
+
+async def test_pipelined_responses_come_back_in_request_order() -> None:
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler)
+        async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+            first = await c.send(DeleteTopicsRequest(topic_names=()))
+            second = await c.send(MetadataRequest())
+            third = await c.send(MetadataRequest())
+            # Let the later two finish while the first is still waiting.
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            assert handler.active == 1
+            handler.release.set()
+            assert (await c.receive(DeleteTopicsResponse))[0] == first
+            assert (await c.receive(MetadataResponse))[0] == second
+            assert (await c.receive(MetadataResponse))[0] == third
+        nursery.cancel_scope.cancel()
+
+
+async def test_in_flight_limit_per_connection() -> None:
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler, max_inflight_per_connection=2)
+        async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+            for _ in range(5):
+                await c.send(DeleteTopicsRequest(topic_names=()))
+            # Everything that can run is parked: the reader waits for a window slot.
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            assert handler.max_active == 2
+            handler.release.set()
+            for _ in range(5):
+                await c.receive(DeleteTopicsResponse)
+        nursery.cancel_scope.cancel()
+
+
+async def test_oversized_frame_refused_from_prefix_other_connections_fine() -> None:
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler, max_request_bytes=1000)
+        port = server.bound[0].port
+        async with await WireClient.connect("127.0.0.1", port) as other:
+            async with await WireClient.connect("127.0.0.1", port) as c:
+                await c.send_raw(struct.pack(">i", 1001))  # the body never comes
+                assert await c.wait_closed(5)
+            resp = await other.request(MetadataRequest())
+            assert resp.error_code == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_bad_body_gets_invalid_request_naming_the_field() -> None:
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler)
+        async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+            payload = msgpack.packb([3, 0, 77, "t", ["not-a-list"]])
+            await c.send_raw(struct.pack(">i", len(payload)) + payload)
+            corr, resp = await c.receive(MetadataResponse)
+            assert corr == 77
+            assert resp.error_code == ErrorCode.INVALID_REQUEST
+            assert "topics" in (resp.error_message or "")
+            # Unknown API key: UNSUPPORTED_VERSION with what is supported.
+            payload = msgpack.packb([9999, 0, 78, "t", []])
+            await c.send_raw(struct.pack(">i", len(payload)) + payload)
+            corr, av = await c.receive(ApiVersionsResponse)
+            assert (corr, av.error_code) == (78, ErrorCode.UNSUPPORTED_VERSION)
+            # Known API, unsupported version.
+            payload = msgpack.packb([3, 99, 79, "t", []])
+            await c.send_raw(struct.pack(">i", len(payload)) + payload)
+            corr, md = await c.receive(MetadataResponse)
+            assert (corr, md.error_code) == (79, ErrorCode.UNSUPPORTED_VERSION)
+            # A handler bug: UNKNOWN_SERVER_ERROR, connection stays usable.
+            handler.fail = True
+            resp = await c.request(MetadataRequest())
+            assert resp.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+            handler.fail = False
+            assert (await c.request(MetadataRequest())).error_code == 0
+            # Unparsable payload: connection closed.
+            await c.send_raw(struct.pack(">i", 3) + b"\xc1\xc1\xc1")
+            assert await c.wait_closed(5)
+        nursery.cancel_scope.cancel()
+
+
+async def test_idle_connections_are_reaped() -> None:
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler, connections_max_idle_ms=100)
+        async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+            assert (await c.request(MetadataRequest())).error_code == 0
+            assert await c.wait_closed(10)
+        nursery.cancel_scope.cancel()
+
+
+async def test_drain_answers_in_flight_then_closes() -> None:
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler)
+        async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+            corr = await c.send(DeleteTopicsRequest(topic_names=()))
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            assert handler.active == 1
+            nursery.start_soon(server.drain)
+            handler.release.set()
+            assert (await c.receive(DeleteTopicsResponse))[0] == corr
+            assert await c.wait_closed(5)
