@@ -1,1 +1,7 @@
-"""trioka controller package."""
+"""The backend-agnostic controller (DESIGN section 6).
+
+State is replayed from metadata records only (`state`); operations are pure functions
+`(state, request, ctx) -> ControllerResult(records, response)` (`topics`, `configs`, `brokers`,
+dispatched by `operations`); `driver` is the single-writer trio loop that runs them against a
+`ports.MetadataLog` (a local log, ZooKeeper or Raft, wired in by deploy).
+"""

@@ -1,0 +1,19 @@
+"""ControllerResult: what an operation returns (Kafka's ControllerResult)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from protocol.metadata.records import MetadataRecord
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[T]):
+    records: Sequence[MetadataRecord]
+    """Records to append; the response holds only once they are committed."""
+    response: T
+    """The answer to send once the records are committed."""
