@@ -36,6 +36,15 @@ log = structlog.get_logger("broker")
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
+def server_limits(config: BrokerConfig) -> ServerLimits:
+    return ServerLimits(
+        max_request_bytes=int(config["socket.request.max.bytes"]),
+        queued_max_requests=int(config["queued.max.requests"]),
+        max_inflight_per_connection=int(config["queued.max.requests.per.connection"]),
+        connections_max_idle_ms=int(config["connections.max.idle.ms"]),
+    )
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -70,14 +79,11 @@ class Broker:
         self.server = BrokerServer(
             self.apis,
             config.listeners,
-            ServerLimits(
-                max_request_bytes=int(config["socket.request.max.bytes"]),
-                queued_max_requests=int(config["queued.max.requests"]),
-                max_inflight_per_connection=int(config["queued.max.requests.per.connection"]),
-                connections_max_idle_ms=int(config["connections.max.idle.ms"]),
-            ),
+            server_limits(config),
         )
         self._shutdown = trio.Event()
+        self.stopped = trio.Event()
+        """Set once run() has shut down gracefully."""
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -138,6 +144,7 @@ class Broker:
             loops.cancel()
         self._final_checkpoint()
         log.info("broker shut down", node_id=self.config.node_id)
+        self.stopped.set()
 
     def _final_checkpoint(self) -> None:
         try:

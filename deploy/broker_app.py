@@ -1,25 +1,174 @@
-"""Standalone broker process: `python -m deploy.broker_app --config FILE --override k=v`."""
+"""The standalone broker process: storage, local metadata log, controller and broker, wired.
+
+    python -m deploy.broker_app --config FILE [--override key=value ...]
+
+`run_broker(config)` is what `trioka broker start` calls. It builds, in Kafka's order:
+LogManager (partition logs), LocalMetadataLog (`<metadata.log.dir>/__cluster_metadata-0`),
+the controller driver on top of it (single-writer loop), the broker (metadata publisher,
+partitions, TCP server), and handles SIGTERM/SIGINT as a graceful shutdown (stop accepting,
+finish in-flight requests, checkpoint, write the clean-shutdown marker).
+`task_status.started(bound listeners)` is called once the broker is serving.
+"""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import structlog
 import trio
 
-from broker.apis import ApiVersionsOnly
 from broker.config import BrokerConfig
-from broker.server import BrokerServer, ServerLimits
+from broker.server import BoundListener
 from deploy.config import ConfigError, load_broker_config
 from deploy.logging_config import configure_logging
+from protocol.messages import Request, Response
 
 log = structlog.get_logger("deploy.broker_app")
 
 
-async def run_broker(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    server = BrokerServer(ApiVersionsOnly(), config.listeners, ServerLimits())
+class LocalMetadataSource:
+    """MetadataSource over the local metadata log's commit listener: committed records are
+    queued here in order until the broker's publisher takes them."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[int, Any]] = []
+        self._committed = -1
+        self._arrived = trio.Event()
+
+    def on_commit(self, records: Sequence[tuple[int, Any]]) -> None:
+        """The LocalMetadataLog listener: (offset, record) pairs in offset order."""
+        for offset, record in records:
+            if offset > self._committed:
+                self._pending.append((offset, record))
+                self._committed = offset
+        self._arrived.set()
+
+    def committed_offset(self) -> int:
+        return self._committed
+
+    async def read_committed(self, after_offset: int) -> Sequence[tuple[int, Any]]:
+        while True:
+            # One consumer (the publisher): what it has not asked for again is applied.
+            out = [p for p in self._pending if p[0] > after_offset]
+            self._pending = []
+            if out:
+                return out
+            self._arrived = trio.Event()
+            await self._arrived.wait()
+
+
+class DriverChannel:
+    """ControllerChannel over the in-process controller driver."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    async def submit(self, request: Request) -> Response:
+        return await self.driver.submit(request)
+
+
+def _cluster_id(config: BrokerConfig) -> str:
+    return str(config["cluster.id"]) or _random_cluster_id()
+
+
+def _random_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+async def run_broker(
+    config: BrokerConfig,
+    *,
+    task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    handle_signals: bool = True,
+) -> None:
+    """Run one standalone broker until SIGTERM/SIGINT (or cancellation)."""
+    from broker.node import Broker
+
+    try:
+        from controller.config import ControllerConfig
+        from controller.context import ControllerContext
+        from controller.driver import ControllerDriver
+        from raft.local_log import LocalMetadataLog
+        from storage.log_manager import LogManager
+    except ImportError as exc:
+        # Interim, while storage/controller/raft are being written: serve ApiVersions only.
+        log.warning("serving ApiVersions only: a component is missing", error=str(exc))
+        await _run_api_versions_only(config, task_status=task_status)
+        return
+
+    cluster_id = _cluster_id(config)
+    log_manager = LogManager(
+        list(config.log_dirs),
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        max_open_files=int(config["trioka.max.open.files"]),
+    )
+    source = LocalMetadataSource()
+    metadata_log = LocalMetadataLog(config.metadata_log_dir)
+    metadata_log.add_listener(source.on_commit)
+    topic_defaults = config.topic_defaults()
+    controller_config = ControllerConfig(
+        num_partitions=int(config["num.partitions"]),
+        default_replication_factor=int(config["default.replication.factor"]),
+        delete_topic_enable=bool(config["delete.topic.enable"]),
+        # The local single-node log has no batch limit to respect; a standalone broker may
+        # create one topic with tens of thousands of partitions.
+        max_partitions_per_request=1_000_000,
+        topic_defaults={
+            k: str(v) for k, v in topic_defaults.items() if config.topic_config_sources()[k]
+        },
+    )
+    driver = ControllerDriver(
+        metadata_log, ControllerContext(config=controller_config), node_id=config.node_id
+    )
+    broker = Broker(
+        config,
+        log_manager=log_manager,
+        controller=DriverChannel(driver),
+        metadata_source=source,
+        cluster_id=cluster_id,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(metadata_log.run)
+        await nursery.start(driver.run)
+        bound = await nursery.start(broker.run)
+        task_status.started(bound)
+        if handle_signals:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                    break
+            broker.request_shutdown()
+            # Wait for the broker's graceful shutdown, then stop the controller and its log.
+            await broker.stopped.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def _run_api_versions_only(
+    config: BrokerConfig, *, task_status: trio.TaskStatus[list[BoundListener]]
+) -> None:
+    from broker.node import server_limits
+    from broker.server import BrokerServer, ConnectionInfo
+    from protocol.codec import RequestEnvelope, api_versions_response
+    from protocol.errors import ErrorCode
+    from protocol.messages import ApiKey, error_response
+
+    class Minimal:
+        async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response:
+            if request.api_key is ApiKey.API_VERSIONS:
+                return api_versions_response()
+            return error_response(
+                type(request.body), ErrorCode.UNSUPPORTED_VERSION, "broker not fully wired yet"
+            )
+
+    server = BrokerServer(Minimal(), config.listeners, server_limits(config))
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.serve)
         task_status.started(bound)
@@ -30,9 +179,13 @@ async def run_broker(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNOR
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.broker_app")
-    parser.add_argument("--config")
-    parser.add_argument("--override", action="append", default=[])
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.broker_app", description="Run one standalone trioka broker."
+    )
+    parser.add_argument("--config", help="TOML file with Kafka broker config names")
+    parser.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="override a key"
+    )
     args = parser.parse_args(argv)
     try:
         config = load_broker_config(args.config, args.override)
@@ -40,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
     configure_logging(role="broker", node_id=config.node_id)
-    trio.run(run_broker, config)
+    try:
+        trio.run(run_broker, config)
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 
