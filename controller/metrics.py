@@ -1,0 +1,45 @@
+"""The controller's metrics, with Kafka's names (kafka.controller:type=ControllerEventManager).
+
+Metrics live in a prometheus_client registry; the default instance is created once per process
+on the global registry (served on /metrics), tests pass their own registry.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge, Histogram
+
+_MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+PREFIX = "kafka_controller_ControllerEventManager_"
+
+
+class ControllerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.event_queue_size = Gauge(
+            PREFIX + "EventQueueSize",
+            "Events waiting in the controller's queue (EventQueueSize).",
+            registry=registry,
+        )
+        self.event_queue_time_ms = Histogram(
+            PREFIX + "EventQueueTimeMs",
+            "Time events waited in the controller's queue, ms (EventQueueTimeMs).",
+            buckets=_MS_BUCKETS,
+            registry=registry,
+        )
+        self.event_queue_processing_time_ms = Histogram(
+            PREFIX + "EventQueueProcessingTimeMs",
+            "Time the controller took to process an event, including the wait for its records "
+            "to commit, ms (EventQueueProcessingTimeMs).",
+            buckets=_MS_BUCKETS,
+            registry=registry,
+        )
+
+
+_default: ControllerMetrics | None = None
+
+
+def default_metrics() -> ControllerMetrics:
+    """The process-wide instance on prometheus_client's global registry."""
+    global _default
+    if _default is None:
+        _default = ControllerMetrics()
+    return _default
