@@ -487,10 +487,18 @@ class Consumer:
         if unknown or cluster.needs_update():
             if unknown:
                 cluster.request_update()
-            self._nursery.start_soon(cluster.maybe_refresh)
+            self._nursery.start_soon(self._refresh_metadata, cluster)
         for node, parts in by_node.items():
             self._fetching_nodes.add(node)
             self._nursery.start_soon(self._fetch, node, parts, self._generation)
+
+    async def _refresh_metadata(self, cluster: ClusterClient) -> None:
+        await cluster.maybe_refresh()
+        self._wake_poll()
+
+    def _wake_poll(self) -> None:
+        fetched, self._fetched = self._fetched, trio.Event()
+        fetched.set()
 
     async def _fetch(self, node: int, parts: dict[TopicPartition, int], generation: int) -> None:
         cluster = self._cluster
@@ -532,8 +540,7 @@ class Consumer:
             self._handle_fetch(cluster, parts, response)
         finally:
             self._fetching_nodes.discard(node)
-            fetched, self._fetched = self._fetched, trio.Event()
-            fetched.set()
+            self._wake_poll()
 
     def _handle_fetch(
         self, cluster: ClusterClient, parts: dict[TopicPartition, int], response: FetchResponse

@@ -74,21 +74,36 @@ class FakeBroker:
         await trio.serve_listeners(self._handle, listeners)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
-        decoder = FrameDecoder()
+        # Reading and answering are separate tasks so requests keep arriving (and are
+        # recorded) while answers are held back: that is how pipelining is observed.
+        send, receive = trio.open_memory_channel[bytes](1000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write, stream, receive)
+            decoder = FrameDecoder()
+            try:
+                while True:
+                    data = await stream.receive_some(1 << 16)
+                    if not data:
+                        break
+                    decoder.feed(data)
+                    while (frame := decoder.next_frame()) is not NEED_DATA:
+                        env = decode_request(frame)  # type: ignore[arg-type]
+                        self.requests.append(env.body)
+                        response = self._answer(env.api_key, env.body)
+                        if response is not None:
+                            await send.send(encode_response(env.correlation_id, response))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            nursery.cancel_scope.cancel()
+
+    async def _write(
+        self, stream: trio.SocketStream, receive: trio.MemoryReceiveChannel[bytes]
+    ) -> None:
         try:
-            while True:
-                data = await stream.receive_some(1 << 16)
-                if not data:
-                    return
-                decoder.feed(data)
-                while (frame := decoder.next_frame()) is not NEED_DATA:
-                    env = decode_request(frame)  # type: ignore[arg-type]
-                    self.requests.append(env.body)
-                    response = self._answer(env.api_key, env.body)
-                    if response is not None:
-                        if self.held is not None:
-                            await self.held.wait()
-                        await stream.send_all(encode_response(env.correlation_id, response))
+            async for frame in receive:
+                if self.held is not None:
+                    await self.held.wait()
+                await stream.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
 
