@@ -7,6 +7,7 @@ CreateTopics, DeleteTopics for the client's logic; the real broker is tested in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,3 +215,12 @@ class FakeBroker:
                 results.append(DeletableTopicResult(name=name, error_code=code))
             return DeleteTopicsResponse(responses=tuple(results))
         raise AssertionError(f"fake broker does not serve {key!r}")
+
+
+async def wait_for(condition: Callable[[], bool], limit_s: float = 5.0) -> None:
+    """Poll `condition` until true, failing after `limit_s` seconds (no blind sleeps)."""
+    with trio.fail_after(limit_s):
+        while True:
+            if condition():
+                return
+            await trio.sleep(0.001)

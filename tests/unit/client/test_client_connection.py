@@ -8,7 +8,7 @@ from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from tests.unit.client.fake_broker import FakeBroker
+from tests.unit.client.fake_broker import FakeBroker, wait_for
 
 
 async def connect(broker: FakeBroker, nursery: trio.Nursery, **kwargs: object) -> BrokerConnection:
@@ -34,9 +34,7 @@ async def test_pipelined_requests_get_their_own_responses(
         inner.start_soon(ask, "a")
         inner.start_soon(ask, "b")
         inner.start_soon(ask, "missing")
-        with trio.fail_after(5):
-            while len(fake_broker.requests) < 3:
-                await trio.sleep(0.001)
+        await wait_for(lambda: len(fake_broker.requests) >= 3)
         assert conn.in_flight == 3  # all three were sent before any answer came back
         fake_broker.held.set()
     fake_broker.held = None
@@ -52,9 +50,7 @@ async def test_in_flight_requests_are_bounded(fake_broker: FakeBroker, nursery: 
     async with trio.open_nursery() as inner:
         for _ in range(4):
             inner.start_soon(conn.request, ApiVersionsRequest())
-        with trio.fail_after(5):
-            while len(fake_broker.requests) < 2:
-                await trio.sleep(0.001)
+        await wait_for(lambda: len(fake_broker.requests) >= 2)
         await trio.testing.wait_all_tasks_blocked()
         assert len(fake_broker.requests) == 2 and not conn.can_send
         fake_broker.held.set()

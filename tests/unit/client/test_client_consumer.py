@@ -10,7 +10,7 @@ from client.consumer import _CompletedFetch
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import FetchRequest
 from protocol.record_batch import Record, build_batch
-from tests.unit.client.fake_broker import FakeBroker
+from tests.unit.client.fake_broker import FakeBroker, wait_for
 
 TP = TopicPartition("t", 0)
 
@@ -111,7 +111,7 @@ async def test_out_of_range_with_reset_none_raises(fake_broker: FakeBroker) -> N
         with pytest.raises(NoOffsetForPartitionError):
             await c.poll(10)
         c.seek(TP, 1000)
-        with trio.fail_after(5), pytest.raises(KafkaError) as info:  # noqa: PT012
+        with trio.fail_after(5), pytest.raises(KafkaError) as info:
             while True:
                 await c.poll(100)
         assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
@@ -124,9 +124,9 @@ async def test_fetches_are_pipelined_while_records_are_handed_out(fake_broker: F
         assert len(await poll_n(c, 200)) == 200
         # the poll that handed out the last buffered records already sent the next fetch, so
         # it is under way while the caller works on them (Kafka's pipelining)
-        with trio.fail_after(5):
-            while sum(isinstance(r, FetchRequest) for r in fake_broker.requests) < 2:
-                await trio.sleep(0.001)
+        await wait_for(
+            lambda: sum(isinstance(r, FetchRequest) for r in fake_broker.requests) >= 2
+        )
 
 
 async def test_unassigned_partition_operations_are_refused(fake_broker: FakeBroker) -> None:
