@@ -18,9 +18,17 @@ from protocol.messages.configs import (
 from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
-from tests.integration.broker.broker_wire import create_topic, fetch, list_offset, produce
+from tests.integration.broker.broker_wire import (
+    create_topic,
+    fetch,
+    list_offset,
+    produce,
+    requires_full_broker,
+)
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient, batch, records_of
+
+pytestmark = requires_full_broker
 
 
 async def test_produce_fetch_list_offsets(broker: BrokerProcess) -> None:
