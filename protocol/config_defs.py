@@ -8,6 +8,8 @@ here because the controller validates them, storage applies them and the broker 
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,15 +27,35 @@ class ConfigError(KafkaError):
         super().__init__(ErrorCode.INVALID_CONFIG, message)
 
 
-def _to_int(key: str, value: Any) -> int:
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _to_integer(key: str, value: Any, bits: int) -> int:
     if isinstance(value, bool):
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        number = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        # Only plain decimal digits, as Java's Integer/Long.parseLong (no "1_000", "1e3").
+        text = value.strip()
+        if len(text) > 40:  # far beyond 64 bits; int() would also refuse > 4300 digits
+            raise ConfigError(f"{key}: {text[:20]}... does not fit in a {bits}-bit integer")
+        number = int(text)
+    else:
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if not low <= number <= high:
+        kind = "int" if bits == 32 else "long"
+        raise ConfigError(f"{key}: {number} does not fit in a {bits}-bit {kind}")
+    return number
+
+
+def _to_int(key: str, value: Any) -> int:
+    return _to_integer(key, value, 32)
+
+
+def _to_long(key: str, value: Any) -> int:
+    return _to_integer(key, value, 64)
 
 
 def _to_bool(key: str, value: Any) -> bool:
@@ -58,15 +80,20 @@ def _to_list(key: str, value: Any) -> tuple[str, ...]:
 
 
 def _to_float(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (ValueError, OverflowError):
         raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{key}: expected a finite number, got {value!r}")
+    return number
 
 
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "int": _to_int,
-    "long": _to_int,
+    "long": _to_long,
     "boolean": _to_bool,
     "string": _to_str,
     "list": _to_list,

@@ -143,6 +143,8 @@ class ErrorCode(IntEnum):
             return cls.UNKNOWN_SERVER_ERROR
 
 
+# Kafka's RetriableException subclasses (InvalidMetadataException among them). Not here, as in
+# Kafka: NEW_LEADER_ELECTED (a plain ApiException), BROKER_NOT_AVAILABLE, REBALANCE_IN_PROGRESS.
 _RETRIABLE = frozenset(
     {
         ErrorCode.CORRUPT_MESSAGE,
@@ -172,7 +174,7 @@ _RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_TOPIC_ID,
         ErrorCode.INCONSISTENT_TOPIC_ID,
         ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
-        ErrorCode.NEW_LEADER_ELECTED,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
     }
 )
 

@@ -29,13 +29,16 @@ class TopicPartition(NamedTuple):
     def from_dir_name(cls, name: str) -> TopicPartition:
         """Parse `<topic>-<partition>`; raises ValueError when it is not one."""
         topic, sep, part = name.rpartition("-")
-        if not sep or not topic or not part.isdigit():
+        # isdigit() alone would accept non-ASCII digits such as "٣".
+        if not sep or not topic or not (part.isascii() and part.isdigit()):
             raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
         return cls(topic, int(part))
 
 
 def topic_name_problem(name: str) -> str | None:
     """Why `name` is not a legal topic name, or None when it is."""
+    if not isinstance(name, str):
+        return f"topic name must be a string, not {type(name).__name__}"
     if not name:
         return "topic name is empty"
     if name in (".", ".."):
