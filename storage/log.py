@@ -1,0 +1,812 @@
+"""Log: one partition's segmented log (Kafka's UnifiedLog + LocalLog, without tiering).
+
+Not thread-safe: one owner calls it at a time (the broker's event loop, or the Raft driver).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import structlog
+
+from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
+from protocol.names import TopicPartition
+from protocol.record_batch import BatchHeader, decode_records, stamp, validate_batch
+from storage.checkpoints import (
+    PARTITION_METADATA,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from storage.config import LogConfig
+from storage.epoch_cache import LeaderEpochFileCache, OffsetAndEpoch
+from storage.errors import (
+    CheckpointError,
+    InconsistentTopicIdError,
+    KafkaStorageError,
+    LogClosedError,
+    UnexpectedAppendOffsetError,
+)
+from storage.files import FileHandleCache, fsync_dir
+from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchInfo, LogSegment
+
+logger = structlog.get_logger("storage.log")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+"""Kafka's ListOffsets sentinels, accepted by offset_for_timestamp."""
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    """Largest batch max timestamp in the append (-1 if none)."""
+    offset_of_max_timestamp: int
+    num_batches: int
+    num_records: int
+    """Sum of the batches' records_count headers (records are never decoded)."""
+    valid_bytes: int
+    log_start_offset: int
+    log_append_time: int = -1
+    """-1: trioka keeps CreateTime (message.timestamp.type)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    data: bytes
+    """Raw bytes of whole batches; the first holds `fetch_offset` (it may start before it)."""
+    fetch_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    segment_base_offset: int
+    position: int
+    """Byte position of `data` in its segment."""
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class Log:
+    """Open with Log.open(); the constructor is internal."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        handles: FileHandleCache,
+        clock_ms: Callable[[], int],
+        epoch_cache: LeaderEpochFileCache,
+        topic_id: str | None,
+    ) -> None:
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.topic_id = topic_id
+        self._config = config
+        self._handles = handles
+        self._clock = clock_ms
+        self._epoch_cache = epoch_cache
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._leo = 0
+        self._recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock_ms()
+        self._metadata_dirty = False  # files created/renamed in the dir since its last fsync
+        self._closed = False
+        self.recovered_bytes_truncated = 0
+        """Bytes cut by recovery at open (tests and logs)."""
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        handles: FileHandleCache | None = None,
+        clock_ms: Callable[[], int] | None = None,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+        topic_id: str | None = None,
+    ) -> Log:
+        """Open (creating if needed) the log in `directory`, named `<topic>-<partition>`.
+
+        After an unclean stop (clean_shutdown=False) the segments from the one holding
+        `recovery_point` on are re-scanned: every CRC checked, offsets contiguous, epochs
+        matching the leader-epoch-checkpoint; the log is cut at the first bad or torn batch.
+        """
+        directory = os.fspath(directory)
+        tp = TopicPartition.from_dir_name(os.path.basename(os.path.normpath(directory)))
+        config = config or LogConfig()
+        handles = handles or FileHandleCache(64)
+        clock = clock_ms or wall_clock_ms
+        created = not os.path.isdir(directory)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            stored_id = read_partition_metadata(os.path.join(directory, PARTITION_METADATA))
+        except OSError as exc:
+            raise KafkaStorageError.from_os_error(f"opening the log of {tp}", exc) from exc
+        except CheckpointError as exc:
+            logger.warning("partition_metadata_unreadable", partition=str(tp), problem=str(exc))
+            stored_id = None
+        if topic_id is not None and stored_id is not None and topic_id != stored_id:
+            raise InconsistentTopicIdError(
+                f"log dir {directory} holds topic id {stored_id} but {tp} was opened with "
+                f"topic id {topic_id}"
+            )
+        log = cls(
+            directory,
+            tp,
+            config,
+            handles,
+            clock,
+            LeaderEpochFileCache(directory),
+            topic_id or stored_id,
+        )
+        try:
+            if topic_id is not None and stored_id is None:
+                write_partition_metadata(
+                    os.path.join(directory, PARTITION_METADATA), topic_id, fsync=False
+                )
+                log._metadata_dirty = True
+            log._load(created, recovery_point, log_start_offset, clean_shutdown)
+        except OSError as exc:
+            handles.close_under(directory)
+            raise KafkaStorageError.from_os_error(f"loading the log of {tp}", exc) from exc
+        return log
+
+    def _load(
+        self,
+        created: bool,
+        recovery_point: int,
+        log_start_offset: int | None,
+        clean_shutdown: bool,
+    ) -> None:
+        now = self._clock()
+        bases = []
+        index_stems = set()
+        for name in os.listdir(self.directory):
+            stem, ext = os.path.splitext(name)
+            if ext in (".tmp", ".deleted"):
+                os.unlink(os.path.join(self.directory, name))
+            elif len(stem) == 20 and stem.isdigit():
+                if ext == LOG_SUFFIX:
+                    bases.append(int(stem))
+                elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    index_stems.add(stem)
+        for stem in index_stems - {f"{b:020d}" for b in bases}:
+            # Indexes without their segment (a crash while deleting it): useless.
+            for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.directory, stem + ext))
+        bases.sort()
+        for base in bases:
+            self._segments.append(
+                LogSegment.open_existing(self.directory, base, self._handles, self._config, now)
+            )
+        if not self._segments:
+            start = log_start_offset if log_start_offset is not None else 0
+            self._segments.append(
+                LogSegment.create(self.directory, start, self._handles, self._config, now)
+            )
+            self._metadata_dirty = True
+        self._bases = [s.base_offset for s in self._segments]
+        if clean_shutdown or created:
+            self._leo = self._segments[-1].read_next_offset()
+        else:
+            self._recover(recovery_point)
+        self._log_start = min(max(log_start_offset or 0, self._bases[0]), self._leo)
+        self._epoch_cache.truncate_from_end(self._leo)
+        self._epoch_cache.truncate_from_start(self._log_start)
+        self._recovery_point = self._leo
+        if created:
+            self._metadata_dirty = True
+
+    def _recover(self, recovery_point: int) -> None:
+        """Re-scan the segments from the one holding `recovery_point`; cut at the damage."""
+        first = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        cache = self._epoch_cache
+        if cache.load_problem:
+            logger.warning(
+                "leader_epoch_checkpoint_unreadable",
+                partition=str(self.topic_partition),
+                problem=cache.load_problem,
+            )
+        expected = self._bases[first]
+        last_epoch = -1
+        # Without a checkpoint the cache is rebuilt from the batches, as Kafka does; with one,
+        # every batch's epoch must match it: that catches a damaged epoch field, which the CRC
+        # does not cover.
+        rebuilding = cache.earliest_entry() is None
+
+        def accept(h: BatchHeader) -> str | None:
+            nonlocal expected, last_epoch
+            if h.base_offset != expected:
+                return f"base offset {h.base_offset} where {expected} was expected"
+            epoch = h.partition_leader_epoch
+            if epoch < last_epoch:
+                return f"leader epoch {epoch} after a batch of epoch {last_epoch}"
+            if epoch >= 0:
+                cached = cache.epoch_for_offset(h.base_offset)
+                earliest = cache.earliest_entry()
+                if rebuilding:
+                    if epoch > (cache.latest_epoch() if earliest is not None else -1):
+                        cache.assign(epoch, h.base_offset)
+                elif cached is None:
+                    assert earliest is not None
+                    if epoch >= earliest.epoch:
+                        return (
+                            f"leader epoch {epoch} at offset {h.base_offset}, before the first "
+                            f"checkpointed epoch {earliest.epoch} (from {earliest.start_offset})"
+                        )
+                elif epoch != cached:
+                    return (
+                        f"leader epoch {epoch} at offset {h.base_offset} but the "
+                        f"leader-epoch-checkpoint says epoch {cached}"
+                    )
+            last_epoch = epoch
+            expected = h.base_offset + h.last_offset_delta + 1
+            return None
+
+        truncated_at: int | None = None
+        for i in range(first, len(self._segments)):
+            seg = self._segments[i]
+            if seg.base_offset != expected:
+                # A segment that does not continue the log: all of it is damage.
+                logger.warning(
+                    "log_recovery_truncated",
+                    partition=str(self.topic_partition),
+                    segment=os.path.basename(seg.log_path),
+                    problem=f"segment starts at {seg.base_offset}, the log ends at {expected}",
+                    deleted_segments=len(self._segments) - i,
+                )
+                truncated_at = i
+                break
+            result = seg.recover(accept)
+            self.recovered_bytes_truncated += result.truncated_bytes
+            if result.problem is not None:
+                logger.warning(
+                    "log_recovery_truncated",
+                    partition=str(self.topic_partition),
+                    segment=os.path.basename(seg.log_path),
+                    problem=result.problem,
+                    truncated_bytes=result.truncated_bytes,
+                    log_end_offset=result.next_offset,
+                    deleted_segments=len(self._segments) - i - 1,
+                )
+                truncated_at = i + 1
+                break
+        if truncated_at is not None:
+            for seg in self._segments[truncated_at:]:
+                self.recovered_bytes_truncated += seg.size
+                seg.delete()
+            del self._segments[truncated_at:]
+            if not self._segments:
+                self._segments.append(
+                    LogSegment.create(
+                        self.directory, expected, self._handles, self._config, self._clock()
+                    )
+                )
+            self._bases = [s.base_offset for s in self._segments]
+        self._leo = self._segments[-1].read_next_offset()
+        # What recovery checked is now made durable, so the recovery point can be the end.
+        self._epoch_cache.truncate_from_end(self._leo)
+        for seg in self._segments[first:]:
+            seg.flush()
+        self._epoch_cache.flush()
+        fsync_dir(self.directory)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is on disk (fsynced) and needs no recovery scan."""
+        return self._recovery_point
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segments."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic configs apply from the next append (index sizes: from the next segment)."""
+        self._config = config
+        for seg in self._segments:
+            seg.config = config
+
+    def latest_epoch(self) -> int | None:
+        return self._epoch_cache.latest_epoch()
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """The leader epoch cache as (epoch, start offset) pairs."""
+        return [(e.epoch, e.start_offset) for e in self._epoch_cache.entries()]
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> OffsetAndEpoch | None:
+        """Kafka's UnifiedLog.endOffsetForEpoch: (end offset, epoch) of the largest epoch <=
+        `leader_epoch`, or None when the cache cannot say."""
+        found = self._epoch_cache.end_offset_for(leader_epoch, self._leo)
+        return None if found.offset < 0 else found
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"the log of {self.topic_partition} is closed")
+
+    def _storage_error(self, what: str, exc: OSError) -> KafkaStorageError:
+        err = KafkaStorageError.from_os_error(f"{what} (partition {self.topic_partition})", exc)
+        logger.error("storage_error", partition=str(self.topic_partition), error=err.message)
+        return err
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> AppendInfo:
+        """Validate every batch (magic, CRC, max.message.bytes, record count), stamp offsets
+        and `leader_epoch`, and write them in one go. On any error nothing is written."""
+        self._check_open()
+        buf = bytearray(records)
+        n = len(buf)
+        cfg = self._config
+        tp = self.topic_partition
+        first = offset = self._leo
+        batches: list[BatchInfo] = []
+        num_records = 0
+        pos = 0
+        while pos < n:
+            try:
+                h = validate_batch(buf, pos)
+            except CorruptRecordBatchError as exc:
+                raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
+            size = h.size
+            if size > cfg.max_message_bytes:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"append to {tp} refused: the record batch at byte {pos} is {size} bytes, "
+                    f"over max.message.bytes={cfg.max_message_bytes}",
+                )
+            if h.records_count != h.last_offset_delta + 1:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"append to {tp} refused: the record batch at byte {pos} has "
+                    f"records_count {h.records_count} but last_offset_delta "
+                    f"{h.last_offset_delta} (expected records_count = last_offset_delta + 1)",
+                )
+            stamp(buf, pos, offset, leader_epoch)
+            last = offset + h.last_offset_delta
+            batches.append(BatchInfo(pos, size, last, h.max_timestamp))
+            num_records += h.records_count
+            offset = last + 1
+            pos += size
+        return self._append(buf, batches, first, num_records, [(leader_epoch, first)])
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches that already carry offsets and epochs (replication, Raft). The first
+        must start at the log end offset and offsets must be contiguous; CRCs are checked."""
+        self._check_open()
+        buf = records if isinstance(records, bytes | bytearray) else bytes(records)
+        tp = self.topic_partition
+        expected = first = self._leo
+        batches: list[BatchInfo] = []
+        epochs: list[tuple[int, int]] = []
+        num_records = 0
+        pos = 0
+        while pos < len(buf):
+            try:
+                h = validate_batch(buf, pos)
+            except CorruptRecordBatchError as exc:
+                raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
+            if h.base_offset != expected:
+                if pos == 0:
+                    raise UnexpectedAppendOffsetError(
+                        f"append to {tp} starts at offset {h.base_offset} but the log ends at "
+                        f"{expected}",
+                        first_offset=h.base_offset,
+                        log_end_offset=expected,
+                    )
+                raise CorruptRecordBatchError(
+                    f"append to {tp} refused: batch at byte {pos} has base offset "
+                    f"{h.base_offset}, expected {expected} (offsets must be contiguous)"
+                )
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
+                epochs.append((epoch, h.base_offset))
+            expected = h.base_offset + h.last_offset_delta + 1
+            batches.append(BatchInfo(pos, h.size, expected - 1, h.max_timestamp))
+            num_records += h.records_count
+            pos += h.size
+        return self._append(buf, batches, first, num_records, epochs)
+
+    def _append(
+        self,
+        buf: bytes | bytearray,
+        batches: list[BatchInfo],
+        first_offset: int,
+        num_records: int,
+        epochs: list[tuple[int, int]],
+    ) -> AppendInfo:
+        if not batches:
+            return AppendInfo(
+                first_offset, first_offset - 1, -1, first_offset, 0, 0, 0, self._log_start
+            )
+        tp = self.topic_partition
+        if len(buf) > self._config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"append to {tp} refused: {len(buf)} bytes in one append exceed "
+                f"segment.bytes={self._config.segment_bytes}",
+            )
+        max_ts, max_ts_offset = -1, first_offset
+        for b in batches:
+            if b.max_timestamp > max_ts:
+                max_ts, max_ts_offset = b.max_timestamp, b.last_offset
+        last_offset = batches[-1].last_offset
+        cache = self._epoch_cache
+        snapshot = cache.entries()
+        rolled_from: LogSegment | None = None
+        try:
+            for epoch, start in epochs:
+                cache.assign(epoch, start)
+            seg = self._segments[-1]
+            if self._should_roll(seg, len(buf), max_ts, last_offset):
+                rolled_from = seg
+                seg = self._roll()
+            seg.append(buf, batches)
+        except OSError as exc:
+            if rolled_from is not None and self._segments[-1] is not rolled_from:
+                self._unroll(rolled_from)
+            with contextlib.suppress(OSError):
+                cache.restore(snapshot)
+            raise self._storage_error(f"appending {len(buf)} bytes", exc) from exc
+        self._leo = last_offset + 1
+        self._unflushed_messages += num_records
+        if self._unflushed_messages >= self._config.flush_messages:
+            # The append itself succeeded; a failed flush is logged and retried next time.
+            with contextlib.suppress(KafkaStorageError):
+                self.flush()
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=max_ts_offset,
+            num_batches=len(batches),
+            num_records=num_records,
+            valid_bytes=len(buf),
+            log_start_offset=self._log_start,
+        )
+
+    def _should_roll(self, seg: LogSegment, size: int, max_ts: int, last_offset: int) -> bool:
+        if seg.size == 0:
+            return False
+        cfg = self._config
+        return (
+            seg.size + size > cfg.segment_bytes
+            or seg.time_waited_for_roll(self._clock(), max_ts) > cfg.segment_ms
+            or seg.index_full()
+            or not seg.can_hold_offset(last_offset)
+        )
+
+    def roll(self) -> LogSegment:
+        """Start a new segment at the log end offset (no-op when the active one is empty)."""
+        self._check_open()
+        if self._segments[-1].size == 0:
+            return self._segments[-1]
+        try:
+            return self._roll()
+        except OSError as exc:
+            raise self._storage_error("rolling a new segment", exc) from exc
+
+    def _roll(self) -> LogSegment:
+        old = self._segments[-1]
+        old.finalize_time_index()
+        # Rolled segments are flushed (Kafka does it in the background) so the recovery point
+        # can move past them.
+        old.flush()
+        self._epoch_cache.flush()
+        new = LogSegment.create(
+            self.directory, self._leo, self._handles, self._config, self._clock()
+        )
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._metadata_dirty = True
+        if self._recovery_point >= old.base_offset:
+            self._recovery_point = new.base_offset
+        return new
+
+    def _unroll(self, previous: LogSegment) -> None:
+        new = self._segments.pop()
+        self._bases.pop()
+        with contextlib.suppress(OSError):
+            new.delete()
+        assert self._segments[-1] is previous
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Raw bytes of whole batches from the batch holding `offset`: at most `max_bytes`
+        (but one whole batch when min_one_batch and the first is larger), only batches whose
+        last offset is below `max_offset` (e.g. the high watermark), from one segment.
+        Raises KafkaError OFFSET_OUT_OF_RANGE outside [log_start_offset, log_end_offset]."""
+        self._check_open()
+        leo = self._leo
+        if offset < self._log_start or offset > leo:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is out of range for {self.topic_partition}: the log holds "
+                f"offsets [{self._log_start}, {leo})",
+            )
+        limit = leo if max_offset is None else min(max_offset, leo)
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if offset >= limit:
+            return ReadResult(b"", offset, self._log_start, leo, self._bases[i], 0)
+        try:
+            while i < len(self._segments):
+                seg = self._segments[i]
+                max_pos = seg.size
+                if limit < leo and (i + 1 == len(self._bases) or limit < self._bases[i + 1]):
+                    found = seg.translate_offset(limit)
+                    if found is not None:
+                        max_pos = found[0]
+                got = seg.read(offset, max_bytes, max_pos, min_one_batch)
+                if got is not None:
+                    pos, data = got
+                    return ReadResult(data, offset, self._log_start, leo, seg.base_offset, pos)
+                i += 1
+        except OSError as exc:
+            raise self._storage_error(f"reading offset {offset}", exc) from exc
+        except CorruptRecordBatchError as exc:
+            raise KafkaStorageError(
+                f"reading offset {offset} of {self.topic_partition}: corrupt data in "
+                f"{self._segments[i].log_path}: {exc}",
+                path=self._segments[i].log_path,
+            ) from exc
+        return ReadResult(b"", offset, self._log_start, leo, self._bases[-1], 0)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """Kafka's fetchOffsetByTimestamp: the first offset whose record timestamp is >=
+        `timestamp` (and that timestamp), or None when there is none. -2 (earliest) and -1
+        (latest) return the log start and end offsets with timestamp -1."""
+        self._check_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampOffset(-1, self._log_start)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(-1, self._leo)
+        if timestamp < 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"timestamp {timestamp} is not a valid target"
+            )
+        try:
+            for i, seg in enumerate(self._segments):
+                if i + 1 < len(self._bases) and self._bases[i + 1] <= self._log_start:
+                    continue
+                if seg.max_timestamp()[0] < timestamp:
+                    continue
+                for pos, h in self._batches_from_timestamp(seg, timestamp):
+                    # ListOffsets is no hot path: decoding this one batch gives Kafka's exact
+                    # answer (the first record, not the first batch, at or after `timestamp`).
+                    for rec in decode_records(seg.read_batch(pos, h.size)):
+                        if rec.timestamp >= timestamp and rec.offset >= self._log_start:
+                            return TimestampOffset(rec.timestamp, rec.offset)
+        except OSError as exc:
+            raise self._storage_error(f"looking up timestamp {timestamp}", exc) from exc
+        return None
+
+    def _batches_from_timestamp(
+        self, seg: LogSegment, timestamp: int
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        _, offset = seg.time_index.lookup(timestamp)
+        _, start = seg.offset_index.lookup(max(offset, self._log_start))
+        for pos, h in seg.iter_headers(start, seg.size):
+            if h.base_offset + h.last_offset_delta >= self._log_start and (
+                h.max_timestamp >= timestamp
+            ):
+                yield pos, h
+
+    # -- truncation and retention ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything from `offset` on (from the batch holding it). True if anything
+        was removed. Below the log start offset this is truncate_fully_and_start_at."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        if offset < self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        i = bisect.bisect_right(self._bases, offset) - 1
+        try:
+            for seg in self._segments[i + 1 :]:
+                seg.delete()
+            del self._segments[i + 1 :]
+            del self._bases[i + 1 :]
+            seg = self._segments[i]
+            seg.truncate_to(offset)
+            self._leo = seg.read_next_offset()
+            self._recovery_point = min(self._recovery_point, self._leo)
+            self._log_start = min(self._log_start, self._leo)
+            self._epoch_cache.truncate_from_end(self._leo)
+            self._metadata_dirty = True
+        except OSError as exc:
+            raise self._storage_error(f"truncating to offset {offset}", exc) from exc
+        logger.info("log_truncated", partition=str(self.topic_partition), log_end_offset=self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at `offset`."""
+        self._check_open()
+        try:
+            for seg in self._segments:
+                seg.delete()
+            self._segments = [
+                LogSegment.create(
+                    self.directory, offset, self._handles, self._config, self._clock()
+                )
+            ]
+            self._bases = [offset]
+            self._leo = self._log_start = self._recovery_point = offset
+            self._epoch_cache.clear()
+            self._metadata_dirty = True
+        except OSError as exc:
+            raise self._storage_error(f"restarting the log at offset {offset}", exc) from exc
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """Retention: delete whole oldest segments past retention.ms (by their largest record
+        timestamp) or beyond retention.bytes, or below the log start offset; never the active
+        segment, and (when given) only segments wholly below `high_watermark`. Returns how many
+        were deleted; the log start offset moves to the new first segment."""
+        self._check_open()
+        cfg = self._config
+        segs = self._segments
+
+        def allowed(k: int) -> bool:
+            # Segment k may go if it is not the active one (and is below the high watermark).
+            return k + 1 < len(segs) and (
+                high_watermark is None or segs[k + 1].base_offset <= high_watermark
+            )
+
+        count = 0
+        try:
+            while allowed(count) and segs[count + 1].base_offset <= self._log_start:
+                count += 1
+            if cfg.retention_ms >= 0:
+                while (
+                    allowed(count) and now_ms - segs[count].largest_timestamp() > cfg.retention_ms
+                ):
+                    count += 1
+            if cfg.retention_bytes >= 0:
+                excess = sum(s.size for s in segs[count:]) - cfg.retention_bytes
+                while allowed(count) and excess - segs[count].size >= 0:
+                    excess -= segs[count].size
+                    count += 1
+        except OSError as exc:
+            raise self._storage_error("checking retention", exc) from exc
+        if count:
+            self._delete_oldest(count)
+        return count
+
+    def _delete_oldest(self, count: int) -> None:
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        self._log_start = max(self._log_start, self._bases[0])
+        self._recovery_point = max(self._recovery_point, self._log_start)
+        try:
+            for seg in doomed:
+                seg.delete()
+            self._epoch_cache.truncate_from_start(self._log_start)
+        except OSError as exc:
+            raise self._storage_error("deleting old segments", exc) from exc
+        self._metadata_dirty = True
+        logger.info(
+            "segments_deleted",
+            partition=str(self.topic_partition),
+            segments=[os.path.basename(s.log_path) for s in doomed],
+            log_start_offset=self._log_start,
+        )
+
+    # -- durability --------------------------------------------------------------------------
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """Unflushed data older than flush.ms (Kafka's periodic log flusher)."""
+        return (
+            self._recovery_point < self._leo
+            and now_ms - self._last_flush_ms >= self._config.flush_ms
+        )
+
+    def flush(self) -> None:
+        """fsync everything written since the recovery point; the recovery point becomes the
+        log end offset."""
+        if self._closed:
+            return
+        try:
+            self._epoch_cache.flush()
+            i = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+            for seg in self._segments[i:]:
+                seg.flush()
+            if self._metadata_dirty:
+                fsync_dir(self.directory)
+                fsync_dir(os.path.dirname(self.directory) or ".")
+                self._metadata_dirty = False
+        except OSError as exc:
+            raise self._storage_error("flushing", exc) from exc
+        self._recovery_point = self._leo
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (unless the log is about to be deleted), write the final index entries and
+        give back every file descriptor."""
+        if self._closed:
+            return
+        error: KafkaStorageError | None = None
+        if flush:
+            try:
+                self.flush()
+            except KafkaStorageError as exc:
+                error = exc
+        else:
+            self._handles.close_under(self.directory)
+            self._closed = True
+            return
+        for seg in self._segments:
+            try:
+                seg.close()
+            except OSError as exc:
+                error = error or self._storage_error("closing", exc)
+        self._closed = True
+        if error is not None:
+            raise error
+
+    def release_handles(self) -> None:
+        """Close this log's descriptors without closing the log (before moving its dir)."""
+        self._handles.close_under(self.directory)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, start={self._log_start}, end={self._leo}, "
+            f"segments={len(self._segments)})"
+        )
