@@ -49,7 +49,11 @@ async def open_stream(host: str, port: int, timeout_ms: float) -> trio.SocketStr
             "(socket.connection.setup.timeout.ms)"
         ) from None
     except OSError as exc:
-        reason = exc.strerror or str(exc)
+        # trio wraps the per-address failures; the first one says why (refused, unreachable).
+        cause: BaseException = exc
+        if isinstance(exc.__cause__, BaseExceptionGroup) and exc.__cause__.exceptions:
+            cause = exc.__cause__.exceptions[0]
+        reason = getattr(cause, "strerror", None) or str(cause)
         raise KafkaConnectionError(f"cannot connect to broker {host}:{port}: {reason}") from None
     return stream
 
