@@ -27,6 +27,7 @@ from broker.server import BoundListener
 from deploy.config import ConfigError, load_broker_config
 from deploy.logging_config import configure_logging
 from protocol.messages import Request, Response
+from protocol.metadata.records import BrokerEndpoint
 
 log = structlog.get_logger("deploy.broker_app")
 
@@ -40,7 +41,7 @@ class LocalMetadataSource:
         self._committed = -1
         self._arrived = trio.Event()
 
-    def on_commit(self, records: Sequence[tuple[int, Any]]) -> None:
+    async def on_commit(self, records: Sequence[tuple[int, Any]]) -> None:
         """The LocalMetadataLog listener: (offset, record) pairs in offset order."""
         for offset, record in records:
             if offset > self._committed:
@@ -73,7 +74,20 @@ class DriverChannel:
 
 
 def _cluster_id(config: BrokerConfig) -> str:
-    return str(config["cluster.id"]) or _random_cluster_id()
+    """cluster.id if set, else the one in an existing meta.properties, else a new one (what
+    `kafka-storage format` would have written)."""
+    from storage.meta_properties import read_meta_properties
+
+    if config["cluster.id"]:
+        return str(config["cluster.id"])
+    for d in config.log_dirs:
+        try:
+            props = read_meta_properties(str(d))
+        except OSError:
+            props = None
+        if props is not None and props.cluster_id:
+            return props.cluster_id
+    return _random_cluster_id()
 
 
 def _random_cluster_id() -> str:
@@ -92,6 +106,7 @@ async def run_broker(
     from broker.node import Broker
 
     try:
+        from controller.brokers import RegisterBroker
         from controller.config import ControllerConfig
         from controller.context import ControllerContext
         from controller.driver import ControllerDriver
@@ -110,9 +125,6 @@ async def run_broker(
         cluster_id=cluster_id,
         max_open_files=int(config["trioka.max.open.files"]),
     )
-    source = LocalMetadataSource()
-    metadata_log = LocalMetadataLog(config.metadata_log_dir)
-    metadata_log.add_listener(source.on_commit)
     topic_defaults = config.topic_defaults()
     controller_config = ControllerConfig(
         num_partitions=int(config["num.partitions"]),
@@ -122,12 +134,16 @@ async def run_broker(
         # create one topic with tens of thousands of partitions.
         max_partitions_per_request=1_000_000,
         topic_defaults={
-            k: str(v) for k, v in topic_defaults.items() if config.topic_config_sources()[k]
+            k: _topic_value_string(k, v)
+            for k, v in topic_defaults.items()
+            if config.topic_config_sources()[k]
         },
     )
-    driver = ControllerDriver(
-        metadata_log, ControllerContext(config=controller_config), node_id=config.node_id
-    )
+    source = LocalMetadataSource()
+    metadata_log = LocalMetadataLog(config.metadata_log_dir)
+    driver = ControllerDriver(metadata_log, ctx=ControllerContext(config=controller_config))
+    metadata_log.add_listener(driver.handle_committed)
+    metadata_log.add_listener(source.on_commit)
     broker = Broker(
         config,
         log_manager=log_manager,
@@ -135,20 +151,42 @@ async def run_broker(
         metadata_source=source,
         cluster_id=cluster_id,
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(metadata_log.run)
-        await nursery.start(driver.run)
-        bound = await nursery.start(broker.run)
-        task_status.started(bound)
-        if handle_signals:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    log.info("shutdown signal received", signal=signal.Signals(signum).name)
-                    break
-            broker.request_shutdown()
-            # Wait for the broker's graceful shutdown, then stop the controller and its log.
+    await metadata_log.open()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(driver.run)
+            advertised = config.advertised_listeners or config.listeners
+            await driver.register_broker(
+                RegisterBroker(
+                    broker_id=config.node_id,
+                    incarnation_id=_random_cluster_id(),
+                    endpoints=tuple(
+                        BrokerEndpoint(name=a.name, host=a.host, port=a.port) for a in advertised
+                    ),
+                    rack=config["broker.rack"] or None,
+                    unfence=True,
+                )
+            )
+            bound = await nursery.start(broker.run)
+            task_status.started(bound)
+            if handle_signals:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                        break
+                broker.request_shutdown()
+            # The broker shuts down gracefully first; then the controller stops.
             await broker.stopped.wait()
             nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await metadata_log.aclose()
+
+
+def _topic_value_string(key: str, value: Any) -> str:
+    from protocol.config_defs import TOPIC_CONFIGS
+
+    return TOPIC_CONFIGS[key].to_string(value)
 
 
 async def _run_api_versions_only(

@@ -132,6 +132,7 @@ async def test_describe_and_alter_configs(broker_factory) -> None:
     broker = broker_factory({"log.retention.hours": 2})
     async with await WireClient.connect(broker.host, broker.port) as c:
         await create_topic(c, "cfg", configs={"segment.bytes": "1048576"})
+        await create_topic(c, "cfg2")
         alter = await c.request(
             IncrementalAlterConfigsRequest(
                 resources=(
@@ -148,7 +149,7 @@ async def test_describe_and_alter_configs(broker_factory) -> None:
                     ),
                     AlterConfigsResource(
                         resource_type=ResourceType.TOPIC,
-                        resource_name="cfg",
+                        resource_name="cfg2",
                         configs=(
                             AlterableConfig(
                                 name="retention.mss", config_operation=AlterConfigOp.SET, value="1"
