@@ -135,7 +135,7 @@ class Log:
         directory = os.fspath(directory)
         tp = TopicPartition.from_dir_name(os.path.basename(os.path.normpath(directory)))
         config = config or LogConfig()
-        handles = handles or FileHandleCache(64)
+        handles = FileHandleCache(64) if handles is None else handles
         clock = clock_ms or wall_clock_ms
         created = not os.path.isdir(directory)
         try:
