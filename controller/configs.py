@@ -10,7 +10,7 @@ parses them to, printed back), so describing shows what is in force.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from controller.context import ControllerContext
@@ -22,8 +22,6 @@ from protocol.messages.configs import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResourceResponse,
-    ConfigSource,
-    DescribeConfigsEntry,
     DescribeConfigsRequest,
     DescribeConfigsResource,
     DescribeConfigsResponse,
@@ -32,6 +30,7 @@ from protocol.messages.configs import (
     IncrementalAlterConfigsResponse,
     ResourceType,
 )
+from protocol.metadata.describe import describe_topic_config_entries
 from protocol.metadata.records import ConfigRecord
 
 _OP_NAMES = {int(op): op.name for op in AlterConfigOp}
@@ -162,39 +161,6 @@ def incremental_alter_configs(
         records=[] if request.validate_only else records,
         response=IncrementalAlterConfigsResponse(responses=tuple(responses)),
     )
-
-
-def describe_topic_config_entries(
-    dynamic: Mapping[str, str],
-    static_defaults: Mapping[str, str],
-    keys: Sequence[str] | None = None,
-    *,
-    include_documentation: bool = False,
-) -> tuple[DescribeConfigsEntry, ...]:
-    """Entries for a topic's configs: the dynamic value (DYNAMIC_TOPIC_CONFIG), else the
-    broker's static default (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG).
-    `keys` None means every topic config; unknown keys are left out, as Kafka does."""
-    names = list(TOPIC_CONFIGS.defs) if keys is None else [k for k in keys if k in TOPIC_CONFIGS]
-    entries = []
-    for name in names:
-        definition = TOPIC_CONFIGS.defs[name]
-        if name in dynamic:
-            value, source = dynamic[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
-        elif name in static_defaults:
-            value, source = static_defaults[name], ConfigSource.STATIC_BROKER_CONFIG
-        else:
-            value = definition.to_string(definition.default)
-            source = ConfigSource.DEFAULT_CONFIG
-        entries.append(
-            DescribeConfigsEntry(
-                name=name,
-                value=value,
-                read_only=definition.read_only,
-                config_source=int(source),
-                documentation=definition.doc if include_documentation else None,
-            )
-        )
-    return tuple(entries)
 
 
 def describe_topic_configs(
