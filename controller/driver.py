@@ -15,6 +15,16 @@ a state missing records that will commit anyway.
 Standbys (Raft mode, later) and a restarted controller build their state from the log's
 listener (`handle_committed`); the active one replays its own records right after they commit,
 and whichever path comes second skips what was replayed already (by offset).
+
+Standalone wiring (deploy), in this order:
+
+    log = LocalMetadataLog(metadata_log_dir)
+    driver = ControllerDriver(log, ControllerState(MetadataImage.empty(cluster_id)), ctx)
+    log.add_listener(driver.handle_committed)
+    log.add_listener(broker_metadata_publisher)     # the broker's image, by replay too
+    await log.open()                                # replays the whole log to both
+    await nursery.start(driver.run)
+    await driver.register_broker(RegisterBroker(node_id, incarnation_id, endpoints, rack))
 """
 
 from __future__ import annotations
