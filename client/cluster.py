@@ -71,24 +71,24 @@ class ClusterClient:
 
     async def connection(self, node_id: int) -> BrokerConnection:
         """An open connection to `node_id`, opening one when needed."""
-        while True:
-            conn = self.connection_if_ready(node_id)
-            if conn is not None:
-                return conn
-            if self._closed:
-                raise KafkaConnectionError("client is closed")
-            waiting = self._connecting.get(node_id)
-            if waiting is not None:
-                await waiting.wait()
-                if node_id not in self._connections:
-                    raise KafkaConnectionError(f"cannot connect to broker {node_id}")
-                continue
-            broker = self.metadata.brokers.get(node_id)
-            if broker is None:
-                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-            return await self._open(node_id, broker.host, broker.port)
+        conn = self.connection_if_ready(node_id)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise KafkaConnectionError("client is closed")
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        return await self._open(node_id, broker.host, broker.port)
 
     async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
+        waiting = self._connecting.get(node_id)
+        if waiting is not None:  # someone else is connecting to it: share their result
+            await waiting.wait()
+            conn = self.connection_if_ready(node_id)
+            if conn is None:
+                raise KafkaConnectionError(f"cannot connect to broker {host}:{port}")
+            return conn
         event = self._connecting[node_id] = trio.Event()
         try:
             stream = await open_stream(
@@ -106,7 +106,8 @@ class ClusterClient:
             self._connections[node_id] = conn
             return conn
         finally:
-            del self._connecting[node_id]
+            if self._connecting.get(node_id) is event:
+                del self._connecting[node_id]
             event.set()
 
     async def send(self, node_id: int, request: Request, *, timeout_ms: float | None = None) -> Any:

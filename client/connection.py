@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import Any, TypeVar
 
 import structlog
@@ -53,7 +54,11 @@ async def open_stream(host: str, port: int, timeout_ms: float) -> trio.SocketStr
         cause: BaseException = exc
         if isinstance(exc.__cause__, BaseExceptionGroup) and exc.__cause__.exceptions:
             cause = exc.__cause__.exceptions[0]
-        reason = getattr(cause, "strerror", None) or str(cause)
+        errno = getattr(cause, "errno", None)
+        if isinstance(errno, int) and errno > 0:
+            reason = os.strerror(errno)
+        else:
+            reason = getattr(cause, "strerror", None) or str(cause)
         raise KafkaConnectionError(f"cannot connect to broker {host}:{port}: {reason}") from None
     return stream
 

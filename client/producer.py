@@ -122,19 +122,23 @@ class Producer:
         if self._stack is None or self._closed:
             return
         self._closed = True
-        with trio.move_on_after(float("inf") if timeout_ms is None else timeout_ms / 1000):
-            await self.flush()
-        self._accumulator.closing = True
-        for batch in self._accumulator.abort_all():
-            self._accumulator.complete(batch, -1, ClientClosedError("producer"))
-        self._wake()
-        assert self._nursery is not None and self._cluster is not None
-        self._nursery.cancel_scope.cancel()
-        await self._cluster.aclose()
-        await self._stack.aclose()
-        # Requests cut short by the cancellation never got an answer.
-        for batch in list(self._accumulator.incomplete):
-            self._accumulator.complete(batch, -1, ClientClosedError("producer"))
+        try:
+            with trio.move_on_after(float("inf") if timeout_ms is None else timeout_ms / 1000):
+                await self.flush()
+        finally:
+            self._accumulator.closing = True
+            for batch in self._accumulator.abort_all():
+                self._accumulator.complete(batch, -1, ClientClosedError("producer"))
+            assert self._nursery is not None and self._cluster is not None
+            self._nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await self._cluster.aclose()
+            try:
+                await self._stack.aclose()
+            finally:
+                # Requests cut short by the cancellation never got an answer.
+                for batch in list(self._accumulator.incomplete):
+                    self._accumulator.complete(batch, -1, ClientClosedError("producer"))
 
     # -- sending ------------------------------------------------------------------------------
 
