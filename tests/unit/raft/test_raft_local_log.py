@@ -187,3 +187,44 @@ async def test_garbage_in_the_log_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(MetadataLogError, match="offset 0 cannot be read"):
         await again.open()
     assert Log  # storage's Log is what holds the records
+
+
+async def test_a_broker_publisher_builds_its_image_by_replay(tmp_path: Path) -> None:
+    from protocol.metadata.delta import MetadataDelta
+    from protocol.metadata.image import MetadataImage
+    from protocol.metadata.records import PartitionRecord, RemoveTopicRecord
+    from protocol.names import TopicPartition
+
+    class Publisher:
+        def __init__(self) -> None:
+            self.image = MetadataImage.empty("c")
+            self.leaders: list[TopicPartition] = []
+            self.deletes: list[TopicPartition] = []
+
+        async def __call__(self, batch: list[OffsetRecord]) -> None:
+            delta = MetadataDelta(self.image)
+            for offset, record in batch:
+                delta.replay(record, offset=offset)
+            if delta.topics_delta is not None:
+                changes = delta.topics_delta.local_changes(1)
+                self.leaders += changes.leaders
+                self.deletes += changes.deletes
+            self.image = delta.apply()
+
+    records = [
+        TopicRecord(name="t", topic_id=TID),
+        PartitionRecord(partition_id=0, topic_id=TID, replicas=(1,), isr=(1,), leader=1),
+    ]
+    publisher = Publisher()
+    log = await open_log(tmp_path, publisher)
+    await log.append(records)
+    assert publisher.leaders == [TopicPartition("t", 0)]
+    await log.append([RemoveTopicRecord(topic_id=TID)])
+    assert publisher.deletes == [TopicPartition("t", 0)]
+    assert publisher.image.highest_offset == 2
+    await log.aclose()
+
+    restarted = Publisher()
+    again = await open_log(tmp_path, restarted)
+    assert restarted.image == publisher.image
+    await again.aclose()
