@@ -431,23 +431,63 @@ def decode_records(
             position=pos,
         )
     out = []
+    base_timestamp = header.base_timestamp
+    base_offset = header.base_offset
+    last_delta = header.last_offset_delta
     previous = -1
+    # The consumer's per-record hot path: one combined type test per record; the slow
+    # _record_problem() runs only to name what is wrong (or for rows with extra fields).
     for i, row in enumerate(rows):
-        problem = _record_problem(row, previous, header.last_offset_delta)
+        if type(row) is list and len(row) == 6:
+            attrs, ts_delta, off_delta, key, value, headers = row
+            if (
+                type(off_delta) is int
+                and previous < off_delta <= last_delta
+                and type(ts_delta) is int
+                and type(attrs) is int
+                and (value is None or type(value) is bytes)
+                and (key is None or type(key) is bytes)
+                and type(headers) is list
+                and (not headers or _headers_ok(headers))
+            ):
+                previous = off_delta
+                out.append(
+                    Record(
+                        value,
+                        key,
+                        tuple(map(tuple, headers)) if headers else (),  # type: ignore[arg-type]
+                        base_timestamp + ts_delta,
+                        base_offset + off_delta,
+                    )
+                )
+                continue
+        problem = _record_problem(row, previous, last_delta)
         if problem is not None:
             raise CorruptRecordBatchError(f"record {i}: {problem}", position=pos)
-        _attrs, ts_delta, off_delta, key, value, headers = row[:6]
+        _attrs, ts_delta, off_delta, key, value, headers = row[:6]  # type: ignore[index]
         previous = off_delta
         out.append(
             Record(
-                value=value,
-                key=key,
-                headers=tuple((k, v) for k, v in headers),
-                timestamp=header.base_timestamp + ts_delta,
-                offset=header.base_offset + off_delta,
+                value,
+                key,
+                tuple(map(tuple, headers)) if headers else (),
+                base_timestamp + ts_delta,
+                base_offset + off_delta,
             )
         )
     return out
+
+
+def _headers_ok(headers: list[object]) -> bool:
+    for h in headers:
+        if (
+            type(h) is not list
+            or len(h) != 2
+            or type(h[0]) is not str
+            or not (h[1] is None or type(h[1]) is bytes)
+        ):
+            return False
+    return True
 
 
 def _record_problem(row: object, previous: int, last_offset_delta: int) -> str | None:
