@@ -63,11 +63,6 @@ async def test_full_disk_gives_storage_error_then_recovers(broker_factory, small
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known failure: the broker closes the connection while creating 20,000 partitions "
-    "(2,000 work); under investigation, see the broker report",
-    strict=False,
-)
 async def test_20000_partitions_under_1024_fds(broker_factory) -> None:
     def limit_fds() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
