@@ -13,6 +13,7 @@ finish in-flight requests, checkpoint, write the clean-shutdown marker).
 from __future__ import annotations
 
 import argparse
+import base64
 import signal
 import sys
 import uuid
@@ -23,11 +24,20 @@ import structlog
 import trio
 
 from broker.config import BrokerConfig
+from broker.node import Broker
 from broker.server import BoundListener
+from controller.brokers import RegisterBroker
+from controller.config import ControllerConfig
+from controller.context import ControllerContext
+from controller.driver import ControllerDriver
 from deploy.config import ConfigError, load_broker_config
 from deploy.logging_config import configure_logging
+from protocol.config_defs import TOPIC_CONFIGS
 from protocol.messages import Request, Response
 from protocol.metadata.records import BrokerEndpoint
+from raft.local_log import LocalMetadataLog
+from storage.log_manager import LogManager
+from storage.meta_properties import read_meta_properties
 
 log = structlog.get_logger("deploy.broker_app")
 
@@ -76,8 +86,6 @@ class DriverChannel:
 def _cluster_id(config: BrokerConfig) -> str:
     """cluster.id if set, else the one in an existing meta.properties, else a new one (what
     `kafka-storage format` would have written)."""
-    from storage.meta_properties import read_meta_properties
-
     if config["cluster.id"]:
         return str(config["cluster.id"])
     for d in config.log_dirs:
@@ -91,8 +99,6 @@ def _cluster_id(config: BrokerConfig) -> str:
 
 
 def _random_cluster_id() -> str:
-    import base64
-
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -103,21 +109,6 @@ async def run_broker(
     handle_signals: bool = True,
 ) -> None:
     """Run one standalone broker until SIGTERM/SIGINT (or cancellation)."""
-    from broker.node import Broker
-
-    try:
-        from controller.brokers import RegisterBroker
-        from controller.config import ControllerConfig
-        from controller.context import ControllerContext
-        from controller.driver import ControllerDriver
-        from raft.local_log import LocalMetadataLog
-        from storage.log_manager import LogManager
-    except ImportError as exc:
-        # Interim, while storage/controller/raft are being written: serve ApiVersions only.
-        log.warning("serving ApiVersions only: a component is missing", error=str(exc))
-        await _run_api_versions_only(config, task_status=task_status)
-        return
-
     cluster_id = _cluster_id(config)
     log_manager = LogManager(
         list(config.log_dirs),
@@ -184,36 +175,7 @@ async def run_broker(
 
 
 def _topic_value_string(key: str, value: Any) -> str:
-    from protocol.config_defs import TOPIC_CONFIGS
-
     return TOPIC_CONFIGS[key].to_string(value)
-
-
-async def _run_api_versions_only(
-    config: BrokerConfig, *, task_status: trio.TaskStatus[list[BoundListener]]
-) -> None:
-    from broker.node import server_limits
-    from broker.server import BrokerServer, ConnectionInfo
-    from protocol.codec import RequestEnvelope, api_versions_response
-    from protocol.errors import ErrorCode
-    from protocol.messages import ApiKey, error_response
-
-    class Minimal:
-        async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response:
-            if request.api_key is ApiKey.API_VERSIONS:
-                return api_versions_response()
-            return error_response(
-                type(request.body), ErrorCode.UNSUPPORTED_VERSION, "broker not fully wired yet"
-            )
-
-    server = BrokerServer(Minimal(), config.listeners, server_limits(config))
-    async with trio.open_nursery() as nursery:
-        bound = await nursery.start(server.serve)
-        task_status.started(bound)
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
-                break
-        await server.drain()
 
 
 def main(argv: list[str] | None = None) -> int:
