@@ -107,6 +107,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
         self._metadata_dirty = False  # files created/renamed in the dir since its last fsync
+        self._rolled_unflushed = False
         self._closed = False
         self.recovered_bytes_truncated = 0
         """Bytes cut by recovery at open (tests and logs)."""
@@ -535,18 +536,16 @@ class Log:
     def _roll(self) -> LogSegment:
         old = self._segments[-1]
         old.finalize_time_index()
-        # Rolled segments are flushed (Kafka does it in the background) so the recovery point
-        # can move past them.
-        old.flush()
-        self._epoch_cache.flush()
+        old.persist_indexes()
+        # The fsync of the rolled segment is left to flush_rolled_segments (LogManager's
+        # flush_dirty), off the append path, as Kafka flushes rolled segments in the background.
+        self._rolled_unflushed = True
         new = LogSegment.create(
             self.directory, self._leo, self._handles, self._config, self._clock()
         )
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._metadata_dirty = True
-        if self._recovery_point >= old.base_offset:
-            self._recovery_point = new.base_offset
         return new
 
     def _unroll(self, previous: LogSegment) -> None:
@@ -751,6 +750,10 @@ class Log:
     # -- durability --------------------------------------------------------------------------
 
     def needs_flush(self, now_ms: int) -> bool:
+        """Rolled segments not yet flushed, or unflushed data older than flush.ms."""
+        return self._rolled_unflushed or self.flush_ms_due(now_ms)
+
+    def flush_ms_due(self, now_ms: int) -> bool:
         """Unflushed data older than flush.ms (Kafka's periodic log flusher)."""
         return (
             self._recovery_point < self._leo
@@ -760,12 +763,23 @@ class Log:
     def flush(self) -> None:
         """fsync everything written since the recovery point; the recovery point becomes the
         log end offset."""
+        self._flush_up_to(len(self._segments), self._leo)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+
+    def flush_rolled_segments(self) -> None:
+        """fsync the segments before the active one (rolled ones); the recovery point moves to
+        the active segment's base offset. What Kafka schedules right after a roll."""
+        if self._rolled_unflushed:
+            self._flush_up_to(len(self._segments) - 1, self._bases[-1])
+
+    def _flush_up_to(self, end: int, new_recovery_point: int) -> None:
         if self._closed:
             return
         try:
             self._epoch_cache.flush()
             i = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
-            for seg in self._segments[i:]:
+            for seg in self._segments[i:end]:
                 seg.flush()
             if self._metadata_dirty:
                 fsync_dir(self.directory)
@@ -773,9 +787,8 @@ class Log:
                 self._metadata_dirty = False
         except OSError as exc:
             raise self._storage_error("flushing", exc) from exc
-        self._recovery_point = self._leo
-        self._unflushed_messages = 0
-        self._last_flush_ms = self._clock()
+        self._recovery_point = max(self._recovery_point, new_recovery_point)
+        self._rolled_unflushed = False
 
     def close(self, flush: bool = True) -> None:
         """Flush (unless the log is about to be deleted), write the final index entries and

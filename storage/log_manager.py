@@ -325,15 +325,19 @@ class LogManager:
         return deleted
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
-        """Kafka's log flusher: flush every log whose unflushed data is older than flush.ms.
-        Returns how many were flushed; a failing log is logged and skipped."""
+        """Kafka's log flusher: flush every log whose unflushed data is older than flush.ms,
+        and the rolled segments of every log (what Kafka does right after a roll). Call it
+        periodically. Returns how many logs were flushed; a failing log is logged and skipped."""
         self._check_started()
         now = self._clock() if now_ms is None else now_ms
         flushed = 0
         for tp, log in list(self._logs.items()):
             if log.needs_flush(now):
                 try:
-                    log.flush()
+                    if log.flush_ms_due(now):
+                        log.flush()
+                    else:
+                        log.flush_rolled_segments()
                     flushed += 1
                 except KafkaStorageError as exc:
                     logger.error("flush_failed", partition=str(tp), error=exc.message)

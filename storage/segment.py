@@ -86,6 +86,7 @@ class LogSegment:
         self._max_timestamp: tuple[int, int] | None = None  # (timestamp, offset), lazy
         self._rolling_timestamp: int | None = None  # first batch's max timestamp, lazy
         self._file_may_be_longer = False
+        self._index_files_checked = False
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -358,12 +359,16 @@ class LogSegment:
             self.time_index.maybe_append(ts, off)
 
     def persist_indexes(self) -> None:
-        """Write index entries added since the last call to the index files."""
+        """Write index entries added since the last call to the index files (creating them,
+        even empty, as Kafka's layout has them)."""
         for index, path in (
             (self._offset_index, self.index_path),
             (self._time_index, self.time_index_path),
         ):
-            if index is None or (index.persisted == len(index) and not index.trim_needed):
+            if index is None:
+                continue
+            unchanged = index.persisted == len(index) and not index.trim_needed
+            if unchanged and (self._index_files_checked or os.path.exists(path)):
                 continue
             fd = self._handles.fd(path)
             try:
@@ -377,6 +382,7 @@ class LogSegment:
                 raise
             index.persisted = len(index)
             index.trim_needed = False
+        self._index_files_checked = True
 
     def _rewrite_index_files(self) -> None:
         for index in (self._offset_index, self._time_index):

@@ -253,8 +253,11 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == list(range(0, 20, per_segment))
     assert all(s.size <= 1000 for s in log.segments)
     assert f"{per_segment:020d}.log" in seg_files(log)
-    # Rolled segments are flushed, so the recovery point moves to the active segment.
-    assert log.recovery_point == log.segments[-1].base_offset
+    # Rolled segments are flushed off the append path; then the recovery point moves to the
+    # active segment.
+    assert log.recovery_point == 0 and log.needs_flush(0)
+    log.flush_rolled_segments()
+    assert log.recovery_point == log.segments[-1].base_offset and not log.needs_flush(0)
 
 
 def test_roll_by_segment_ms_uses_record_time(tmp_path: Path) -> None:
