@@ -8,6 +8,7 @@ one Produce request carries them all. Time is passed in (ms) so tests drive it.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ class ProducerBatch:
             builder.base_timestamp = timestamp
         if timestamp > builder.max_timestamp:
             builder.max_timestamp = timestamp
-        rows.append([0, timestamp - builder.base_timestamp, delta, key, value, headers])
+        # A tuple, not a list: the garbage collector untracks tuples of atomic values, so a
+        # full buffer.memory of queued records does not make every collection slower.
+        rows.append((0, timestamp - builder.base_timestamp, delta, key, value, headers))
         self.size += size
         return RecordFuture(self.result, delta, timestamp)
 
@@ -114,7 +117,10 @@ class RecordAccumulator:
         linger_ms: float = 5,
         compression: Compression = Compression.NONE,
         delivery_timeout_ms: float = 120000,
+        clock_ms: Callable[[], float] | None = None,
     ) -> None:
+        self.clock_ms = clock_ms or (lambda: time.monotonic() * 1000)
+        """Read only when a batch is opened, not per record."""
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.compression = compression
@@ -135,10 +141,10 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]],
         size: int,
-        now_ms: float,
+        now_ms: float | None = None,
     ) -> tuple[RecordFuture, bool]:
         """Add a record; returns its future and whether the sender should wake up (a batch
-        filled up or a new one was opened)."""
+        filled up or a new one was opened). `now_ms` defaults to the clock."""
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
@@ -147,7 +153,7 @@ class RecordAccumulator:
             if future is not None:
                 self.buffered_bytes += size
                 return future, queue[-1].size >= self.batch_size
-        batch = ProducerBatch(tp, self.compression, now_ms)
+        batch = ProducerBatch(tp, self.compression, self.clock_ms() if now_ms is None else now_ms)
         future = batch.try_append(timestamp, key, value, headers, size, self.batch_size)
         assert future is not None  # a first record always fits
         queue.append(batch)
@@ -238,6 +244,7 @@ class RecordAccumulator:
         if batch in self.incomplete:
             self.incomplete.discard(batch)
             self.buffered_bytes -= batch.size - HEADER_SIZE
+        batch.result.record_count = batch.record_count
         batch.result.complete(base_offset, error)
 
     def expired(self, now_ms: float) -> list[ProducerBatch]:

@@ -526,6 +526,8 @@ class Consumer:
                     node, request, timeout_ms=c["request.timeout.ms"] + c["fetch.max.wait.ms"]
                 )
             except KafkaError as exc:
+                if self._closed:
+                    return
                 log.info("fetch failed", node=node, error=str(exc))
                 cluster.drop(node)
                 cluster.request_update()

@@ -24,11 +24,22 @@ class RecordMetadata(NamedTuple):
 class BatchResult:
     """Completion of one batch: base offset or error; wakes waiters and runs callbacks."""
 
-    __slots__ = ("_callbacks", "_event", "base_offset", "done", "error", "partition", "topic")
+    __slots__ = (
+        "_callbacks",
+        "_event",
+        "base_offset",
+        "done",
+        "error",
+        "partition",
+        "record_count",
+        "topic",
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
+        self.record_count = 0
+        """Records in the batch (set when it completes)."""
         self.base_offset = -1
         self.error: BaseException | None = None
         self.done = False
@@ -76,6 +87,12 @@ class RecordFuture:
 
     def done(self) -> bool:
         return self._batch.done
+
+    @property
+    def batch(self) -> BatchResult:
+        """The result shared by every record of this record's batch (records of one batch
+        complete together; `batch.add_callback` is one callback for all of them)."""
+        return self._batch
 
     def result(self) -> RecordMetadata:
         """The metadata of a completed send; raises its error, or RuntimeError if not done."""

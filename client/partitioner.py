@@ -53,69 +53,60 @@ class StickyPartitioner:
     """Partitions for records without a key (Kafka's BuiltInPartitioner, KIP-794).
 
     Every record of a topic goes to one partition until `batch_size` bytes have been produced
-    to it; then another is picked at random among the partitions with a leader. With adaptive
-    partitioning, partitions whose queues are shorter (a faster broker) are picked more often:
-    each partition's weight is `max_queue + 1 - its_queue`, as in Kafka.
+    to it; then another is picked at random among the partitions with a leader (`available`).
+    With adaptive partitioning, partitions whose queues are shorter (a faster broker) are
+    picked more often: each partition's weight is `max_queue + 1 - its_queue`, as in Kafka.
+    `available(topic)` and `queue_size(topic, partition)` are only called when picking, so
+    the per-record calls allocate nothing.
     """
 
-    __slots__ = ("_adaptive", "_batch_size", "_random", "_state")
+    __slots__ = ("_adaptive", "_available", "_batch_size", "_queue_size", "_random", "_state")
 
     def __init__(
-        self, batch_size: int, *, adaptive: bool = True, rng: random.Random | None = None
+        self,
+        batch_size: int,
+        *,
+        adaptive: bool = True,
+        available: Callable[[str], Sequence[int]] | None = None,
+        queue_size: Callable[[str, int], int] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._batch_size = max(batch_size, 1)
         self._adaptive = adaptive
+        self._available = available
+        self._queue_size = queue_size
         self._random = rng or random.Random()
         # topic -> [current partition, bytes produced to it since it was picked]
         self._state: dict[str, list[int]] = {}
 
-    def partition(
-        self,
-        topic: str,
-        num_partitions: int,
-        available: Sequence[int] = (),
-        queue_size: Callable[[int], int] | None = None,
-    ) -> int:
-        """The sticky partition for `topic`; `available` are partitions with a leader."""
+    def partition(self, topic: str, num_partitions: int) -> int:
+        """The sticky partition for `topic`."""
         state = self._state.get(topic)
         if state is not None and state[0] < num_partitions:
             return state[0]
-        chosen = self._pick(num_partitions, available, queue_size, -1)
+        chosen = self._pick(topic, num_partitions, -1)
         self._state[topic] = [chosen, 0]
         return chosen
 
-    def on_append(
-        self,
-        topic: str,
-        partition: int,
-        size: int,
-        num_partitions: int,
-        available: Sequence[int] = (),
-        queue_size: Callable[[int], int] | None = None,
-    ) -> None:
+    def on_append(self, topic: str, partition: int, size: int, num_partitions: int) -> None:
         """Count `size` bytes produced to `partition`; switch once batch.size is reached."""
         state = self._state.get(topic)
         if state is None or state[0] != partition:
             return
         state[1] += size
         if state[1] >= self._batch_size:
-            state[0] = self._pick(num_partitions, available, queue_size, partition)
+            state[0] = self._pick(topic, num_partitions, partition)
             state[1] = 0
 
-    def _pick(
-        self,
-        num_partitions: int,
-        available: Sequence[int],
-        queue_size: Callable[[int], int] | None,
-        current: int,
-    ) -> int:
-        candidates = list(available) if available else list(range(num_partitions))
+    def _pick(self, topic: str, num_partitions: int, current: int) -> int:
+        available = self._available(topic) if self._available is not None else ()
+        candidates = [p for p in available if p < num_partitions] or list(range(num_partitions))
         if len(candidates) > 1 and current in candidates:
             candidates.remove(current)
         if len(candidates) == 1:
             return candidates[0]
-        if self._adaptive and queue_size is not None:
-            sizes = [queue_size(p) for p in candidates]
+        if self._adaptive and self._queue_size is not None:
+            sizes = [self._queue_size(topic, p) for p in candidates]
             top = max(sizes)
             if top > min(sizes):
                 weights = [top + 1 - s for s in sizes]

@@ -71,7 +71,10 @@ class Producer:
             delivery_timeout_ms=self._delivery_timeout_ms,
         )
         self._sticky = StickyPartitioner(
-            self._batch_size, adaptive=c["partitioner.adaptive.partitioning.enable"]
+            self._batch_size,
+            adaptive=c["partitioner.adaptive.partitioning.enable"],
+            available=self._available_partitions,
+            queue_size=self._queue_size,
         )
         self._num_partitions: dict[str, int] = {}
         self._tps: dict[tuple[str, int], TopicPartition] = {}
@@ -170,7 +173,7 @@ class Producer:
             if key is not None and not self._ignore_keys:
                 partition = partition_for_key(key, count)
             else:
-                partition = self._sticky_partition(topic, count)
+                partition = self._sticky.partition(topic, count)
         elif not 0 <= partition < count:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -184,12 +187,9 @@ class Producer:
         if tp is None:
             tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        future, wake = acc.append(tp, ts, key, value, headers, size, now_ms())
+        future, wake = acc.append(tp, ts, key, value, headers, size)
         if key is None or self._ignore_keys:
-            self._sticky.on_append(
-                topic, partition, size, count, self._cluster.metadata.available_partitions(topic),
-                lambda p: acc.queue_size(TopicPartition(topic, p)),
-            )  # fmt: skip
+            self._sticky.on_append(topic, partition, size, count)
         if wake:
             self._wakeup.set()
         return future
@@ -233,15 +233,11 @@ class Producer:
             count = await self._wait_on_metadata(topic)
         return list(range(count))
 
-    def _sticky_partition(self, topic: str, count: int) -> int:
-        assert self._cluster is not None
-        acc = self._accumulator
-        return self._sticky.partition(
-            topic,
-            count,
-            self._cluster.metadata.available_partitions(topic),
-            lambda p: acc.queue_size(TopicPartition(topic, p)),
-        )
+    def _available_partitions(self, topic: str) -> tuple[int, ...]:
+        return () if self._cluster is None else self._cluster.metadata.available_partitions(topic)
+
+    def _queue_size(self, topic: str, partition: int) -> int:
+        return self._accumulator.queue_size(TopicPartition(topic, partition))
 
     async def _wait_on_metadata(self, topic: str) -> int:
         assert self._cluster is not None

@@ -44,7 +44,9 @@ async def test_pipelined_requests_get_their_own_responses(
     assert isinstance(missing, MetadataResponse) and missing.topics[0].error_code == 3
 
 
-async def test_in_flight_requests_are_bounded(fake_broker: FakeBroker, nursery: trio.Nursery) -> None:
+async def test_in_flight_requests_are_bounded(
+    fake_broker: FakeBroker, nursery: trio.Nursery
+) -> None:
     conn = await connect(fake_broker, nursery, max_in_flight=2)
     fake_broker.held = trio.Event()
     async with trio.open_nursery() as inner:

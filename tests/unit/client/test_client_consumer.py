@@ -124,9 +124,7 @@ async def test_fetches_are_pipelined_while_records_are_handed_out(fake_broker: F
         assert len(await poll_n(c, 200)) == 200
         # the poll that handed out the last buffered records already sent the next fetch, so
         # it is under way while the caller works on them (Kafka's pipelining)
-        await wait_for(
-            lambda: sum(isinstance(r, FetchRequest) for r in fake_broker.requests) >= 2
-        )
+        await wait_for(lambda: sum(isinstance(r, FetchRequest) for r in fake_broker.requests) >= 2)
 
 
 async def test_unassigned_partition_operations_are_refused(fake_broker: FakeBroker) -> None:

@@ -56,23 +56,23 @@ def test_sticky_partitioner_sticks_until_batch_size_then_switches() -> None:
 
 
 def test_sticky_partitioner_only_picks_available_partitions() -> None:
-    sticky = StickyPartitioner(1, rng=random.Random(2))
+    sticky = StickyPartitioner(1, available=lambda topic: (1, 4), rng=random.Random(2))
     seen = set()
     for _ in range(50):
-        p = sticky.partition("t", 6, available=(1, 4))
+        p = sticky.partition("t", 6)
         seen.add(p)
-        sticky.on_append("t", p, 1, 6, available=(1, 4))
+        sticky.on_append("t", p, 1, 6)
     assert seen == {1, 4}
 
 
 def test_adaptive_sticky_partitioner_favours_short_queues() -> None:
-    sticky = StickyPartitioner(1, rng=random.Random(3))
     queues = {0: 0, 1: 10, 2: 10}
+    sticky = StickyPartitioner(1, queue_size=lambda topic, p: queues[p], rng=random.Random(3))
     picks: Counter[int] = Counter()
     for _ in range(600):
-        p = sticky.partition("t", 3, queue_size=queues.__getitem__)
+        p = sticky.partition("t", 3)
         picks[p] += 1
-        sticky.on_append("t", p, 1, 3, queue_size=queues.__getitem__)
+        sticky.on_append("t", p, 1, 3)
     assert picks[0] > picks[1] and picks[0] > picks[2]
 
 

@@ -27,9 +27,7 @@ def produce_requests(broker: FakeBroker) -> list[ProduceRequest]:
 async def test_keyed_records_land_on_murmur2_partitions_in_order(fake_broker: FakeBroker) -> None:
     fake_broker.create("t", 4)
     async with Producer(bootstrap_servers=bootstrap(fake_broker), acks="1") as producer:
-        futures = [
-            await producer.send("t", b"v%d" % i, key=b"k%d" % (i % 10)) for i in range(200)
-        ]
+        futures = [await producer.send("t", b"v%d" % i, key=b"k%d" % (i % 10)) for i in range(200)]
         results = [await f for f in futures]
     for i, md in enumerate(results):
         assert md.partition == partition_for_key(b"k%d" % (i % 10), 4)
