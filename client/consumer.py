@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Self
 
+import msgpack
 import structlog
 import trio
 
@@ -41,7 +42,13 @@ from protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from protocol.names import TopicPartition
-from protocol.record_batch import HEADER_SIZE, decode_records, read_header
+from protocol.record_batch import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    decode_records,
+    read_header,
+    validate_batch,
+)
 
 log = structlog.get_logger("client.consumer")
 
@@ -85,6 +92,37 @@ class _PartitionState:
     """Raised by the next poll() (e.g. OFFSET_OUT_OF_RANGE with auto.offset.reset=none)."""
 
 
+def decode_batch(
+    topic: str, partition: int, data: bytes | memoryview, pos: int
+) -> tuple[list[ConsumerRecord], int, int]:
+    """Decode the batch at `pos` into ConsumerRecords; returns (records, batch end, next
+    offset). CRC-checked. Uncompressed batches are unpacked straight into ConsumerRecords (the
+    consumer's hot path); compressed ones go through protocol.record_batch.decode_records."""
+    header = validate_batch(data, pos)
+    end = pos + header.size
+    if header.attributes & COMPRESSION_MASK:
+        records = [
+            ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+            for r in decode_records(data, pos)
+        ]
+        return records, end, header.next_offset
+    try:
+        rows = msgpack.unpackb(memoryview(data)[pos + HEADER_SIZE : end], use_list=False, raw=False)
+        base_offset, base_ts = header.base_offset, header.base_timestamp
+        records = [
+            ConsumerRecord(topic, partition, base_offset + od, base_ts + td, k, v, h)
+            for _a, td, od, k, v, h in rows
+        ]
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CorruptRecordBatchError(f"malformed records: {exc}", position=pos) from exc
+    if len(records) != header.records_count:
+        raise CorruptRecordBatchError(
+            f"records_count is {header.records_count} but the payload holds {len(records)}",
+            position=pos,
+        )
+    return records, end, header.next_offset
+
+
 class _CompletedFetch:
     """Fetched bytes of one partition, decoded a batch at a time as poll() asks for records."""
 
@@ -95,7 +133,7 @@ class _CompletedFetch:
         self.next_offset = fetch_offset
         self._data = data
         self._pos = 0
-        self._records: list[Any] = []
+        self._records: list[ConsumerRecord] = []
         self._idx = 0
         self._batch_next = fetch_offset
 
@@ -111,31 +149,33 @@ class _CompletedFetch:
                 if self._pos + HEADER_SIZE > len(data):
                     return True
                 header = read_header(data, self._pos)
-                end = self._pos + header.size
-                if end > len(data):  # a partial batch at the end: fetch it again next time
+                if self._pos + header.size > len(data):
+                    # a partial batch at the end: the next fetch starts at it again
                     return True
                 if header.next_offset > self.next_offset:
-                    self._records = decode_records(data, self._pos)
-                else:
-                    self._records = []
-                self._idx = 0
-                self._pos = end
-                self._batch_next = header.next_offset
-                continue
-            records = self._records
-            stop = min(len(records), self._idx + max_records - taken)
-            first = self.next_offset
-            for i in range(self._idx, stop):
-                rec = records[i]
-                if rec.offset < first:
-                    continue
-                out.append(
-                    ConsumerRecord(
-                        topic, partition, rec.offset, rec.timestamp, rec.key, rec.value, rec.headers
+                    self._records, end, self._batch_next = decode_batch(
+                        topic, partition, data, self._pos
                     )
-                )
-                taken += 1
-                self.next_offset = rec.offset + 1
+                else:
+                    self._records, end, self._batch_next = (
+                        [],
+                        self._pos + header.size,
+                        header.next_offset,
+                    )
+                self._pos = end
+                # records below the fetch offset (the fetch started inside this batch)
+                first = self.next_offset
+                idx = 0
+                records = self._records
+                while idx < len(records) and records[idx].offset < first:
+                    idx += 1
+                self._idx = idx
+                continue
+            stop = min(len(self._records), self._idx + max_records - taken)
+            chunk = self._records[self._idx : stop]
+            out += chunk
+            taken += len(chunk)
+            self.next_offset = chunk[-1].offset + 1
             self._idx = stop
         if self._idx >= len(self._records) and self._pos >= len(data):
             if self._batch_next > self.next_offset:
