@@ -42,12 +42,18 @@ class ProducerBatch:
         "payload",
         "result",
         "retry_at_ms",
+        "seq",
         "size",
         "tp",
     )
 
+    _next_seq = 0
+
     def __init__(self, tp: TopicPartition, compression: Compression, now_ms: float) -> None:
         self.tp = tp
+        ProducerBatch._next_seq += 1
+        self.seq = ProducerBatch._next_seq
+        """Creation order: a retried batch goes back in front of every later batch."""
         self.builder = BatchBuilder(compression=compression)
         self.result = BatchResult(tp.topic, tp.partition)
         self.created_ms = now_ms
@@ -235,10 +241,14 @@ class RecordAccumulator:
         return {node: batches for node, batches in out.items() if batches}
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: float) -> None:
-        """Put a failed batch back at the front of its queue, to be retried after backoff."""
+        """Put a failed batch back in its queue ahead of every batch created after it (so
+        batches failing in any order are retried in their original order), after backoff."""
         batch.retry_at_ms = retry_at_ms
         queue = self._queues.setdefault(batch.tp, deque())
-        queue.appendleft(batch)
+        index = 0
+        while index < len(queue) and queue[index].seq < batch.seq:
+            index += 1
+        queue.insert(index, batch)
 
     def complete(self, batch: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
         if batch in self.incomplete:

@@ -51,6 +51,7 @@ class ClusterClient:
         self._refresh_lock = trio.Lock()
         self._refresh_done = trio.Event()
         self._refresh_wanted = False
+        self._last_refresh_ms = -float("inf")
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         """Topics to keep metadata for (those the producer or consumer uses)."""
@@ -173,6 +174,7 @@ class ClusterClient:
             return
         async with self._refresh_lock:
             self._refresh_wanted = False
+            self._last_refresh_ms = now_ms()
             try:
                 await self.refresh_metadata(self.topics)
             except KafkaError as exc:

@@ -93,12 +93,12 @@ class _PartitionState:
 
 
 def decode_batch(
-    topic: str, partition: int, data: bytes | memoryview, pos: int
+    topic: str, partition: int, data: bytes | memoryview, pos: int, check_crc: bool = True
 ) -> tuple[list[ConsumerRecord], int, int]:
     """Decode the batch at `pos` into ConsumerRecords; returns (records, batch end, next
     offset). CRC-checked. Uncompressed batches are unpacked straight into ConsumerRecords (the
     consumer's hot path); compressed ones go through protocol.record_batch.decode_records."""
-    header = validate_batch(data, pos)
+    header = validate_batch(data, pos) if check_crc else read_header(data, pos)
     end = pos + header.size
     if header.attributes & COMPRESSION_MASK:
         records = [
@@ -126,10 +126,22 @@ def decode_batch(
 class _CompletedFetch:
     """Fetched bytes of one partition, decoded a batch at a time as poll() asks for records."""
 
-    __slots__ = ("_batch_next", "_data", "_idx", "_pos", "_records", "next_offset", "tp")
+    __slots__ = (
+        "_batch_next",
+        "_check_crc",
+        "_data",
+        "_idx",
+        "_pos",
+        "_records",
+        "next_offset",
+        "tp",
+    )
 
-    def __init__(self, tp: TopicPartition, fetch_offset: int, data: bytes) -> None:
+    def __init__(
+        self, tp: TopicPartition, fetch_offset: int, data: bytes, check_crc: bool = True
+    ) -> None:
         self.tp = tp
+        self._check_crc = check_crc
         self.next_offset = fetch_offset
         self._data = data
         self._pos = 0
@@ -154,7 +166,7 @@ class _CompletedFetch:
                     return True
                 if header.next_offset > self.next_offset:
                     self._records, end, self._batch_next = decode_batch(
-                        topic, partition, data, self._pos
+                        topic, partition, data, self._pos, self._check_crc
                     )
                 else:
                     self._records, end, self._batch_next = (
@@ -192,6 +204,7 @@ class Consumer:
         c = self.config
         self._reset: str = c["auto.offset.reset"]
         self._max_poll_records: int = c["max.poll.records"]
+        self._check_crcs: bool = c["check.crcs"]
         self._api_timeout_ms: float = c["default.api.timeout.ms"]
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._completed: deque[_CompletedFetch] = deque()
@@ -598,7 +611,9 @@ class Consumer:
                     state.high_watermark = p.high_watermark
                     state.log_start_offset = p.log_start_offset
                     if p.records:
-                        self._completed.append(_CompletedFetch(tp, state.position, p.records))
+                        self._completed.append(
+                            _CompletedFetch(tp, state.position, p.records, self._check_crcs)
+                        )
                         self._buffered.add(tp)
                 elif code is ErrorCode.OFFSET_OUT_OF_RANGE:
                     if self._reset == "none":

@@ -1,7 +1,6 @@
 """`trioka perf produce|consume`: kafka-producer-perf-test and kafka-consumer-perf-test.
 
 Produce latency is per record, from send() to its acknowledgement (every record). Consume latency is per poll() that returned records, and
-the end-to-end lag (time of consumption minus the record's CreateTime) is reported as well.
 A rich progress bar goes to stderr; the summary line(s) go to stdout (or JSON with --json).
 """
 
@@ -50,7 +49,6 @@ class PerfResult:
     latency_p999_ms: float
     latency_max_ms: float
     failed: int = 0
-    e2e_p99_ms: float = 0.0
 
     def summary(self) -> str:
         what = "records sent" if self.kind == "produce" else "records consumed"
@@ -62,8 +60,6 @@ class PerfResult:
             f"{self.latency_p95_ms:.0f} ms 95th, {self.latency_p99_ms:.0f} ms 99th, "
             f"{self.latency_p999_ms:.0f} ms 99.9th."
         )
-        if self.kind == "consume":
-            line += f" End-to-end p99 {self.e2e_p99_ms:.0f} ms."
         if self.failed:
             line += f" {self.failed} records FAILED."
         return line
@@ -179,7 +175,6 @@ async def run_consume_perf(
     """Read `num_records` records of `topic` from the beginning (all partitions)."""
     clock = time.perf_counter
     latencies: list[float] = []
-    e2e: list[float] = []
     total = total_bytes = 0
     with progress_bar(show_progress) as progress:
         task = progress.add_task(f"consume {topic}", total=num_records)
@@ -200,14 +195,9 @@ async def run_consume_perf(
                 last = idle_since = now
                 total += len(records)
                 total_bytes += sum(len(r.value or b"") + len(r.key or b"") for r in records)
-                wall_ms = time.time() * 1000
-                e2e.append(wall_ms - records[-1].timestamp)
                 progress.update(task, completed=total)
             elapsed = last - start
-    result = make_result("consume", total, total_bytes, elapsed, latencies)
-    e2e.sort()
-    result.e2e_p99_ms = percentile(e2e, 0.99)
-    return result
+    return make_result("consume", total, total_bytes, elapsed, latencies)
 
 
 @click.group()

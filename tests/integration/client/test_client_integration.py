@@ -24,7 +24,9 @@ from tests.support.broker_process import BrokerProcess
 
 async def create(broker: BrokerProcess, name: str, partitions: int = 1, **configs: str) -> None:
     async with Admin(bootstrap_servers=broker.bootstrap) as admin:
-        await admin.create_topic(name, partitions, 1, {k.replace("_", "."): v for k, v in configs.items()})
+        await admin.create_topic(
+            name, partitions, 1, {k.replace("_", "."): v for k, v in configs.items()}
+        )
 
 
 async def consume_all(
@@ -55,7 +57,10 @@ async def test_round_trip_with_keys_headers_timestamps(
             key = b"key-%d" % (i % 17)
             futures.append(
                 await producer.send(
-                    "rt", b"value-%d" % i, key, timestamp_ms=1_700_000_000_000 + i,
+                    "rt",
+                    b"value-%d" % i,
+                    key,
+                    timestamp_ms=1_700_000_000_000 + i,
                     headers=[("i", b"%d" % i)],
                 )  # fmt: skip
             )
@@ -116,9 +121,7 @@ async def test_consumer_seek_timestamps_and_out_of_range(broker: BrokerProcess) 
             while await consumer.position(tp) == 5000:
                 assert await consumer.poll(100) == []
         assert await consumer.position(tp) == 50
-    async with Consumer(
-        bootstrap_servers=broker.bootstrap, auto_offset_reset="none"
-    ) as consumer:
+    async with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="none") as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 5000)
         with trio.fail_after(10), pytest.raises(KafkaError) as info:

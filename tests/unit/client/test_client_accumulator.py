@@ -99,3 +99,17 @@ def test_partitions_without_a_leader_are_reported() -> None:
     acc = RecordAccumulator(batch_size=1000, linger_ms=0)
     add(acc, TopicPartition("t", 7), b"a", now=0)
     assert acc.ready(leaders, now_ms=0).unknown_leaders == {"t"}
+
+
+def test_batches_failing_in_any_order_are_retried_in_creation_order() -> None:
+    acc = RecordAccumulator(batch_size=100, linger_ms=0)
+    for i in range(3):
+        add(acc, TP0, b"%d" % i + b"x" * 60, now=0)  # one record per batch
+    batches = acc.drain(leaders, [1], 10_000, now_ms=0)[1]
+    assert len(batches) == 3
+    add(acc, TP0, b"later", now=1)
+    for batch in (batches[2], batches[0], batches[1]):  # responses fail out of order
+        acc.reenqueue(batch, retry_at_ms=0)
+    again = acc.drain(leaders, [1], 10_000, now_ms=5)[1]
+    assert [b.seq for b in again] == sorted(b.seq for b in again)
+    assert again[:3] == batches
