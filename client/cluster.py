@@ -55,6 +55,10 @@ class ClusterClient:
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         """Topics to keep metadata for (those the producer or consumer uses)."""
+        self.allow_auto_topic_creation = False
+        """Ask the broker to create unknown topics named in Metadata requests (Kafka's
+        producer does; consumers when allow.auto.create.topics; the broker must also have
+        auto.create.topics.enable)."""
         self.request_timeout_ms: float = config["request.timeout.ms"]
         self.retry_backoff_ms: float = config["retry.backoff.ms"]
         self.retry_backoff_max_ms: float = config["retry.backoff.max.ms"]
@@ -152,7 +156,12 @@ class ClusterClient:
     async def refresh_metadata(self, topics: Iterable[str] | None = None) -> MetadataResponse:
         """Fetch metadata for `topics` (None: every topic) and update the cache."""
         wanted = None if topics is None else tuple(sorted(set(topics)))
-        response: MetadataResponse = await self.send_any(MetadataRequest(topics=wanted))
+        response: MetadataResponse = await self.send_any(
+            MetadataRequest(
+                topics=wanted,
+                allow_auto_topic_creation=bool(wanted) and self.allow_auto_topic_creation,
+            )
+        )
         if response.error_code:
             raise KafkaError(
                 ErrorCode.from_wire(response.error_code),

@@ -72,6 +72,8 @@ CONSUMER_CONFIGS = ConfigDefs(
                   min=0),
         ConfigDef("max.poll.records", "int", 500, "records returned by one poll()", min=1),
         ConfigDef("check.crcs", "boolean", True, "verify the CRC of fetched batches"),
+        ConfigDef("allow.auto.create.topics", "boolean", True,
+                  "let Metadata requests create unknown topics (if the broker allows it)"),
         ConfigDef("isolation.level", "string", "read_uncommitted", "transactions do not exist yet",
                   choices=("read_uncommitted", "read_committed")),
     ],

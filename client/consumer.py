@@ -227,6 +227,7 @@ class Consumer:
         nursery = await stack.enter_async_context(trio.open_nursery())
         self._stack, self._nursery = stack, nursery
         self._cluster = ClusterClient(self.config, nursery)
+        self._cluster.allow_auto_topic_creation = self.config["allow.auto.create.topics"]
         try:
             await self._cluster.refresh_metadata(())
         except BaseException:

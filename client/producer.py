@@ -98,6 +98,9 @@ class Producer:
         nursery = await stack.enter_async_context(trio.open_nursery())
         self._stack, self._nursery = stack, nursery
         self._cluster = ClusterClient(self.config, nursery)
+        # Kafka's producer lets the broker auto-create the topics it sends to (when the broker
+        # has auto.create.topics.enable).
+        self._cluster.allow_auto_topic_creation = True
         try:
             await self._cluster.refresh_metadata(())
         except BaseException:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import trio
 
@@ -62,7 +64,7 @@ async def test_round_trip_with_keys_headers_timestamps(
                     key,
                     timestamp_ms=1_700_000_000_000 + i,
                     headers=[("i", b"%d" % i)],
-                )  # fmt: skip
+                )
             )
             sent.append((key, b"value-%d" % i))
         metadata = [await f for f in futures]
@@ -170,7 +172,9 @@ async def test_admin_topics_and_configs(broker: BrokerProcess) -> None:
 
         await admin.delete_topics(["adm2"])
         with trio.fail_after(10):
-            while "adm2" in await admin.list_topics():
+            while True:  # deletion completes asynchronously: poll under a deadline
+                if "adm2" not in await admin.list_topics():
+                    break
                 await trio.sleep(0.05)
         with pytest.raises(KafkaError) as info:
             await admin.delete_topics(["adm2"])
@@ -224,3 +228,19 @@ async def test_unreachable_broker_is_a_clear_error() -> None:
     with pytest.raises(KafkaConnectionError, match="Connection refused"):
         async with Admin(bootstrap_servers=f"127.0.0.1:{port}"):
             pass
+
+
+async def test_producer_auto_creates_topics_only_when_the_broker_allows(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    make = broker_factory
+    allowing = await trio.to_thread.run_sync(make)
+    async with Producer(bootstrap_servers=allowing.bootstrap, max_block_ms=10_000) as producer:
+        md = await producer.send_and_wait("auto-created", b"x")
+    assert (md.topic, md.offset) == ("auto-created", 0)
+    refusing = await trio.to_thread.run_sync(
+        lambda: make({"auto.create.topics.enable": "false"}, node_id=2)
+    )
+    async with Producer(bootstrap_servers=refusing.bootstrap, max_block_ms=300) as producer:
+        with pytest.raises(KafkaError, match="not present in metadata"):
+            await producer.send("auto-created", b"x")
