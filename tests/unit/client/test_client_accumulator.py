@@ -113,3 +113,21 @@ def test_batches_failing_in_any_order_are_retried_in_creation_order() -> None:
     again = acc.drain(leaders, [1], 10_000, now_ms=5)[1]
     assert [b.seq for b in again] == sorted(b.seq for b in again)
     assert again[:3] == batches
+
+
+def test_record_futures_share_their_batch_result() -> None:
+    import pytest
+
+    acc = RecordAccumulator(batch_size=1000, linger_ms=0)
+    first, _ = add(acc, TP0, b"a", now=0)
+    second, _ = add(acc, TP0, b"b", now=0)
+    assert first.batch is second.batch
+    seen = []
+    second.add_done_callback(lambda f: seen.append(f.result().offset))
+    with pytest.raises(RuntimeError, match="not been acknowledged"):
+        first.result()
+    (batch,) = acc.drain(leaders, [1], 10_000, now_ms=0)[1]
+    batch.close()
+    acc.complete(batch, 7, None)
+    assert seen == [8]
+    assert first.result().offset == 7 and first.batch.record_count == 2
