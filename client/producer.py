@@ -29,7 +29,7 @@ from client.partitioner import StickyPartitioner, partition_for_key
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
 from protocol.names import TopicPartition
-from protocol.record_batch import Compression
+from protocol.record_batch import HEADER_SIZE, Compression
 
 log = structlog.get_logger("client.producer")
 
@@ -84,7 +84,6 @@ class Producer:
         self._wakeup = trio.Event()
         self._memory_freed = trio.Event()
         self._all_done = trio.Event()
-        self._in_flight = 0
         self._closed = False
         self._sender_done = trio.Event()
 
@@ -166,7 +165,7 @@ class Producer:
         if count is None:
             count = await self._wait_on_metadata(topic)
         size = record_size(key, value, headers)
-        if size + 61 > self._max_request_size:
+        if size + HEADER_SIZE > self._max_request_size:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the record is {size} bytes, larger than max.request.size "
@@ -286,7 +285,7 @@ class Producer:
                 cluster.topics.update(check.unknown_leaders)
                 cluster.request_update()
             if cluster.needs_update():
-                self._nursery.start_soon(cluster.maybe_refresh)
+                self._nursery.start_soon(self._refresh_metadata)
             sendable = []
             for node in check.ready_nodes:
                 conn = cluster.connection_if_ready(node)
@@ -298,17 +297,21 @@ class Producer:
                 leader_for = cluster.metadata.leader_for
                 drained = acc.drain(leader_for, sendable, self._max_request_size, now)
                 for node, batches in drained.items():
-                    self._in_flight += 1
                     self._nursery.start_soon(self._send_batches, node, batches)
                 if drained:
                     await trio.lowlevel.checkpoint()
                     continue
             delay = check.next_check_ms
-            if cluster.needs_update() and check.unknown_leaders:
+            if check.unknown_leaders:
                 delay = min(delay, cluster.retry_backoff_ms)
             self._wakeup = trio.Event()
             with trio.move_on_after(max(delay, 0.0) / 1000 if delay != float("inf") else 1.0):
                 await self._wakeup.wait()
+
+    async def _refresh_metadata(self) -> None:
+        assert self._cluster is not None
+        await self._cluster.maybe_refresh()
+        self._wake()
 
     async def _connect(self, node: int) -> None:
         assert self._cluster is not None
@@ -388,7 +391,6 @@ class Producer:
                 for batch in group:
                     self._retry_or_fail(batch, error)
         finally:
-            self._in_flight -= 1
             self._memory_freed.set()
             self._memory_freed = trio.Event()
             self._wake()
