@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 
 import pytest
@@ -18,7 +19,11 @@ from protocol.framing import (
     encode_frame,
 )
 
-FUZZ = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    deadline=None,
+    max_examples=int(os.environ.get("TRIOKA_FUZZ_EXAMPLES", "300")),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def prefix(n: int) -> bytes:

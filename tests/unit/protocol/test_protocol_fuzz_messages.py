@@ -7,6 +7,7 @@ property: any input yields a decoded request or a RequestDecodeError - never ano
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import msgpack
@@ -36,7 +37,7 @@ RESPONSE_TYPES = [cls.RESPONSE for cls in REQUEST_TYPES]
 # still gets a floor of examples).
 FUZZ = settings(
     deadline=None,
-    max_examples=max(15, 450 // len(REQUEST_TYPES)),
+    max_examples=int(os.environ.get("TRIOKA_FUZZ_EXAMPLES", max(15, 450 // len(REQUEST_TYPES)))),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -208,13 +209,13 @@ def test_mutated_encoded_bytes_decode_or_raise_request_decode_error(
     _decode_or_clear_error(bytes(payload[:cut]) if data.draw(st.booleans()) else bytes(payload))
 
 
-@settings(deadline=None, max_examples=500)
+@settings(deadline=None, max_examples=int(os.environ.get("TRIOKA_FUZZ_EXAMPLES", "500")))
 @given(payload=st.binary(max_size=200))
 def test_arbitrary_bytes_decode_or_raise_request_decode_error(payload: bytes) -> None:
     _decode_or_clear_error(payload)
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=int(os.environ.get("TRIOKA_FUZZ_EXAMPLES", "300")))
 @given(payload=st.binary(max_size=200))
 def test_arbitrary_response_bytes_raise_only_protocol_errors(payload: bytes) -> None:
     for cls in RESPONSE_TYPES:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import struct
 
 import msgpack
@@ -34,7 +35,11 @@ from protocol.record_batch import (
 )
 
 COMPRESSIONS = [Compression.NONE, Compression.LZ4, Compression.ZSTD]
-FUZZ = settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    deadline=None,
+    max_examples=int(os.environ.get("TRIOKA_FUZZ_EXAMPLES", "200")),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 RECORDS = [
     Record(value=b"v0", key=b"k0", timestamp=1_700_000_000_000),
