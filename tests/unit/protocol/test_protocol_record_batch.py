@@ -576,3 +576,17 @@ def test_fuzz_round_trip_stamp_and_flip(
     buf[pos] ^= 0x01 << (flip % 8)
     with pytest.raises(CorruptRecordBatchError):
         decode_records(buf)
+
+
+def test_zstd_frame_lying_about_its_size_is_refused() -> None:
+    import zstandard
+
+    rows = msgpack.packb([[0, 0, 0, None, b"\x00" * (4 * 1024 * 1024), []]])
+    frame = bytearray(zstandard.ZstdCompressor().compress(rows))
+    descriptor = frame[4]
+    assert descriptor >> 6 == 2  # a 4-byte content size follows the window byte
+    offset = 5 + (0 if descriptor & 0x20 else 1)
+    struct.pack_into("<I", frame, offset, 1000)
+    assert zstandard.get_frame_parameters(bytes(frame)).content_size == 1000
+    buf = rebuild(bytes(frame), records_count=1, attributes=int(Compression.ZSTD))
+    expect_corrupt(buf, "cannot decompress ZSTD records")
