@@ -28,8 +28,14 @@ fi
 stamp="$venv/.installed-${extras:-base}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing trioka${extras:+[$extras]} into $venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
   spec="."; [ -n "$extras" ] && spec=".[$extras]"
-  "$venv/bin/python" -m pip install -q -e "$spec"
+  # pip's and setuptools' chatter goes to a log that is shown only when something fails.
+  pip_log="$venv/pip-install.log"
+  if ! { "$venv/bin/python" -m pip install -q --upgrade pip &&
+         "$venv/bin/python" -m pip install -q -e "$spec"; } >"$pip_log" 2>&1; then
+    cat "$pip_log" >&2
+    echo "setup: pip install failed (log: $pip_log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
