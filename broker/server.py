@@ -307,7 +307,14 @@ class BrokerServer:
         try:
             for listener in self.listeners:
                 host = listener.host or None
-                opened = await trio.open_tcp_listeners(listener.port, host=host)
+                try:
+                    opened = await trio.open_tcp_listeners(listener.port, host=host)
+                except OSError as exc:
+                    raise OSError(
+                        exc.errno,
+                        f"listener {listener.name} cannot bind {listener.host or '0.0.0.0'}:"
+                        f"{listener.port}: {exc.strerror or exc}",
+                    ) from exc
                 port = opened[0].socket.getsockname()[1]
                 self.bound.append(BoundListener(listener.name, listener.host, port))
                 sockets.extend((listener, s) for s in opened)

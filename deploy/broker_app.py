@@ -1,6 +1,6 @@
 """The standalone broker process: storage, local metadata log, controller and broker, wired.
 
-    python -m deploy.broker_app --config FILE [--override key=value ...]
+    python -m deploy.broker_app --config FILE [--override key=value ...]   (= trioka broker start)
 
 `run_broker(config)` is what `trioka broker start` calls. It builds, in Kafka's order:
 LogManager (partition logs), LocalMetadataLog (`<metadata.log.dir>/__cluster_metadata-0`),
@@ -12,7 +12,6 @@ finish in-flight requests, checkpoint, write the clean-shutdown marker).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import signal
 import sys
@@ -30,8 +29,6 @@ from controller.brokers import RegisterBroker
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.driver import ControllerDriver
-from deploy.config import ConfigError, load_broker_config
-from deploy.logging_config import configure_logging
 from protocol.config_defs import TOPIC_CONFIGS
 from protocol.messages import Request, Response
 from protocol.metadata.records import BrokerEndpoint
@@ -178,27 +175,8 @@ def _topic_value_string(key: str, value: Any) -> str:
     return TOPIC_CONFIGS[key].to_string(value)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m deploy.broker_app", description="Run one standalone trioka broker."
-    )
-    parser.add_argument("--config", help="TOML file with Kafka broker config names")
-    parser.add_argument(
-        "--override", action="append", default=[], metavar="KEY=VALUE", help="override a key"
-    )
-    args = parser.parse_args(argv)
-    try:
-        config = load_broker_config(args.config, args.override)
-    except ConfigError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 2
-    configure_logging(role="broker", node_id=config.node_id)
-    try:
-        trio.run(run_broker, config)
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m deploy.broker_app ARGS` is `trioka broker start ARGS` (tests, benchmarks).
+    from deploy.cli import main
+
+    main(["broker", "start", *sys.argv[1:]])

@@ -94,8 +94,23 @@ def broker_start(config_file: str | None, overrides: tuple[str, ...]) -> None:
         trio.run(run_broker, config)
     except KeyboardInterrupt:
         sys.exit(130)
-    except OSError as exc:
-        fail(f"cannot start the broker: {exc.strerror or exc}")
+    except BaseException as exc:
+        # trio hands errors from child tasks over as ExceptionGroups: find the user error.
+        cause = _startup_error(exc)
+        if cause is None:
+            raise
+        fail(f"cannot start the broker: {cause}")
+
+
+def _startup_error(exc: BaseException) -> BaseException | None:
+    """The deliberate error (TriokaError) or OSError (bad log dir, port in use, ...) in `exc`."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_error(inner)
+            if found is not None:
+                return found
+        return None
+    return exc if isinstance(exc, TriokaError | OSError) else None
 
 
 # -- topics ------------------------------------------------------------------------------------
