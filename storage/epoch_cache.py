@@ -129,10 +129,22 @@ class LeaderEpochFileCache:
             self._entries = list(entries)
             self._write(fsync=False)
 
-    def flush(self) -> None:
-        """fsync whatever assign() wrote without fsync."""
-        if self.needs_fsync:
+    def flush(self) -> bool:
+        """fsync what assign() wrote without fsync. True when the directory needs an fsync too
+        (for the rename that put the file in place); the caller does that once for all."""
+        if not self.needs_fsync:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
             self._write(fsync=True)
+            return False
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.needs_fsync = False
+        return True
 
     def _write(self, *, fsync: bool) -> None:
         try:

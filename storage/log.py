@@ -108,6 +108,7 @@ class Log:
         self._last_flush_ms = clock_ms()
         self._metadata_dirty = False  # files created/renamed in the dir since its last fsync
         self._rolled_unflushed = False
+        self._parent_dirty = False  # the log dir itself is new
         self._closed = False
         self.recovered_bytes_truncated = 0
         """Bytes cut by recovery at open (tests and logs)."""
@@ -218,7 +219,7 @@ class Log:
         self._epoch_cache.truncate_from_start(self._log_start)
         self._recovery_point = self._leo
         if created:
-            self._metadata_dirty = True
+            self._metadata_dirty = self._parent_dirty = True
 
     def _recover(self, recovery_point: int) -> None:
         """Re-scan the segments from the one holding `recovery_point`; cut at the damage."""
@@ -777,14 +778,17 @@ class Log:
         if self._closed:
             return
         try:
-            self._epoch_cache.flush()
+            if self._epoch_cache.flush():
+                self._metadata_dirty = True
             i = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
             for seg in self._segments[i:end]:
                 seg.flush()
             if self._metadata_dirty:
                 fsync_dir(self.directory)
-                fsync_dir(os.path.dirname(self.directory) or ".")
                 self._metadata_dirty = False
+            if self._parent_dirty:
+                fsync_dir(os.path.dirname(self.directory) or ".")
+                self._parent_dirty = False
         except OSError as exc:
             raise self._storage_error("flushing", exc) from exc
         self._recovery_point = max(self._recovery_point, new_recovery_point)

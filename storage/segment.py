@@ -324,7 +324,8 @@ class LogSegment:
         first_ts = self.rolling_based_timestamp()
         start = self.size
         try:
-            pwrite_all(self._handles.fd(self.log_path), data, start)
+            with _naming(self.log_path):
+                pwrite_all(self._handles.fd(self.log_path), data, start)
         except OSError:
             try:
                 os.ftruncate(self._handles.fd(self.log_path), start)
@@ -370,15 +371,17 @@ class LogSegment:
             unchanged = index.persisted == len(index) and not index.trim_needed
             if unchanged and (self._index_files_checked or os.path.exists(path)):
                 continue
-            fd = self._handles.fd(path)
             try:
+                fd = self._handles.fd(path)
                 data = index.unpersisted_bytes()
                 if data:
                     pwrite_all(fd, data, index.persisted * index.entry_size)
                 if index.trim_needed:
                     os.ftruncate(fd, len(index) * index.entry_size)
-            except OSError:
+            except OSError as exc:
                 index.trim_needed = True
+                if exc.filename is None:
+                    exc.filename = path
                 raise
             index.persisted = len(index)
             index.trim_needed = False
@@ -398,10 +401,12 @@ class LogSegment:
             os.ftruncate(self._handles.fd(self.log_path), self.size)
             self._file_may_be_longer = False
         if self.dirty:
-            os.fsync(self._handles.fd(self.log_path))
+            with _naming(self.log_path):
+                os.fsync(self._handles.fd(self.log_path))
             for path in (self.index_path, self.time_index_path):
                 if os.path.exists(path):
-                    os.fsync(self._handles.fd(path))
+                    with _naming(path):
+                        os.fsync(self._handles.fd(path))
             self.dirty = False
 
     def truncate_to(self, offset: int) -> int:
@@ -411,7 +416,8 @@ class LogSegment:
             return 0
         pos, header = found
         removed = self.size - pos
-        os.ftruncate(self._handles.fd(self.log_path), pos)
+        with _naming(self.log_path):
+            os.ftruncate(self._handles.fd(self.log_path), pos)
         self.size = pos
         self.dirty = True
         self.next_offset = header.base_offset
@@ -493,6 +499,18 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r}, size={self.size})"
+
+
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """Attach `path` to OSErrors raised by positional I/O (which knows no file name), so
+    storage errors can say which file failed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = path
+        raise
 
 
 def _read_file(path: str) -> bytes:
