@@ -521,3 +521,44 @@ def test_shared_handle_cache_stays_bounded(tmp_path: Path) -> None:
     for log in logs:
         assert [r.offset for r in read_all(log)] == list(range(5))
     assert handles.opens > 10
+
+
+def test_follower_append_refuses_gaps_inside_the_append(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "l")
+    leader.append_as_leader(batch(2), 1)
+    leader.append_as_leader(batch(2), 1)
+    data = leader.read(0, 1 << 20).data
+    first = read_header(data, 0).size
+    follower = open_log(tmp_path / "f")
+    with pytest.raises(CorruptRecordBatchError, match="contiguous"):
+        follower.append_as_follower(data[:first] + data[:first])
+    assert follower.log_end_offset == 0 and follower.size == 0
+
+
+def test_unclean_open_drops_a_segment_that_does_not_continue_the_log(tmp_path: Path) -> None:
+    cfg = SMALL.replace(segment_bytes=400)
+    log = open_log(tmp_path, cfg)
+    for _ in range(6):
+        log.append_as_leader(batch(2, size=30), 0)
+    log.close()
+    bases = [s.base_offset for s in log.segments]
+    stray = tmp_path / "t-0" / f"{bases[-1] + 1000:020d}.log"
+    stray.write_bytes(batch(1))  # base offset 0 inside, and far past the end by its name
+    again = open_log(tmp_path, cfg, recovery_point=0)
+    assert again.log_end_offset == 12 and not stray.exists()
+    assert [s.base_offset for s in again.segments] == bases
+
+
+def test_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
+    cfg = SMALL.replace(segment_bytes=600, index_interval_bytes=40)
+    log = open_log(tmp_path, cfg)
+    for i in range(20):
+        log.append_as_leader(batch(2, ts=100 * i), 0)
+    log.close()
+    for seg in log.segments:
+        os.unlink(seg.index_path)
+        os.unlink(seg.time_index_path)
+    again = open_log(tmp_path, cfg, clean_shutdown=True)
+    assert again.log_end_offset == 40
+    assert again.offset_for_timestamp(1050) == (1100, 22)
+    assert [r.offset for r in read_all(again, start=5)] == list(range(5, 40))
