@@ -35,6 +35,10 @@ class TopicPartition(NamedTuple):
         return cls(topic, int(part))
 
 
+METADATA_PARTITION = TopicPartition(METADATA_TOPIC, 0)
+"""The metadata log's one partition; its directory sits in metadata.log.dir."""
+
+
 def topic_name_problem(name: str) -> str | None:
     """Why `name` is not a legal topic name, or None when it is."""
     if not isinstance(name, str):

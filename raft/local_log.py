@@ -25,7 +25,7 @@ import trio
 from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.records import MetadataRecord, OffsetRecord, decode_record, encode_record
 from protocol.metadata.topic_ids import METADATA_TOPIC_ID
-from protocol.names import METADATA_TOPIC
+from protocol.names import METADATA_PARTITION
 from protocol.record_batch import Record, build_batch, decode_records, iter_batches
 from storage.config import LogConfig
 from storage.files import FileHandleCache
@@ -33,7 +33,7 @@ from storage.log import Log
 
 log = structlog.get_logger("raft.local_log")
 
-METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+METADATA_PARTITION_DIR = METADATA_PARTITION.dir_name
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 """Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest append (one batch)."""
 _READ_CHUNK = 1024 * 1024

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import structlog
 
-from protocol.names import TopicPartition, validate_topic_name
+from protocol.names import METADATA_PARTITION, TopicPartition, validate_topic_name
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -117,6 +117,10 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 # A deletion that a crash interrupted: finish it.
                 shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name == METADATA_PARTITION.dir_name:
+                # The metadata log shares metadata.log.dir with partitions by default (as in
+                # Kafka); it belongs to the metadata log's owner, not to this manager.
                 continue
             try:
                 tp = TopicPartition.from_dir_name(name)

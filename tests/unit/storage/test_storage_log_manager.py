@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import KafkaError
-from protocol.names import TopicPartition
+from protocol.names import METADATA_PARTITION, TopicPartition
 from storage import CLEAN_SHUTDOWN_FILE, LogConfig, LogManager, MetaPropertiesError
 from storage.checkpoints import read_offsets
 from tests.unit.storage.storage_helpers import SMALL, batch, read_all
@@ -216,3 +216,15 @@ def test_api_needs_startup(tmp_path: Path) -> None:
     m = LogManager(tmp_path, node_id=1)
     with pytest.raises(RuntimeError, match="startup"):
         m.get_or_create_log(TP)
+
+
+def test_metadata_log_dir_is_not_a_partition(tmp_path: Path) -> None:
+    # metadata.log.dir defaults to the first log dir, so the metadata log lives beside the
+    # partitions; the LogManager must leave it to its owner.
+    d = tmp_path / "d0"
+    (d / METADATA_PARTITION.dir_name).mkdir(parents=True)
+    m = manager(tmp_path)
+    assert m.logs() == []
+    assert m.get_log(METADATA_PARTITION) is None
+    m.shutdown()
+    assert (d / METADATA_PARTITION.dir_name).is_dir()
