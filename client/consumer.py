@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any, NamedTuple, Self
 
-import msgpack
 import structlog
 import trio
 
@@ -43,11 +43,9 @@ from protocol.messages.list_offsets import (
 )
 from protocol.names import TopicPartition
 from protocol.record_batch import (
-    COMPRESSION_MASK,
     HEADER_SIZE,
     decode_records,
     read_header,
-    validate_batch,
 )
 
 log = structlog.get_logger("client.consumer")
@@ -96,31 +94,12 @@ def decode_batch(
     topic: str, partition: int, data: bytes | memoryview, pos: int, check_crc: bool = True
 ) -> tuple[list[ConsumerRecord], int, int]:
     """Decode the batch at `pos` into ConsumerRecords; returns (records, batch end, next
-    offset). CRC-checked. Uncompressed batches are unpacked straight into ConsumerRecords (the
-    consumer's hot path); compressed ones go through protocol.record_batch.decode_records."""
-    header = validate_batch(data, pos) if check_crc else read_header(data, pos)
-    end = pos + header.size
-    if header.attributes & COMPRESSION_MASK:
-        records = [
-            ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
-            for r in decode_records(data, pos)
-        ]
-        return records, end, header.next_offset
-    try:
-        rows = msgpack.unpackb(memoryview(data)[pos + HEADER_SIZE : end], use_list=False, raw=False)
-        base_offset, base_ts = header.base_offset, header.base_timestamp
-        records = [
-            ConsumerRecord(topic, partition, base_offset + od, base_ts + td, k, v, h)
-            for _a, td, od, k, v, h in rows
-        ]
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise CorruptRecordBatchError(f"malformed records: {exc}", position=pos) from exc
-    if len(records) != header.records_count:
-        raise CorruptRecordBatchError(
-            f"records_count is {header.records_count} but the payload holds {len(records)}",
-            position=pos,
-        )
-    return records, end, header.next_offset
+    offset). `check_crc` is Kafka's check.crcs."""
+    header = read_header(data, pos)
+    records = decode_records(
+        data, pos, factory=partial(ConsumerRecord, topic, partition), verify_crc=check_crc
+    )
+    return records, pos + header.size, header.next_offset
 
 
 class _CompletedFetch:

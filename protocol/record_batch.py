@@ -25,14 +25,17 @@ The broker reads only the header (validate, stamp offsets) and never decodes rec
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any, TypeVar
 
 import crc32c as _crc32c
 import msgpack
 
 from protocol.errors import CorruptRecordBatchError
+
+R = TypeVar("R")
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -387,18 +390,33 @@ DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
 far above any batch a producer makes under max.message.bytes."""
 
 
+def _record(
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...],
+) -> Record:
+    return Record(value, key, headers, timestamp, offset)  # type: ignore[arg-type]
+
+
 def decode_records(
     buf: bytes | bytearray | memoryview,
     pos: int = 0,
     *,
     max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
-) -> list[Record]:
+    factory: Callable[[int, int, bytes | None, bytes | None, tuple[Any, ...]], R] = _record,  # type: ignore[assignment]
+    verify_crc: bool = True,
+) -> list[R]:
     """Validate the batch at `pos` and decode its records (client side only).
 
     Any malformation raises CorruptRecordBatchError saying what is wrong: header, CRC,
-    compression, msgpack, record count, or the shape of a record.
+    compression, msgpack, record count, or the shape of a record. Each record is built by
+    `factory(offset, timestamp, key, value, headers)` (a Record by default), so a client can
+    build its own record type without a second pass; `verify_crc=False` is Kafka's
+    check.crcs=false.
     """
-    header = validate_batch(buf, pos)
+    header = validate_batch(buf, pos) if verify_crc else _read_whole_header(buf, pos)
     payload = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
     try:
         payload = _decompress(header.compression, payload, max_uncompressed_bytes)
@@ -452,12 +470,12 @@ def decode_records(
             ):
                 previous = off_delta
                 out.append(
-                    Record(
-                        value,
-                        key,
-                        tuple(map(tuple, headers)) if headers else (),  # type: ignore[arg-type]
-                        base_timestamp + ts_delta,
+                    factory(
                         base_offset + off_delta,
+                        base_timestamp + ts_delta,
+                        key,
+                        value,
+                        tuple(map(tuple, headers)) if headers else (),
                     )
                 )
                 continue
@@ -467,12 +485,12 @@ def decode_records(
         _attrs, ts_delta, off_delta, key, value, headers = row[:6]  # type: ignore[index]
         previous = off_delta
         out.append(
-            Record(
-                value,
-                key,
-                tuple(map(tuple, headers)) if headers else (),
-                base_timestamp + ts_delta,
+            factory(
                 base_offset + off_delta,
+                base_timestamp + ts_delta,
+                key,
+                value,
+                tuple(map(tuple, headers)) if headers else (),
             )
         )
     return out

@@ -590,3 +590,16 @@ def test_zstd_frame_lying_about_its_size_is_refused() -> None:
     assert zstandard.get_frame_parameters(bytes(frame)).content_size == 1000
     buf = rebuild(bytes(frame), records_count=1, attributes=int(Compression.ZSTD))
     expect_corrupt(buf, "cannot decompress ZSTD records")
+
+
+def test_decode_records_builds_records_through_a_factory() -> None:
+    raw = bytearray(build_batch([Record(b"v0", b"k0"), Record(b"v1", headers=(("h", b"x"),))]))
+    stamp(raw, 0, 40, 1)
+    rows = decode_records(raw, factory=lambda *fields: fields)
+    assert [r[:4] for r in rows] == [(40, 0, b"k0", b"v0"), (41, 0, None, b"v1")]
+    assert rows[1][4] == (("h", b"x"),)
+    raw[-1] ^= 0xFF  # the CRC no longer matches
+    with pytest.raises(CorruptRecordBatchError, match="CRC"):
+        decode_records(raw)
+    # check.crcs=false skips only the CRC: the damaged header value is served as it is.
+    assert decode_records(raw, verify_crc=False)[1].headers == (("h", bytes([ord("x") ^ 0xFF])),)
