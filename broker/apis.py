@@ -25,7 +25,6 @@ from broker.ports import ControllerChannel, MetadataSource
 from broker.purgatory import FetchPurgatory
 from broker.server import BoundListener, ConnectionInfo
 from protocol.codec import RequestEnvelope, api_versions_response
-from protocol.config_defs import TOPIC_CONFIGS
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.messages import ApiKey, Request, Response, error_response
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -77,6 +76,7 @@ from protocol.messages.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from protocol.metadata.describe import describe_topic_config_entries
 from protocol.names import TopicPartition, is_internal, topic_name_problem
 from protocol.record_batch import iter_batches
 
@@ -621,31 +621,13 @@ class KafkaApis:
         image = self.publisher.image
         if image.topics.get_topic(name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        dynamic = image.configs.topic_configs(name)
-        defaults = self.publisher.topic_defaults
-        from_broker = self.config.topic_config_sources()
-        entries = []
-        for key, definition in sorted(TOPIC_CONFIGS.defs.items()):
-            if key in dynamic:
-                value: str | None = dynamic[key]
-                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
-            else:
-                value = definition.to_string(defaults[key])
-                source = (
-                    ConfigSource.STATIC_BROKER_CONFIG
-                    if from_broker.get(key)
-                    else ConfigSource.DEFAULT_CONFIG
-                )
-            entries.append(
-                DescribeConfigsEntry(
-                    name=key,
-                    value=value,
-                    read_only=definition.read_only,
-                    config_source=int(source),
-                    documentation=definition.doc if request.include_documentation else None,
-                )
+        return list(
+            describe_topic_config_entries(
+                image.configs.topic_configs(name),
+                self.config.static_topic_defaults(),
+                include_documentation=request.include_documentation,
             )
-        return entries
+        )
 
     def _describe_broker(
         self, name: str, request: DescribeConfigsRequest

@@ -260,6 +260,16 @@ class BrokerConfig:
                 out[topic_key] = value
         return out
 
+    def static_topic_defaults(self) -> dict[str, str]:
+        """Topic configs whose default this broker's config sets (log.retention.ms ->
+        retention.ms, ...), as strings: DescribeConfigs' STATIC_BROKER_CONFIG values."""
+        defaults = self.topic_defaults()
+        return {
+            key: TOPIC_CONFIGS[key].to_string(defaults[key])
+            for key, from_broker in self.topic_config_sources().items()
+            if from_broker
+        }
+
     def topic_config_sources(self) -> dict[str, bool]:
         """For each topic config: True when a broker key set explicitly decides its default."""
         out = {}

@@ -29,7 +29,6 @@ from controller.brokers import RegisterBroker
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.driver import ControllerDriver
-from protocol.config_defs import TOPIC_CONFIGS
 from protocol.messages import Request, Response
 from protocol.metadata.records import BrokerEndpoint
 from raft.local_log import LocalMetadataLog
@@ -113,7 +112,6 @@ async def run_broker(
         cluster_id=cluster_id,
         max_open_files=int(config["trioka.max.open.files"]),
     )
-    topic_defaults = config.topic_defaults()
     controller_config = ControllerConfig(
         num_partitions=int(config["num.partitions"]),
         default_replication_factor=int(config["default.replication.factor"]),
@@ -121,11 +119,7 @@ async def run_broker(
         # The local single-node log has no batch limit to respect; a standalone broker may
         # create one topic with tens of thousands of partitions.
         max_partitions_per_request=1_000_000,
-        topic_defaults={
-            k: _topic_value_string(k, v)
-            for k, v in topic_defaults.items()
-            if config.topic_config_sources()[k]
-        },
+        topic_defaults=config.static_topic_defaults(),
     )
     source = LocalMetadataSource()
     metadata_log = LocalMetadataLog(config.metadata_log_dir)
@@ -169,10 +163,6 @@ async def run_broker(
     finally:
         with trio.CancelScope(shield=True):
             await metadata_log.aclose()
-
-
-def _topic_value_string(key: str, value: Any) -> str:
-    return TOPIC_CONFIGS[key].to_string(value)
 
 
 if __name__ == "__main__":

@@ -181,3 +181,20 @@ async def test_describe_and_alter_configs(broker_factory) -> None:
         assert b["log.retention.hours"].value == "2"
         assert b["log.retention.hours"].config_source == ConfigSource.STATIC_BROKER_CONFIG
         assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # No override on cfg2: retention.ms comes from the broker's log.retention.hours=2.
+        (plain,) = (
+            await c.request(
+                DescribeConfigsRequest(
+                    resources=(
+                        DescribeConfigsResource(
+                            resource_type=ResourceType.TOPIC,
+                            resource_name="cfg2",
+                            configuration_keys=("retention.ms",),
+                        ),
+                    )
+                )
+            )
+        ).results
+        (retention,) = plain.configs
+        assert retention.value == "7200000"
+        assert retention.config_source == ConfigSource.STATIC_BROKER_CONFIG
