@@ -44,7 +44,7 @@ from protocol.messages.list_offsets import (
 from protocol.names import TopicPartition
 from protocol.record_batch import (
     HEADER_SIZE,
-    decode_records,
+    decode_batch_records,
     read_header,
 )
 
@@ -95,8 +95,7 @@ def decode_batch(
 ) -> tuple[list[ConsumerRecord], int, int]:
     """Decode the batch at `pos` into ConsumerRecords; returns (records, batch end, next
     offset). `check_crc` is Kafka's check.crcs."""
-    header = read_header(data, pos)
-    records = decode_records(
+    header, records = decode_batch_records(
         data, pos, factory=partial(ConsumerRecord, topic, partition), verify_crc=check_crc
     )
     return records, pos + header.size, header.next_offset

@@ -28,7 +28,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import crc32c as _crc32c
 import msgpack
@@ -94,8 +94,9 @@ class Record:
     offset: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The 61 header bytes, parsed. A NamedTuple: the broker builds one per produced batch."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -416,6 +417,25 @@ def decode_records(
     build its own record type without a second pass; `verify_crc=False` is Kafka's
     check.crcs=false.
     """
+    return decode_batch_records(
+        buf,
+        pos,
+        max_uncompressed_bytes=max_uncompressed_bytes,
+        factory=factory,
+        verify_crc=verify_crc,
+    )[1]
+
+
+def decode_batch_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    factory: Callable[[int, int, bytes | None, bytes | None, tuple[Any, ...]], R] = _record,  # type: ignore[assignment]
+    verify_crc: bool = True,
+) -> tuple[BatchHeader, list[R]]:
+    """decode_records, also returning the batch's header (one parse for a consumer that needs
+    the batch's size and next offset too)."""
     header = validate_batch(buf, pos) if verify_crc else _read_whole_header(buf, pos)
     payload = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
     try:
@@ -493,7 +513,7 @@ def decode_records(
                 tuple(map(tuple, headers)) if headers else (),
             )
         )
-    return out
+    return header, out
 
 
 def _headers_ok(headers: list[object]) -> bool:
