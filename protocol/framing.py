@@ -102,7 +102,9 @@ class FrameDecoder:
                 raise self._error
             end = start + PREFIX_SIZE + size
             if len(buf) >= end:
-                frame = bytes(buf[start + PREFIX_SIZE : end])
+                # One copy: slicing the bytearray itself would copy twice.
+                with memoryview(buf) as view:
+                    frame = view[start + PREFIX_SIZE : end].tobytes()
                 self._start = end
                 if end == len(buf):
                     buf.clear()
