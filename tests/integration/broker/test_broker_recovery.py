@@ -48,7 +48,7 @@ async def test_sigkill_mid_write_loses_no_acked_record(broker: BrokerProcess) ->
     counter = 0
     async with await WireClient.connect(broker.host, broker.port) as c:
         await create_topic(c, "crash", configs={"segment.bytes": "65536"})
-    for _round in range(6):
+    for _round in range(12):
         async with trio.open_nursery() as nursery:
 
             async def writer() -> None:
