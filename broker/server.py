@@ -325,26 +325,34 @@ class BrokerServer:
                     port=port,
                 )
             async with trio.open_nursery() as nursery:
-                for listener, sock in sockets:
-                    nursery.start_soon(self._accept_loop, listener, sock, nursery)
+                nursery.start_soon(self._accept_all, sockets, nursery)
                 task_status.started(list(self.bound))
         finally:
             for _, sock in sockets:
                 with trio.CancelScope(shield=True):
                     await sock.aclose()
 
-    async def _accept_loop(
-        self, listener: Listener, sock: trio.SocketListener, nursery: trio.Nursery
+    async def _accept_all(
+        self, sockets: list[tuple[Listener, trio.SocketListener]], connections: trio.Nursery
     ) -> None:
+        """One accept loop per socket (a listener on all interfaces has an IPv4 and an IPv6
+        one), all ended together by stop_accepting(); connections live in their own nursery."""
         with self._accept_scope:
-            while True:
-                try:
-                    stream = await sock.accept()
-                except OSError as exc:  # EMFILE and friends: log, back off, keep serving
-                    log.warning("accept failed", listener=listener.name, error=str(exc))
-                    await trio.sleep(0.1)
-                    continue
-                nursery.start_soon(self._serve_connection, listener, stream)
+            async with trio.open_nursery() as accepting:
+                for listener, sock in sockets:
+                    accepting.start_soon(self._accept_loop, listener, sock, connections)
+
+    async def _accept_loop(
+        self, listener: Listener, sock: trio.SocketListener, connections: trio.Nursery
+    ) -> None:
+        while True:
+            try:
+                stream = await sock.accept()
+            except OSError as exc:  # EMFILE and friends: log, back off, keep serving
+                log.warning("accept failed", listener=listener.name, error=str(exc))
+                await trio.sleep(0.1)
+                continue
+            connections.start_soon(self._serve_connection, listener, stream)
 
     async def _serve_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
         try:

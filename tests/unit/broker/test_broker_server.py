@@ -153,3 +153,21 @@ async def test_drain_answers_in_flight_then_closes() -> None:
             handler.release.set()
             assert (await c.receive(DeleteTopicsResponse))[0] == corr
             assert await c.wait_closed(5)
+
+
+async def test_several_listening_sockets_serve_and_stop_accepting_together() -> None:
+    # Two listeners here; an empty host (all interfaces) likewise opens an IPv4 and an IPv6
+    # socket. Each socket has its own accept loop, and stop_accepting() ends them all.
+    server = BrokerServer(
+        SlowFirst(),
+        [Listener("PLAINTEXT", "127.0.0.1", 0), Listener("INTERNAL", "127.0.0.1", 0)],
+        ServerLimits(),
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        for bound in server.bound:
+            async with await WireClient.connect("127.0.0.1", bound.port) as c:
+                await c.send(MetadataRequest())
+                assert (await c.receive(MetadataResponse))[1].error_code == 0
+        with trio.fail_after(5):
+            await server.drain()
