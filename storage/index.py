@@ -16,34 +16,46 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_right
+from typing import Self
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-class OffsetIndex:
-    entry_size = _OFFSET_ENTRY.size
+class _SparseIndex:
+    """Two columns of fixed-size entries, kept in memory; `persisted` of them are in the file.
+
+    Subclasses name the columns; the relative-offset column is the one truncation cuts by.
+    """
+
+    _ENTRY: struct.Struct
+    _TYPECODES: tuple[str, str]
+    entry_size: int
 
     def __init__(self, base_offset: int, max_entries: int) -> None:
         self.base_offset = base_offset
         self.max_entries = max_entries
-        self.relative_offsets = array("i")
-        self.positions = array("i")
+        self._first = array(self._TYPECODES[0])
+        self._second = array(self._TYPECODES[1])
         self.persisted = 0
         """Entries already in the file."""
         self.trim_needed = False
         """The file may hold bytes past `persisted` entries (a truncation or a failed write)."""
 
+    @property
+    def relative_offsets(self) -> array[int]:
+        raise NotImplementedError
+
     def __len__(self) -> int:
-        return len(self.relative_offsets)
+        return len(self._first)
 
     @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int, max_entries: int) -> OffsetIndex:
+    def from_bytes(cls, data: bytes, base_offset: int, max_entries: int) -> Self:
         index = cls(base_offset, max_entries)
         usable = len(data) - len(data) % cls.entry_size
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(data[:usable]):
-            index.relative_offsets.append(rel)
-            index.positions.append(pos)
+        for first, second in cls._ENTRY.iter_unpack(data[:usable]):
+            index._first.append(first)
+            index._second.append(second)
         index.persisted = len(index)
         index.trim_needed = usable != len(data)
         return index
@@ -52,9 +64,42 @@ class OffsetIndex:
     def is_full(self) -> bool:
         return len(self) >= self.max_entries
 
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        keep = bisect_right(self.relative_offsets, offset - self.base_offset - 1)
+        del self._first[keep:]
+        del self._second[keep:]
+        if keep < self.persisted:
+            self.persisted = keep
+            self.trim_needed = True
+
+    def unpersisted_bytes(self) -> bytes:
+        return self._pack(self.persisted)
+
+    def to_bytes(self) -> bytes:
+        return self._pack(0)
+
+    def _pack(self, start: int) -> bytes:
+        first, second, pack = self._first, self._second, self._ENTRY.pack
+        return b"".join(pack(first[i], second[i]) for i in range(start, len(first)))
+
+
+class OffsetIndex(_SparseIndex):
+    _ENTRY = _OFFSET_ENTRY
+    _TYPECODES = ("i", "i")
+    entry_size = _OFFSET_ENTRY.size
+
+    @property
+    def relative_offsets(self) -> array[int]:
+        return self._first
+
+    @property
+    def positions(self) -> array[int]:
+        return self._second
+
     def append(self, offset: int, position: int) -> None:
-        self.relative_offsets.append(offset - self.base_offset)
-        self.positions.append(position)
+        self._first.append(offset - self.base_offset)
+        self._second.append(position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= `offset`, else (base, 0)."""
@@ -68,15 +113,6 @@ class OffsetIndex:
             return self.base_offset, 0
         return self.base_offset + self.relative_offsets[-1], self.positions[-1]
 
-    def truncate_to_offset(self, offset: int) -> None:
-        """Drop entries for offsets >= `offset`."""
-        keep = bisect_right(self.relative_offsets, offset - self.base_offset - 1)
-        del self.relative_offsets[keep:]
-        del self.positions[keep:]
-        if keep < self.persisted:
-            self.persisted = keep
-            self.trim_needed = True
-
     def is_sane(self, segment_size: int) -> bool:
         """Offsets strictly increasing, positions increasing and inside the segment."""
         rel, pos = self.relative_offsets, self.positions
@@ -87,43 +123,19 @@ class OffsetIndex:
                 return False
         return True
 
-    def unpersisted_bytes(self) -> bytes:
-        rel, pos = self.relative_offsets, self.positions
-        return b"".join(_OFFSET_ENTRY.pack(rel[i], pos[i]) for i in range(self.persisted, len(rel)))
 
-    def to_bytes(self) -> bytes:
-        rel, pos = self.relative_offsets, self.positions
-        return b"".join(_OFFSET_ENTRY.pack(rel[i], pos[i]) for i in range(len(rel)))
-
-
-class TimeIndex:
+class TimeIndex(_SparseIndex):
+    _ENTRY = _TIME_ENTRY
+    _TYPECODES = ("q", "i")
     entry_size = _TIME_ENTRY.size
 
-    def __init__(self, base_offset: int, max_entries: int) -> None:
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self.timestamps = array("q")
-        self.relative_offsets = array("i")
-        self.persisted = 0
-        self.trim_needed = False
-
-    def __len__(self) -> int:
-        return len(self.timestamps)
-
-    @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int, max_entries: int) -> TimeIndex:
-        index = cls(base_offset, max_entries)
-        usable = len(data) - len(data) % cls.entry_size
-        for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]):
-            index.timestamps.append(ts)
-            index.relative_offsets.append(rel)
-        index.persisted = len(index)
-        index.trim_needed = usable != len(data)
-        return index
+    @property
+    def timestamps(self) -> array[int]:
+        return self._first
 
     @property
-    def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+    def relative_offsets(self) -> array[int]:
+        return self._second
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) when it moves the largest timestamp forward."""
@@ -148,15 +160,6 @@ class TimeIndex:
             return None
         return self.timestamps[-1], self.base_offset + self.relative_offsets[-1]
 
-    def truncate_to_offset(self, offset: int) -> None:
-        """Drop entries for offsets >= `offset`."""
-        keep = bisect_right(self.relative_offsets, offset - self.base_offset - 1)
-        del self.timestamps[keep:]
-        del self.relative_offsets[keep:]
-        if keep < self.persisted:
-            self.persisted = keep
-            self.trim_needed = True
-
     def is_sane(self, next_offset: int) -> bool:
         ts, rel = self.timestamps, self.relative_offsets
         for i in range(len(ts)):
@@ -165,11 +168,3 @@ class TimeIndex:
             if i and (ts[i] <= ts[i - 1] or rel[i] < rel[i - 1]):
                 return False
         return True
-
-    def unpersisted_bytes(self) -> bytes:
-        ts, rel = self.timestamps, self.relative_offsets
-        return b"".join(_TIME_ENTRY.pack(ts[i], rel[i]) for i in range(self.persisted, len(ts)))
-
-    def to_bytes(self) -> bytes:
-        ts, rel = self.timestamps, self.relative_offsets
-        return b"".join(_TIME_ENTRY.pack(ts[i], rel[i]) for i in range(len(ts)))
