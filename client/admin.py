@@ -7,16 +7,15 @@ Every failure is a protocol.errors.KafkaError carrying the broker's own message,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 import trio
 
 from client.cluster import ClusterClient, backoff_ms, now_ms
 from client.config import admin_config
 from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
+from client.lifecycle import ClientBase
 from client.metadata import BrokerInfo, PartitionInfo
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request
@@ -119,50 +118,12 @@ class ConfigEntry:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
 
-class Admin:
+class Admin(ClientBase):
     """Use as `async with Admin(bootstrap_servers=...) as admin:`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
-        self.config = admin_config(config, **overrides)
+        super().__init__(admin_config(config, **overrides))
         self._api_timeout_ms: float = self.config["default.api.timeout.ms"]
-        self._stack: AsyncExitStack | None = None
-        self._cluster: ClusterClient | None = None
-        self._closed = False
-
-    async def start(self) -> None:
-        if self._stack is not None:
-            return
-        stack = AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        self._stack = stack
-        self._cluster = ClusterClient(self.config, nursery)
-        try:
-            await self._cluster.refresh_metadata(())
-        except BaseException:
-            self._closed = True
-            nursery.cancel_scope.cancel()
-            await stack.aclose()
-            raise
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._stack is None or self._closed:
-            return
-        self._closed = True
-        assert self._cluster is not None
-        await self._cluster.aclose()
-        await self._stack.aclose()
 
     def _client(self) -> ClusterClient:
         if self._closed or self._cluster is None:

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 import structlog
 import trio
@@ -31,6 +29,7 @@ from client.errors import (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
 )
+from client.lifecycle import ClientBase
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.list_offsets import (
@@ -174,12 +173,13 @@ class _CompletedFetch:
         return False
 
 
-class Consumer:
+class Consumer(ClientBase):
     """A Kafka-style consumer with manual assignment. Use as `async with Consumer(...) as c:`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
-        self.config = consumer_config(config, **overrides)
+        super().__init__(consumer_config(config, **overrides))
         c = self.config
+        self._auto_create_topics = c["allow.auto.create.topics"]
         self._reset: str = c["auto.offset.reset"]
         self._max_poll_records: int = c["max.poll.records"]
         self._check_crcs: bool = c["check.crcs"]
@@ -189,51 +189,8 @@ class Consumer:
         self._buffered: set[TopicPartition] = set()
         self._fetching_nodes: set[int] = set()
         self._fetched = trio.Event()
-        self._stack: AsyncExitStack | None = None
-        self._nursery: trio.Nursery | None = None
-        self._cluster: ClusterClient | None = None
-        self._closed = False
         self._generation = 0
         """Bumped by assign() and seeks so that fetches begun before them are dropped."""
-
-    # -- lifecycle ----------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        if self._stack is not None:
-            return
-        stack = AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        self._stack, self._nursery = stack, nursery
-        self._cluster = ClusterClient(self.config, nursery)
-        self._cluster.allow_auto_topic_creation = self.config["allow.auto.create.topics"]
-        try:
-            await self._cluster.refresh_metadata(())
-        except BaseException:
-            self._closed = True
-            nursery.cancel_scope.cancel()
-            await stack.aclose()
-            raise
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._stack is None or self._closed:
-            return
-        self._closed = True
-        assert self._nursery is not None and self._cluster is not None
-        self._nursery.cancel_scope.cancel()
-        await self._cluster.aclose()
-        await self._stack.aclose()
 
     def _client(self) -> ClusterClient:
         if self._closed or self._cluster is None:

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import structlog
 import trio
 
 from client.accumulator import ProducerBatch, RecordAccumulator, record_size
-from client.cluster import ClusterClient, backoff_ms, now_ms
+from client.cluster import backoff_ms, now_ms
 from client.config import producer_config
 from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
 from client.futures import RecordFuture, RecordMetadata
+from client.lifecycle import ClientBase
 from client.partitioner import StickyPartitioner, partition_for_key
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
@@ -48,12 +48,16 @@ _LEADERSHIP_ERRORS = frozenset(
 )
 
 
-class Producer:
+class Producer(ClientBase):
     """A Kafka-style producer. Use as `async with Producer(...) as p:` (or `await start()` /
     `await close()` from inside a task that outlives it)."""
 
+    # Kafka's producer lets the broker auto-create the topics it sends to (when the broker has
+    # auto.create.topics.enable).
+    _auto_create_topics = True
+
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
-        self.config = producer_config(config, **overrides)
+        super().__init__(producer_config(config, **overrides))
         c = self.config
         self._acks: int = c["acks"]
         self._batch_size: int = c["batch.size"]
@@ -78,40 +82,15 @@ class Producer:
         )
         self._num_partitions: dict[str, int] = {}
         self._tps: dict[tuple[str, int], TopicPartition] = {}
-        self._stack: AsyncExitStack | None = None
-        self._cluster: ClusterClient | None = None
-        self._nursery: trio.Nursery | None = None
         self._wakeup = trio.Event()
         self._memory_freed = trio.Event()
         self._all_done = trio.Event()
-        self._closed = False
         self._sender_done = trio.Event()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Open the sender and connect to a bootstrap server (raises if none answers)."""
-        if self._stack is not None:
-            return
-        stack = AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        self._stack, self._nursery = stack, nursery
-        self._cluster = ClusterClient(self.config, nursery)
-        # Kafka's producer lets the broker auto-create the topics it sends to (when the broker
-        # has auto.create.topics.enable).
-        self._cluster.allow_auto_topic_creation = True
-        try:
-            await self._cluster.refresh_metadata(())
-        except BaseException:
-            nursery.cancel_scope.cancel()
-            self._closed = True
-            await stack.aclose()
-            raise
+    def _on_started(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._sender)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
 
     async def __aexit__(
         self,
@@ -134,12 +113,8 @@ class Producer:
             self._accumulator.closing = True
             for batch in self._accumulator.abort_all():
                 self._accumulator.complete(batch, -1, ClientClosedError("producer"))
-            assert self._nursery is not None and self._cluster is not None
-            self._nursery.cancel_scope.cancel()
-            with trio.CancelScope(shield=True):
-                await self._cluster.aclose()
             try:
-                await self._stack.aclose()
+                await self._stop()
             finally:
                 # Requests cut short by the cancellation never got an answer.
                 for batch in list(self._accumulator.incomplete):
