@@ -476,9 +476,10 @@ def decode_batch_records(
     # The consumer's per-record hot path: one combined type test per record; the slow
     # _record_problem() runs only to name what is wrong (or for rows with extra fields).
     for i, row in enumerate(rows):
+        ok = False
         if type(row) is list and len(row) == 6:
             attrs, ts_delta, off_delta, key, value, headers = row
-            if (
+            ok = (
                 type(off_delta) is int
                 and previous < off_delta <= last_delta
                 and type(ts_delta) is int
@@ -487,22 +488,12 @@ def decode_batch_records(
                 and (key is None or type(key) is bytes)
                 and type(headers) is list
                 and (not headers or _headers_ok(headers))
-            ):
-                previous = off_delta
-                out.append(
-                    factory(
-                        base_offset + off_delta,
-                        base_timestamp + ts_delta,
-                        key,
-                        value,
-                        tuple(map(tuple, headers)) if headers else (),
-                    )
-                )
-                continue
-        problem = _record_problem(row, previous, last_delta)
-        if problem is not None:
-            raise CorruptRecordBatchError(f"record {i}: {problem}", position=pos)
-        _attrs, ts_delta, off_delta, key, value, headers = row[:6]  # type: ignore[index]
+            )
+        if not ok:
+            problem = _record_problem(row, previous, last_delta)
+            if problem is not None:
+                raise CorruptRecordBatchError(f"record {i}: {problem}", position=pos)
+            _attrs, ts_delta, off_delta, key, value, headers = row[:6]  # type: ignore[index]
         previous = off_delta
         out.append(
             factory(
