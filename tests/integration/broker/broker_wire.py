@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
-import pytest
-
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -94,24 +90,3 @@ async def list_offset(c: WireClient, topic: str, partition: int, timestamp: int)
         )
     )
     return resp.topics[0].partitions[0]
-
-
-def _missing_component() -> str | None:
-    """The first piece of the full broker that does not exist yet (while others build it)."""
-    for module, attr in (
-        ("storage.log_manager", "LogManager"),
-        ("raft.local_log", "LocalMetadataLog"),
-        ("controller.driver", "ControllerDriver"),
-    ):
-        try:
-            getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            return f"{module}.{attr}"
-    return None
-
-
-_MISSING = _missing_component()
-requires_full_broker = pytest.mark.skipif(
-    _MISSING is not None,
-    reason=f"{_MISSING} does not exist yet: the broker runs in ApiVersions-only mode",
-)

@@ -23,12 +23,9 @@ from tests.integration.broker.broker_wire import (
     fetch,
     list_offset,
     produce,
-    requires_full_broker,
 )
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient, batch, records_of
-
-pytestmark = requires_full_broker
 
 
 async def test_produce_fetch_list_offsets(broker: BrokerProcess) -> None:

@@ -12,10 +12,8 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
-from tests.integration.broker.broker_wire import create_topic, fetch, produce, requires_full_broker
+from tests.integration.broker.broker_wire import create_topic, fetch, produce
 from tests.support.wire import WireClient, batch, records_of
-
-pytestmark = requires_full_broker
 
 
 @pytest.fixture

@@ -7,11 +7,9 @@ import random
 import trio
 
 from protocol.errors import ErrorCode
-from tests.integration.broker.broker_wire import create_topic, fetch, produce, requires_full_broker
+from tests.integration.broker.broker_wire import create_topic, fetch, produce
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient, batch, records_of
-
-pytestmark = requires_full_broker
 
 
 async def read_all(c: WireClient, topic: str, partition: int = 0) -> list:

@@ -42,6 +42,7 @@ from protocol.messages.topics import (
     DeleteTopicsResponse,
 )
 from protocol.record_batch import iter_batches, stamp
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -219,8 +220,4 @@ class FakeBroker:
 
 async def wait_for(condition: Callable[[], bool], limit_s: float = 5.0) -> None:
     """Poll `condition` until true, failing after `limit_s` seconds (no blind sleeps)."""
-    with trio.fail_after(limit_s):
-        while True:
-            if condition():
-                return
-            await trio.sleep(0.001)
+    await wait_until(condition, within=limit_s, every=0.001)
