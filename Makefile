@@ -9,8 +9,9 @@ PYTEST_ARGS ?=
 setup:
 	@bash scripts/setup.sh
 
+# The tests start a real ZooKeeper (Debian's package, with its Java runtime).
 setup-dev:
-	@bash scripts/setup.sh dev
+	@TRIOKA_APT_PACKAGES="zookeeper" bash scripts/setup.sh dev
 
 demo: setup
 	@bash scripts/demo.sh
