@@ -13,9 +13,8 @@ also when the broker answers OFFSET_OUT_OF_RANGE. Consumer groups arrive with is
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, NamedTuple
 
 import structlog
@@ -95,9 +94,28 @@ def decode_batch(
     """Decode the batch at `pos` into ConsumerRecords; returns (records, batch end, next
     offset). `check_crc` is Kafka's check.crcs."""
     header, records = decode_batch_records(
-        data, pos, factory=partial(ConsumerRecord, topic, partition), verify_crc=check_crc
+        data, pos, factory=_record_factory(topic, partition), verify_crc=check_crc
     )
     return records, pos + header.size, header.next_offset
+
+
+def _record_factory(
+    topic: str, partition: int
+) -> Callable[[int, int, bytes | None, bytes | None, tuple[Any, ...]], ConsumerRecord]:
+    """Builds ConsumerRecords with tuple.__new__: half the cost of the NamedTuple constructor,
+    which matters once per record on the consumer's hot path."""
+    new = tuple.__new__
+
+    def make(
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[Any, ...],
+    ) -> ConsumerRecord:
+        return new(ConsumerRecord, (topic, partition, offset, timestamp, key, value, headers))
+
+    return make
 
 
 class _CompletedFetch:
