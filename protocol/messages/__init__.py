@@ -1,12 +1,17 @@
 """Every API's request and response messages; importing this registers them all."""
 
+from protocol.messages.alter_partition import *  # noqa: F403
 from protocol.messages.api_versions import *  # noqa: F403
 from protocol.messages.base import REQUESTS, ApiKey, Request, Response, error_response
 from protocol.messages.configs import *  # noqa: F403
+from protocol.messages.controlled_shutdown import *  # noqa: F403
 from protocol.messages.fetch import *  # noqa: F403
+from protocol.messages.leader_and_isr import *  # noqa: F403
 from protocol.messages.list_offsets import *  # noqa: F403
 from protocol.messages.metadata import *  # noqa: F403
 from protocol.messages.produce import *  # noqa: F403
+from protocol.messages.stop_replica import *  # noqa: F403
 from protocol.messages.topics import *  # noqa: F403
+from protocol.messages.update_metadata import *  # noqa: F403
 
 __all__ = ["REQUESTS", "ApiKey", "Request", "Response", "error_response"]

@@ -1,4 +1,11 @@
-"""Fetch: read record batches (consumers) or replicate them (followers, replica_id >= 0)."""
+"""Fetch: read record batches (consumers) or replicate them (followers, replica_id >= 0).
+
+Incremental fetch sessions (KIP-227): a fetch with session_id 0 and session_epoch 0 asks for a
+new session (full fetch); later fetches name the session and the next epoch and list only the
+partitions that changed, plus the ones to drop in forgotten_topics_data; the response lists only
+partitions with news. session_epoch -1 (FINAL_EPOCH) is a sessionless full fetch, or closes the
+named session.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +35,14 @@ class FetchTopic:
     """Topic name."""
     partitions: tuple[FetchPartition, ...]
     """Partitions to read."""
+
+
+@message
+class ForgottenTopic:
+    topic: str
+    """Topic name."""
+    partitions: tuple[int, ...]
+    """Partitions to remove from the fetch session."""
 
 
 @message
@@ -76,6 +91,8 @@ class FetchResponse(Response):
     """Request-level error; per-partition errors below."""
     error_message: str | None = None
     """What went wrong, for a person."""
+    session_id: int = 0
+    """The fetch session's id (KIP-227); 0 when the fetch has no session."""
 
 
 @register
@@ -99,3 +116,10 @@ class FetchRequest(Request):
     """0 read_uncommitted, 1 read_committed (the same until transactions exist)."""
     rack_id: str = ""
     """The consumer's rack (client.rack), for follower fetching later."""
+    session_id: int = 0
+    """The fetch session (KIP-227) this fetch belongs to; 0 for none or to create one."""
+    session_epoch: int = -1
+    """The session's epoch: 0 creates a session, then 1, 2, ... on each fetch; -1 (FINAL_EPOCH)
+    fetches without a session, or closes the named one."""
+    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+    """Partitions to remove from the session (incremental fetches only)."""

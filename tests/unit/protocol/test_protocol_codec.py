@@ -151,7 +151,11 @@ def test_api_key_and_version_must_be_integers(key: Any, version: Any) -> None:
     assert err.correlation_id == 7
 
 
-@pytest.mark.parametrize("key", [17, 999, -1, 2**40, int(ApiKey.LEADER_AND_ISR)])
+# The last key is a Kafka API trioka has not registered (yet): unknown to this broker.
+UNSERVED_KEY = int(min(set(ApiKey) - set(REQUESTS)))
+
+
+@pytest.mark.parametrize("key", [17, 999, -1, 2**40, UNSERVED_KEY])
 def test_unknown_or_unserved_api_key(key: int) -> None:
     err = decode_error(envelope([], key=key, version=0))
     assert err.code is ErrorCode.UNSUPPORTED_VERSION
