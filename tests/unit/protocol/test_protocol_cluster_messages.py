@@ -33,6 +33,27 @@ from protocol.messages.controlled_shutdown import (
     ControlledShutdownResponse,
     RemainingPartition,
 )
+from protocol.messages.create_partitions import (
+    CreatePartitionsAssignment,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+)
+from protocol.messages.describe_cluster import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from protocol.messages.elect_leaders import (
+    ElectionType,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersTopicPartitions,
+    ReplicaElectionResult,
+)
 from protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -49,6 +70,27 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrTopicError,
     LeaderAndIsrTopicState,
     LeaderAndIsrType,
+)
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopic,
+    OffsetForLeaderTopicResult,
+)
+from protocol.messages.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsTopic,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+    ReassignablePartition,
+    ReassignablePartitionResponse,
+    ReassignableTopic,
+    ReassignableTopicResponse,
 )
 from protocol.messages.stop_replica import (
     StopReplicaPartitionError,
@@ -193,6 +235,50 @@ REQUEST_EXAMPLES: list[Request] = [
         session_epoch=7,
         forgotten_topics_data=(ForgottenTopic(topic="orders", partitions=(0, 2)),),
     ),
+    ElectLeadersRequest(
+        election_type=ElectionType.UNCLEAN,
+        topic_partitions=(ElectLeadersTopicPartitions(topic="orders", partitions=(0, 1)),),
+        timeout_ms=5000,
+    ),
+    ElectLeadersRequest(election_type=ElectionType.PREFERRED),
+    AlterPartitionReassignmentsRequest(
+        topics=(
+            ReassignableTopic(
+                name="orders",
+                partitions=(
+                    ReassignablePartition(partition_index=0, replicas=(4, 2, 3)),
+                    ReassignablePartition(partition_index=1),
+                ),
+            ),
+        )
+    ),
+    ListPartitionReassignmentsRequest(),
+    ListPartitionReassignmentsRequest(
+        topics=(ListPartitionReassignmentsTopic(name="orders", partition_indexes=(0,)),)
+    ),
+    CreatePartitionsRequest(
+        topics=(
+            CreatePartitionsTopic(name="orders", count=6),
+            CreatePartitionsTopic(
+                name="audit",
+                count=3,
+                assignments=(CreatePartitionsAssignment(broker_ids=(2, 3, 1)),),
+            ),
+        ),
+        validate_only=True,
+    ),
+    OffsetForLeaderEpochRequest(
+        replica_id=2,
+        topics=(
+            OffsetForLeaderTopic(
+                topic="orders",
+                partitions=(
+                    OffsetForLeaderPartition(partition=0, leader_epoch=6, current_leader_epoch=7),
+                ),
+            ),
+        ),
+    ),
+    DescribeClusterRequest(include_cluster_authorized_operations=True),
 ]
 
 RESPONSE_EXAMPLES: list[Response] = [
@@ -245,6 +331,77 @@ RESPONSE_EXAMPLES: list[Response] = [
         )
     ),
     FetchResponse(session_id=123456),
+    ElectLeadersResponse(
+        replica_election_results=(
+            ReplicaElectionResult(
+                topic="orders",
+                partition_result=(
+                    ElectLeadersPartitionResult(partition_id=0, error_code=0),
+                    ElectLeadersPartitionResult(
+                        partition_id=1,
+                        error_code=ErrorCode.ELECTION_NOT_NEEDED,
+                        error_message="leader 1 is already the preferred replica",
+                    ),
+                ),
+            ),
+        )
+    ),
+    AlterPartitionReassignmentsResponse(
+        responses=(
+            ReassignableTopicResponse(
+                name="orders",
+                partitions=(
+                    ReassignablePartitionResponse(
+                        partition_index=1, error_code=ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                    ),
+                ),
+            ),
+        )
+    ),
+    ListPartitionReassignmentsResponse(
+        topics=(
+            OngoingTopicReassignment(
+                name="orders",
+                partitions=(
+                    OngoingPartitionReassignment(
+                        partition_index=0,
+                        replicas=(4, 2, 3, 1),
+                        adding_replicas=(4,),
+                        removing_replicas=(1,),
+                    ),
+                ),
+            ),
+        )
+    ),
+    CreatePartitionsResponse(
+        results=(
+            CreatePartitionsTopicResult(
+                name="orders",
+                error_code=ErrorCode.INVALID_PARTITIONS,
+                error_message="topic orders has 6 partitions; cannot shrink to 3",
+            ),
+        )
+    ),
+    OffsetForLeaderEpochResponse(
+        topics=(
+            OffsetForLeaderTopicResult(
+                topic="orders",
+                partitions=(
+                    OffsetForLeaderPartitionResult(
+                        error_code=0, partition=0, leader_epoch=6, end_offset=1200
+                    ),
+                    OffsetForLeaderPartitionResult(
+                        error_code=ErrorCode.FENCED_LEADER_EPOCH, partition=1
+                    ),
+                ),
+            ),
+        )
+    ),
+    DescribeClusterResponse(
+        brokers=(DescribeClusterBroker(broker_id=1, host="localhost", port=9092, rack="r1"),),
+        cluster_id="q1Sh-9_ISia_zwGINzRvyQ",
+        controller_id=1,
+    ),
 ]
 
 
@@ -275,6 +432,12 @@ def test_response_round_trip(body: Response) -> None:
         (ApiKey.UPDATE_METADATA, "UpdateMetadataRequest"),
         (ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdownRequest"),
         (ApiKey.ALTER_PARTITION, "AlterPartitionRequest"),
+        (ApiKey.ELECT_LEADERS, "ElectLeadersRequest"),
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignmentsRequest"),
+        (ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignmentsRequest"),
+        (ApiKey.CREATE_PARTITIONS, "CreatePartitionsRequest"),
+        (ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpochRequest"),
+        (ApiKey.DESCRIBE_CLUSTER, "DescribeClusterRequest"),
     ],
 )
 def test_cluster_apis_are_registered_under_kafkas_keys(key: ApiKey, name: str) -> None:
@@ -308,6 +471,50 @@ def test_leader_and_isr_partition_state_defaults() -> None:
 
 
 @pytest.mark.parametrize(
+    ("cls", "wire", "expected"),
+    [
+        # null means "every partition" / "cancel": it must survive as None, not become ().
+        (ElectLeadersRequest, [1], ElectLeadersRequest(election_type=1)),
+        (ElectLeadersRequest, [0, None, 60000], ElectLeadersRequest(election_type=0)),
+        (
+            AlterPartitionReassignmentsRequest,
+            [[["t", [[0, None]]]]],
+            AlterPartitionReassignmentsRequest(
+                topics=(ReassignableTopic(name="t", partitions=(ReassignablePartition(
+                    partition_index=0, replicas=None),)),)
+            ),
+        ),
+        (ListPartitionReassignmentsRequest, [], ListPartitionReassignmentsRequest()),
+        (
+            CreatePartitionsRequest,
+            [[["t", 4]]],
+            CreatePartitionsRequest(topics=(CreatePartitionsTopic(name="t", count=4),)),
+        ),
+        (DescribeClusterRequest, [], DescribeClusterRequest()),
+        (StopReplicaRequest, [1, 3, 5, [["t", [[0]]]]], StopReplicaRequest(
+            controller_id=1, controller_epoch=3, broker_epoch=5, topic_states=(
+                StopReplicaTopicState(topic_name="t", partition_states=(
+                    StopReplicaPartitionState(partition_index=0),)),))),
+    ],
+)  # fmt: skip
+def test_short_bodies_take_kafkas_defaults(cls: type, wire: list[Any], expected: object) -> None:
+    assert from_wire(cls, wire) == expected
+
+
+def test_null_and_empty_lists_differ_on_the_wire() -> None:
+    every = ElectLeadersRequest(election_type=0)
+    none = ElectLeadersRequest(election_type=0, topic_partitions=())
+    assert to_wire(every)[1] is None and to_wire(none)[1] == []
+    assert from_wire(ElectLeadersRequest, to_wire(none)) == none
+
+
+def test_describe_cluster_defaults_say_no_controller_and_no_acls() -> None:
+    resp = DescribeClusterResponse()
+    assert resp.controller_id == -1
+    assert resp.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED == -(2**31)
+
+
+@pytest.mark.parametrize(
     ("cls", "wire", "fragment"),
     [
         (LeaderAndIsrRequest, [1, 3], "missing 'broker_epoch'"),
@@ -321,6 +528,14 @@ def test_leader_and_isr_partition_state_defaults() -> None:
          "partition_states[0].delete_partition: expected a boolean"),
         (FetchRequest, [500, 1, [], 1024, -1, 0, "", 0, -1, [["t", [1.5]]]],
          "forgotten_topics_data[0].partitions[0]: expected an integer"),
+        (ElectLeadersRequest, [], "missing 'election_type'"),
+        (ElectLeadersRequest, [0, [["t", None]]], "topic_partitions[0].partitions: expected an"),
+        (CreatePartitionsRequest, [[["t", "4"]]], "topics[0].count: expected an integer"),
+        (OffsetForLeaderEpochRequest, [-1, [["t", [[0]]]]],
+         "topics[0].partitions[0]: OffsetForLeaderPartition has 1 fields"),
+        (ListPartitionReassignmentsRequest, [60000, [["t", [0, "1"]]]],
+         "topics[0].partition_indexes[1]: expected an integer"),
+        (DescribeClusterRequest, [1], "include_cluster_authorized_operations: expected a boolean"),
     ],
 )  # fmt: skip
 def test_bad_fields_are_named(cls: type, wire: list[Any], fragment: str) -> None:
