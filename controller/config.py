@@ -18,6 +18,13 @@ class ControllerConfig:
     max_partitions_per_request: int = 10_000
     """Kafka's MAX_PARTITIONS_PER_BATCH: a CreateTopics asking for more partitions in total is
     refused with POLICY_VIOLATION (its records must fit in one metadata batch)."""
+    auto_leader_rebalance_enable: bool = True
+    """auto.leader.rebalance.enable: run the preferred-leader rebalance check periodically."""
+    leader_imbalance_check_interval_seconds: int = 300
+    """leader.imbalance.check.interval.seconds: how often the rebalance check runs."""
+    leader_imbalance_per_broker_percentage: int = 10
+    """leader.imbalance.per.broker.percentage: a broker whose preferred partitions are led
+    elsewhere above this share gets preferred elections for them."""
     topic_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Topic config defaults set in the broker's static config (log.retention.ms and friends,
     already mapped to their topic config names, e.g. {'retention.ms': '3600000'}); described

@@ -214,3 +214,22 @@ def describe_configs(
                 )
             )
     return ControllerResult(records=[], response=DescribeConfigsResponse(results=tuple(results)))
+
+
+def topic_config_value(
+    state: ControllerState, topic: str, name: str, ctx: ControllerContext
+) -> Any:
+    """A topic config in force, parsed: the topic's dynamic value, else the broker's static
+    default, else Kafka's default."""
+    definition = TOPIC_CONFIGS[name]
+    value = state.image.configs.topic_configs(topic).get(name)
+    if value is None:
+        value = ctx.config.topic_defaults.get(name)
+    return definition.default if value is None else definition.parse(value)
+
+
+def unclean_leader_election_enabled(
+    state: ControllerState, topic: str, ctx: ControllerContext
+) -> bool:
+    """The topic's unclean.leader.election.enable (false by default, as Kafka's)."""
+    return bool(topic_config_value(state, topic, "unclean.leader.election.enable", ctx))

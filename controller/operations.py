@@ -5,13 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller.alter_partition import alter_partition
+from controller.broker_lifecycle import (
+    BrokerChange,
+    BrokerChangeResponse,
+    broker_change,
+    controlled_shutdown,
+)
 from controller.brokers import RegisterBroker, RegisterBrokerResponse, register_broker
 from controller.configs import describe_configs, incremental_alter_configs
 from controller.context import ControllerContext
+from controller.elect_leaders import (
+    AutoLeaderRebalance,
+    ElectLeaders,
+    ElectLeadersResult,
+    PartitionElectionResult,
+    auto_leader_rebalance,
+    elect_leaders,
+)
 from controller.result import ControllerResult
 from controller.state import ControllerState
 from controller.topics import create_topics, delete_topics
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.messages.configs import (
     AlterConfigsResourceResponse,
     DescribeConfigsRequest,
@@ -19,6 +35,10 @@ from protocol.messages.configs import (
     DescribeConfigsResult,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+)
+from protocol.messages.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
 )
 from protocol.messages.topics import (
     CreatableTopicResult,
@@ -37,6 +57,11 @@ OPERATIONS: dict[type, Operation] = {
     IncrementalAlterConfigsRequest: incremental_alter_configs,
     DescribeConfigsRequest: describe_configs,
     RegisterBroker: register_broker,
+    BrokerChange: broker_change,
+    ControlledShutdownRequest: controlled_shutdown,
+    AlterPartitionRequest: alter_partition,
+    ElectLeaders: elect_leaders,
+    AutoLeaderRebalance: auto_leader_rebalance,
 }
 
 
@@ -112,4 +137,21 @@ def failed_response(request: object, code: ErrorCode, message: str) -> Any:
                 error_code=code_int,
                 error_message=message,
             )
+        case BrokerChange():
+            return BrokerChangeResponse(error_code=code_int, error_message=message)
+        case ControlledShutdownRequest():
+            return ControlledShutdownResponse(error_code=code_int, error_message=message)
+        case AlterPartitionRequest():
+            return AlterPartitionResponse(error_code=code_int, error_message=message)
+        case ElectLeaders():
+            return ElectLeadersResult(
+                results=tuple(
+                    PartitionElectionResult(tp.topic, tp.partition, code_int, message)
+                    for tp in request.partitions or ()
+                ),
+                error_code=code_int,
+                error_message=message,
+            )
+        case AutoLeaderRebalance():
+            return ElectLeadersResult(error_code=code_int, error_message=message)
     raise TypeError(f"the controller does not handle {type(request).__name__}")

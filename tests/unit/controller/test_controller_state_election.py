@@ -119,12 +119,15 @@ def build(
         (reg((1, 2, 3), (1, 2, 3), 1), {1, 2, 3}, {}, None),
         (reg((1, 2, 3), (1, 2, 3), 1), {1, 2, 3}, {"isr": (1, 2, 3)}, None),
         (reg((1, 2, 3), (1, 2, 3), 2), {1, 2, 3}, {}, None),
-        # ISR shrink keeps the leader.
+        # ISR shrink keeps the leader, naming it to bump the leader epoch (ZK-mode brokers
+        # skip a LeaderAndIsr whose leader epoch is not newer).
+        (reg((1, 2, 3), (1, 2, 3), 1), {1, 2, 3}, {"isr": (1, 2)}, (1, (1, 2), None)),
+        # ISR expansion does not bump the leader epoch.
         (
-            reg((1, 2, 3), (1, 2, 3), 1),
+            reg((1, 2, 3), (1, 2), 1),
             {1, 2, 3},
-            {"isr": (1, 2)},
-            (NO_LEADER_CHANGE, (1, 2), None),
+            {"isr": (1, 2, 3)},
+            (NO_LEADER_CHANGE, (1, 2, 3), None),
         ),
         # Leader leaves the ISR: next in assignment order.
         (reg((1, 2, 3), (1, 2, 3), 1), {2, 3}, {"isr": (2, 3)}, (2, (2, 3), None)),

@@ -1,0 +1,178 @@
+"""ElectLeaders (preferred | unclean) and the automatic preferred-leader rebalance.
+
+Per partition, as Kafka's controller: an unknown partition is UNKNOWN_TOPIC_OR_PARTITION; a
+preferred election for a partition its preferred replica already leads, or an unclean one for
+a partition with a live leader, is ELECTION_NOT_NEEDED; otherwise the PartitionChangeBuilder
+elects (PREFERRED, or UNCLEAN: an out-of-sync live replica when no in-sync one is) and when
+nothing changes the answer is PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE.
+Electing for all partitions (partitions=None) leaves out those answering ELECTION_NOT_NEEDED.
+
+The rebalance check (Kafka's checkAndTriggerAutoLeaderRebalance): partitions are grouped by
+preferred replica; a broker whose group is led elsewhere for more than
+leader.imbalance.per.broker.percentage gets a preferred election for those of its partitions
+where the preferred replica is live and in the ISR.
+
+The protocol's ElectLeaders messages are not in protocol/messages yet: `ElectLeaders` and
+`ElectLeadersResult` carry Kafka's fields until they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from controller.broker_lifecycle import iter_partitions
+from controller.context import ControllerContext
+from controller.election import preferred_replica_leader
+from controller.partition_change import Election, PartitionChangeBuilder
+from controller.result import ControllerResult
+from controller.state import ControllerState
+from controller.state_machines import Liveness
+from protocol.errors import ErrorCode, KafkaError
+from protocol.metadata.records import NO_LEADER, MetadataRecord
+from protocol.names import TopicPartition
+
+
+class ElectionType(IntEnum):
+    """Kafka's ElectionType."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeaders:
+    election_type: int
+    partitions: tuple[TopicPartition, ...] | None = None
+    """None: every partition."""
+    timeout_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionElectionResult:
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResult:
+    results: tuple[PartitionElectionResult, ...] = ()
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AutoLeaderRebalance:
+    """The periodic rebalance check (auto.leader.rebalance.enable); its answer lists the
+    preferred elections it ran."""
+
+
+def _elect_one(
+    state: ControllerState, tp: TopicPartition, election_type: ElectionType, live: Liveness
+) -> tuple[KafkaError | None, MetadataRecord | None]:
+    topic = state.topic(tp.topic)
+    part = None if topic is None else topic.partitions.get(tp.partition)
+    if topic is None or part is None:
+        return KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The partition {tp} does not exist."
+        ), None
+    if election_type is ElectionType.PREFERRED:
+        if part.leader == part.preferred_replica:
+            return KafkaError(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"), None
+        election = Election.PREFERRED
+    else:
+        if part.leader != NO_LEADER and live.is_live_or_shutting_down(part.leader):
+            return KafkaError(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"), None
+        election = Election.UNCLEAN
+    record = (
+        PartitionChangeBuilder(part, topic.topic_id, tp.partition, live.is_live)
+        .set_election(election)
+        .build()
+    )
+    if record is None:
+        if election_type is ElectionType.PREFERRED:
+            return KafkaError(
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {tp} under strategy "
+                "PreferredReplicaPartitionLeaderElectionStrategy",
+            ), None
+        return KafkaError(
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"Failed to elect leader for partition {tp} under strategy "
+            "OfflinePartitionLeaderElectionStrategy(true)",
+        ), None
+    return None, record
+
+
+def _run(
+    state: ControllerState, election_type: ElectionType, partitions: Sequence[TopicPartition] | None
+) -> ControllerResult[ElectLeadersResult]:
+    live = Liveness.from_image(state.image)
+    all_partitions = partitions is None
+    targets = (
+        [TopicPartition(name, pid) for name, _, pid, _ in iter_partitions(state.image)]
+        if partitions is None
+        else list(dict.fromkeys(partitions))
+    )
+    records: list[MetadataRecord] = []
+    results = []
+    for tp in targets:
+        error, record = _elect_one(state, tp, election_type, live)
+        if record is not None:
+            records.append(record)
+        if error is not None and error.code is ErrorCode.ELECTION_NOT_NEEDED and all_partitions:
+            continue
+        results.append(
+            PartitionElectionResult(
+                topic=tp.topic,
+                partition=tp.partition,
+                error_code=int(error.code) if error else 0,
+                error_message=error.message if error else None,
+            )
+        )
+    return ControllerResult(records=records, response=ElectLeadersResult(tuple(results)))
+
+
+def elect_leaders(
+    state: ControllerState, request: ElectLeaders, ctx: ControllerContext
+) -> ControllerResult[ElectLeadersResult]:
+    try:
+        election_type = ElectionType(request.election_type)
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unknown election type {request.election_type} (0 PREFERRED, 1 UNCLEAN).",
+        ) from None
+    return _run(state, election_type, request.partitions)
+
+
+def rebalance_candidates(state: ControllerState, percentage: int) -> list[TopicPartition]:
+    """Partitions that get a preferred election from the rebalance check."""
+    live = Liveness.from_image(state.image)
+    by_preferred: dict[int, list[tuple[TopicPartition, int, tuple[int, ...], tuple[int, ...]]]] = {}
+    for name, _, pid, part in iter_partitions(state.image):
+        if part.replicas:
+            by_preferred.setdefault(part.preferred_replica, []).append(
+                (TopicPartition(name, pid), part.leader, part.replicas, part.isr)
+            )
+    candidates: list[TopicPartition] = []
+    for broker_id in sorted(by_preferred):
+        group = by_preferred[broker_id]
+        not_led = [entry for entry in group if entry[1] != broker_id]
+        if len(not_led) / len(group) > percentage / 100:
+            candidates.extend(
+                tp
+                for tp, _, replicas, isr in not_led
+                if preferred_replica_leader(replicas, isr, live.is_live) != NO_LEADER
+            )
+    return sorted(candidates)
+
+
+def auto_leader_rebalance(
+    state: ControllerState, request: AutoLeaderRebalance, ctx: ControllerContext
+) -> ControllerResult[ElectLeadersResult]:
+    candidates = rebalance_candidates(state, ctx.config.leader_imbalance_per_broker_percentage)
+    return _run(state, ElectionType.PREFERRED, candidates)
