@@ -38,7 +38,7 @@ import trio
 from controller.brokers import RegisterBroker, RegisterBrokerResponse
 from controller.context import ControllerContext
 from controller.metrics import ControllerMetrics, default_metrics
-from controller.operations import failed_response, operation_for
+from controller.operations import ELECTION_REQUESTS, failed_response, operation_for
 from controller.ports import MetadataLog
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
@@ -115,8 +115,10 @@ class ControllerDriver:
         return self._default_timeout_s
 
     async def submit(self, request: object, *, timeout_s: float | None = None) -> Any:
-        """Run `request` (CreateTopicsRequest, DeleteTopicsRequest, IncrementalAlterConfigs-
-        Request, DescribeConfigsRequest, RegisterBroker) and return its response once its
+        """Run `request` (any type in `operations.OPERATIONS`: CreateTopicsRequest,
+        DeleteTopicsRequest, IncrementalAlterConfigsRequest, DescribeConfigsRequest,
+        RegisterBroker, BrokerChange, ControlledShutdownRequest, AlterPartitionRequest,
+        ElectLeaders, AutoLeaderRebalance) and return its response once its
         records are committed. Failures come back as error codes in the response, never as
         exceptions; a request type the controller does not handle raises TypeError."""
         operation_for(request)
@@ -189,6 +191,18 @@ class ControllerDriver:
                 pending.fail(ErrorCode.NOT_CONTROLLER, "the controller stopped")
 
     async def _process(self, event: _Event) -> None:
+        if type(event.request) not in ELECTION_REQUESTS:
+            await self._run_event(event)
+            return
+        started = trio.current_time()
+        try:
+            await self._run_event(event)
+        finally:
+            self._metrics.leader_election_rate_and_time_ms.observe(
+                (trio.current_time() - started) * 1000
+            )
+
+    async def _run_event(self, event: _Event) -> None:
         request = event.request
         try:
             result = operation_for(request)(self._state, request, self._ctx)

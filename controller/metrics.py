@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Gauge, Histogram
 
 _MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 PREFIX = "kafka_controller_ControllerEventManager_"
+STATS_PREFIX = "kafka_controller_ControllerStats_"
 
 
 class ControllerMetrics:
@@ -29,6 +30,14 @@ class ControllerMetrics:
             PREFIX + "EventQueueProcessingTimeMs",
             "Time the controller took to process an event, including the wait for its records "
             "to commit, ms (EventQueueProcessingTimeMs).",
+            buckets=_MS_BUCKETS,
+            registry=registry,
+        )
+        self.leader_election_rate_and_time_ms = Histogram(
+            STATS_PREFIX + "LeaderElectionRateAndTimeMs",
+            "Time an event that elects leaders (broker change, controlled shutdown, "
+            "ElectLeaders, rebalance) took from the election to the commit of its records, ms; "
+            "the count gives the rate (LeaderElectionRateAndTimeMs).",
             buckets=_MS_BUCKETS,
             registry=registry,
         )

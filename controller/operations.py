@@ -64,6 +64,11 @@ OPERATIONS: dict[type, Operation] = {
     AutoLeaderRebalance: auto_leader_rebalance,
 }
 
+ELECTION_REQUESTS: frozenset[type] = frozenset(
+    {BrokerChange, ControlledShutdownRequest, ElectLeaders, AutoLeaderRebalance}
+)
+"""Requests whose processing is an election batch (timed as LeaderElectionRateAndTimeMs)."""
+
 
 def operation_for(request: object) -> Operation:
     """The operation for a request; TypeError for a request the controller does not handle."""

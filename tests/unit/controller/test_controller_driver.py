@@ -28,6 +28,7 @@ from protocol.messages.configs import (
     DescribeConfigsResource,
     IncrementalAlterConfigsRequest,
 )
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 from protocol.metadata.records import (
@@ -315,11 +316,17 @@ async def test_metrics() -> None:
         await nursery.start(driver.run)
         await driver.register_broker(me())
         await driver.submit(create("a"))
+        epoch = driver.state.image.cluster.broker(1).epoch
+        shutdown = await driver.submit(ControlledShutdownRequest(broker_id=1, broker_epoch=epoch))
+        assert shutdown.error_code == 0
         nursery.cancel_scope.cancel()
     prefix = "kafka_controller_ControllerEventManager_"
     assert registry.get_sample_value(prefix + "EventQueueSize") == 0
-    assert registry.get_sample_value(prefix + "EventQueueTimeMs_count") == 2
-    assert registry.get_sample_value(prefix + "EventQueueProcessingTimeMs_count") == 2
+    assert registry.get_sample_value(prefix + "EventQueueTimeMs_count") == 3
+    assert registry.get_sample_value(prefix + "EventQueueProcessingTimeMs_count") == 3
+    # Only the election batch (the controlled shutdown) is timed as an election.
+    stats = "kafka_controller_ControllerStats_LeaderElectionRateAndTimeMs_count"
+    assert registry.get_sample_value(stats) == 1
 
 
 async def test_standalone_over_local_log_survives_restart(tmp_path: Path) -> None:
