@@ -11,16 +11,12 @@ The rebalance check (Kafka's checkAndTriggerAutoLeaderRebalance): partitions are
 preferred replica; a broker whose group is led elsewhere for more than
 leader.imbalance.per.broker.percentage gets a preferred election for those of its partitions
 where the preferred replica is live and in the ISR.
-
-The protocol's ElectLeaders messages are not in protocol/messages yet: `ElectLeaders` and
-`ElectLeadersResult` carry Kafka's fields until they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 
 from controller.broker_lifecycle import iter_partitions
 from controller.context import ControllerContext
@@ -30,44 +26,21 @@ from controller.result import ControllerResult
 from controller.state import ControllerState
 from controller.state_machines import Liveness
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.elect_leaders import (
+    ElectionType,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ReplicaElectionResult,
+)
 from protocol.metadata.records import NO_LEADER, MetadataRecord
 from protocol.names import TopicPartition
 
 
-class ElectionType(IntEnum):
-    """Kafka's ElectionType."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
-
-
-@dataclass(frozen=True, slots=True)
-class ElectLeaders:
-    election_type: int
-    partitions: tuple[TopicPartition, ...] | None = None
-    """None: every partition."""
-    timeout_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionElectionResult:
-    topic: str
-    partition: int
-    error_code: int = 0
-    error_message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ElectLeadersResult:
-    results: tuple[PartitionElectionResult, ...] = ()
-    error_code: int = 0
-    error_message: str | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class AutoLeaderRebalance:
-    """The periodic rebalance check (auto.leader.rebalance.enable); its answer lists the
-    preferred elections it ran."""
+    """The periodic rebalance check (auto.leader.rebalance.enable); answered with the
+    ElectLeadersResponse of the preferred elections it ran."""
 
 
 def _elect_one(
@@ -109,7 +82,7 @@ def _elect_one(
 
 def _run(
     state: ControllerState, election_type: ElectionType, partitions: Sequence[TopicPartition] | None
-) -> ControllerResult[ElectLeadersResult]:
+) -> ControllerResult[ElectLeadersResponse]:
     live = Liveness.from_image(state.image)
     all_partitions = partitions is None
     targets = (
@@ -118,27 +91,34 @@ def _run(
         else list(dict.fromkeys(partitions))
     )
     records: list[MetadataRecord] = []
-    results = []
+    by_topic: dict[str, list[ElectLeadersPartitionResult]] = {}
     for tp in targets:
         error, record = _elect_one(state, tp, election_type, live)
         if record is not None:
             records.append(record)
         if error is not None and error.code is ErrorCode.ELECTION_NOT_NEEDED and all_partitions:
             continue
-        results.append(
-            PartitionElectionResult(
-                topic=tp.topic,
-                partition=tp.partition,
+        by_topic.setdefault(tp.topic, []).append(
+            ElectLeadersPartitionResult(
+                partition_id=tp.partition,
                 error_code=int(error.code) if error else 0,
                 error_message=error.message if error else None,
             )
         )
-    return ControllerResult(records=records, response=ElectLeadersResult(tuple(results)))
+    return ControllerResult(
+        records=records,
+        response=ElectLeadersResponse(
+            replica_election_results=tuple(
+                ReplicaElectionResult(topic=t, partition_result=tuple(r))
+                for t, r in by_topic.items()
+            )
+        ),
+    )
 
 
 def elect_leaders(
-    state: ControllerState, request: ElectLeaders, ctx: ControllerContext
-) -> ControllerResult[ElectLeadersResult]:
+    state: ControllerState, request: ElectLeadersRequest, ctx: ControllerContext
+) -> ControllerResult[ElectLeadersResponse]:
     try:
         election_type = ElectionType(request.election_type)
     except ValueError:
@@ -146,7 +126,12 @@ def elect_leaders(
             ErrorCode.INVALID_REQUEST,
             f"Unknown election type {request.election_type} (0 PREFERRED, 1 UNCLEAN).",
         ) from None
-    return _run(state, election_type, request.partitions)
+    partitions = (
+        None
+        if request.topic_partitions is None
+        else [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    )
+    return _run(state, election_type, partitions)
 
 
 def rebalance_candidates(state: ControllerState, percentage: int) -> list[TopicPartition]:
@@ -173,6 +158,6 @@ def rebalance_candidates(state: ControllerState, percentage: int) -> list[TopicP
 
 def auto_leader_rebalance(
     state: ControllerState, request: AutoLeaderRebalance, ctx: ControllerContext
-) -> ControllerResult[ElectLeadersResult]:
+) -> ControllerResult[ElectLeadersResponse]:
     candidates = rebalance_candidates(state, ctx.config.leader_imbalance_per_broker_percentage)
     return _run(state, ElectionType.PREFERRED, candidates)

@@ -15,13 +15,11 @@ from controller.broker_lifecycle import (
 from controller.brokers import RegisterBroker, RegisterBrokerResponse, register_broker
 from controller.configs import describe_configs, incremental_alter_configs
 from controller.context import ControllerContext
-from controller.elect_leaders import (
-    AutoLeaderRebalance,
-    ElectLeaders,
-    ElectLeadersResult,
-    PartitionElectionResult,
-    auto_leader_rebalance,
-    elect_leaders,
+from controller.create_partitions import create_partitions
+from controller.elect_leaders import AutoLeaderRebalance, auto_leader_rebalance, elect_leaders
+from controller.reassignment import (
+    alter_partition_reassignments,
+    list_partition_reassignments,
 )
 from controller.result import ControllerResult
 from controller.state import ControllerState
@@ -39,6 +37,25 @@ from protocol.messages.configs import (
 from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+)
+from protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from protocol.messages.elect_leaders import (
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ReplicaElectionResult,
+)
+from protocol.messages.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
 )
 from protocol.messages.topics import (
     CreatableTopicResult,
@@ -60,12 +77,15 @@ OPERATIONS: dict[type, Operation] = {
     BrokerChange: broker_change,
     ControlledShutdownRequest: controlled_shutdown,
     AlterPartitionRequest: alter_partition,
-    ElectLeaders: elect_leaders,
+    ElectLeadersRequest: elect_leaders,
     AutoLeaderRebalance: auto_leader_rebalance,
+    CreatePartitionsRequest: create_partitions,
+    AlterPartitionReassignmentsRequest: alter_partition_reassignments,
+    ListPartitionReassignmentsRequest: list_partition_reassignments,
 }
 
 ELECTION_REQUESTS: frozenset[type] = frozenset(
-    {BrokerChange, ControlledShutdownRequest, ElectLeaders, AutoLeaderRebalance}
+    {BrokerChange, ControlledShutdownRequest, ElectLeadersRequest, AutoLeaderRebalance}
 )
 """Requests whose processing is an election batch (timed as LeaderElectionRateAndTimeMs)."""
 
@@ -148,15 +168,55 @@ def failed_response(request: object, code: ErrorCode, message: str) -> Any:
             return ControlledShutdownResponse(error_code=code_int, error_message=message)
         case AlterPartitionRequest():
             return AlterPartitionResponse(error_code=code_int, error_message=message)
-        case ElectLeaders():
-            return ElectLeadersResult(
-                results=tuple(
-                    PartitionElectionResult(tp.topic, tp.partition, code_int, message)
-                    for tp in request.partitions or ()
+        case ElectLeadersRequest():
+            return ElectLeadersResponse(
+                replica_election_results=tuple(
+                    ReplicaElectionResult(
+                        topic=t.topic,
+                        partition_result=tuple(
+                            ElectLeadersPartitionResult(
+                                partition_id=p, error_code=code_int, error_message=message
+                            )
+                            for p in t.partitions
+                        ),
+                    )
+                    for t in request.topic_partitions or ()
                 ),
                 error_code=code_int,
                 error_message=message,
             )
+        case CreatePartitionsRequest():
+            return CreatePartitionsResponse(
+                results=tuple(
+                    CreatePartitionsTopicResult(
+                        name=t.name, error_code=code_int, error_message=message
+                    )
+                    for t in request.topics
+                ),
+                error_code=code_int,
+                error_message=message,
+            )
+        case AlterPartitionReassignmentsRequest():
+            return AlterPartitionReassignmentsResponse(
+                responses=tuple(
+                    ReassignableTopicResponse(
+                        name=t.name,
+                        partitions=tuple(
+                            ReassignablePartitionResponse(
+                                partition_index=p.partition_index,
+                                error_code=code_int,
+                                error_message=message,
+                            )
+                            for p in t.partitions
+                        ),
+                    )
+                    for t in request.topics
+                ),
+                error_code=code_int,
+                error_message=message,
+            )
+        case ListPartitionReassignmentsRequest():
+            return ListPartitionReassignmentsResponse(error_code=code_int, error_message=message)
         case AutoLeaderRebalance():
-            return ElectLeadersResult(error_code=code_int, error_message=message)
+            return ElectLeadersResponse(error_code=code_int, error_message=message)
     raise TypeError(f"the controller does not handle {type(request).__name__}")

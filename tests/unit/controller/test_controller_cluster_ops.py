@@ -8,12 +8,7 @@ from typing import Any
 import pytest
 
 from controller.broker_lifecycle import BrokerChange, LiveBroker
-from controller.elect_leaders import (
-    AutoLeaderRebalance,
-    ElectionType,
-    ElectLeaders,
-    rebalance_candidates,
-)
+from controller.elect_leaders import AutoLeaderRebalance, rebalance_candidates
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionPartition,
@@ -28,6 +23,11 @@ from protocol.messages.configs import (
     ResourceType,
 )
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest, RemainingPartition
+from protocol.messages.elect_leaders import (
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersTopicPartitions,
+)
 from protocol.messages.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -325,13 +325,19 @@ def test_alter_partition_stale_topic_id_after_recreate(h: Harness) -> None:
 
 
 def elect(h: Harness, kind: ElectionType, *tps: tuple[str, int], all_: bool = False) -> Any:
-    request = ElectLeaders(
+    request = ElectLeadersRequest(
         election_type=int(kind),
-        partitions=None if all_ else tuple(TopicPartition(t, p) for t, p in tps),
+        topic_partitions=None
+        if all_
+        else tuple(ElectLeadersTopicPartitions(topic=t, partitions=(p,)) for t, p in tps),
     )
     result = h.run(request)
     h.commit(result.records)
-    return {(r.topic, r.partition): r.error_code for r in result.response.results}
+    return {
+        (t.topic, r.partition_id): r.error_code
+        for t in result.response.replica_election_results
+        for r in t.partition_result
+    }
 
 
 def test_elect_preferred(h: Harness) -> None:
@@ -375,7 +381,7 @@ def test_elect_unclean(h: Harness) -> None:
 
 def test_unknown_election_type(h: Harness) -> None:
     with pytest.raises(Exception, match="Unknown election type 7"):
-        h.run(ElectLeaders(election_type=7))
+        h.run(ElectLeadersRequest(election_type=7))
 
 
 def test_rebalance_candidates_follow_the_imbalance_ratio(
@@ -393,7 +399,8 @@ def test_rebalance_candidates_follow_the_imbalance_ratio(
     assert rebalance_candidates(h.state, 10) == [TopicPartition("t", i) for i in range(5)]
     assert rebalance_candidates(h.state, 100) == []
     result = h.run(AutoLeaderRebalance())
-    assert [r.error_code for r in result.response.results] == [0] * 5
+    (topic,) = result.response.replica_election_results
+    assert [r.error_code for r in topic.partition_result] == [0] * 5
     h.commit(result.records)
     assert [part(h, "t", i).leader for i in range(10)] == [1] * 5 + [2] * 5
     assert rebalance_candidates(h.state, 0) == []
