@@ -1,0 +1,649 @@
+"""Kafka's ZooKeeper layout: one class per znode, with its path and the JSON Kafka writes there.
+
+Paths, field names, versions and value types follow Kafka's kafka.zk.ZkData (3.x): timestamps,
+producer-id block bounds and the cluster-id version are JSON strings there, and so they are
+here. JSON is written compactly (Jackson's form); key order is not significant to any reader.
+`decode` raises ZNodeDecodeError naming the znode and what is wrong with its data.
+
+Pure: no kazoo, no I/O. The ZooKeeper stat that goes with some data (the partition state's
+version is the partition epoch, a broker znode's czxid the broker epoch) is passed in by the
+caller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from protocol.errors import TriokaError
+from protocol.metadata.records import BrokerEndpoint, LeaderRecoveryState
+
+# Kafka's SecurityProtocol ids and names.
+SECURITY_PROTOCOLS: dict[int, str] = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+SECURITY_PROTOCOL_IDS: dict[str, int] = {name: id_ for id_, name in SECURITY_PROTOCOLS.items()}
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE."""
+INITIAL_CONTROLLER_EPOCH = 0
+"""Kafka's KafkaController.InitialControllerEpoch (the first controller gets epoch 1)."""
+DEFAULT_CONFIG_ENTITY = "<default>"
+"""Kafka's ZooKeeper name of the cluster-wide default entity (ConfigEntityName.Default)."""
+
+
+class ZNodeDecodeError(TriokaError):
+    """A znode holds data this node cannot read; says which znode and why."""
+
+
+def to_json(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _parse(path: str, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        raise ZNodeDecodeError(f"{path} has no data")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZNodeDecodeError(f"{path} does not hold JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ZNodeDecodeError(f"{path} holds {type(value).__name__}, expected a JSON object")
+    return value
+
+
+def _field(path: str, obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    if name not in obj:
+        raise ZNodeDecodeError(f"{path}: field {name!r} is missing")
+    value = obj[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ZNodeDecodeError(f"{path}: field {name!r} is {value!r}, not of the expected type")
+    return value
+
+
+def _int_list(path: str, value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise ZNodeDecodeError(f"{path}: {what} must be a list of broker ids, got {value!r}")
+    return tuple(value)
+
+
+def _int_str(path: str, obj: Mapping[str, Any], name: str) -> int:
+    raw = _field(path, obj, name, (str, int))
+    try:
+        return int(raw)
+    except ValueError:
+        raise ZNodeDecodeError(f"{path}: field {name!r} is {raw!r}, not an integer") from None
+
+
+# -- cluster, controller -------------------------------------------------------------------
+
+
+class ClusterIdZNode:
+    """/cluster/id: {"version":"1","id":"<cluster id>"} (the version is a string in Kafka)."""
+
+    PATH: ClassVar[str] = "/cluster/id"
+
+    @staticmethod
+    def path() -> str:
+        return ClusterIdZNode.PATH
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return to_json({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes | None) -> str:
+        return str(_field(ClusterIdZNode.PATH, _parse(ClusterIdZNode.PATH, data), "id", str))
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    broker_id: int
+    timestamp_ms: int = -1
+    kraft_controller_epoch: int = -1
+
+
+class ControllerZNode:
+    """/controller (ephemeral): {"version":2,"brokerid":1,"timestamp":"<ms>",
+    "kraftControllerEpoch":-1}."""
+
+    PATH: ClassVar[str] = "/controller"
+
+    @staticmethod
+    def path() -> str:
+        return ControllerZNode.PATH
+
+    @staticmethod
+    def encode(broker_id: int, timestamp_ms: int, kraft_controller_epoch: int = -1) -> bytes:
+        return to_json(
+            {
+                "version": 2,
+                "brokerid": broker_id,
+                "timestamp": str(timestamp_ms),
+                "kraftControllerEpoch": kraft_controller_epoch,
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes | None) -> ControllerInfo:
+        path = ControllerZNode.PATH
+        obj = _parse(path, data)
+        timestamp = _int_str(path, obj, "timestamp") if "timestamp" in obj else -1
+        kraft = obj.get("kraftControllerEpoch", -1)
+        if not isinstance(kraft, int):
+            raise ZNodeDecodeError(f"{path}: kraftControllerEpoch is {kraft!r}, not an integer")
+        return ControllerInfo(_field(path, obj, "brokerid", int), timestamp, kraft)
+
+
+class ControllerEpochZNode:
+    """/controller_epoch: the epoch as a decimal string (not JSON)."""
+
+    PATH: ClassVar[str] = "/controller_epoch"
+
+    @staticmethod
+    def path() -> str:
+        return ControllerEpochZNode.PATH
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode("ascii")
+
+    @staticmethod
+    def decode(data: bytes | None) -> int:
+        try:
+            return int((data or b"").decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            raise ZNodeDecodeError(
+                f"{ControllerEpochZNode.PATH} holds {data!r}, not an integer epoch"
+            ) from None
+
+
+# -- brokers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """What a broker registers: Kafka's BrokerInfo (version 5 JSON)."""
+
+    broker_id: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+    jmx_port: int = -1
+    timestamp_ms: int = -1
+    features: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+def endpoint_connection_string(endpoint: BrokerEndpoint) -> str:
+    """Kafka's EndPoint.connectionString: LISTENER://host:port, an IPv6 host in brackets."""
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.name}://{host}:{endpoint.port}"
+
+
+def parse_endpoint(path: str, text: str, protocol_map: Mapping[str, str]) -> BrokerEndpoint:
+    name, sep, hostport = text.partition("://")
+    host, _, port_text = hostport.rpartition(":")
+    if not sep or not name or not port_text:
+        raise ZNodeDecodeError(f"{path}: endpoint {text!r} is not LISTENER://host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ZNodeDecodeError(f"{path}: endpoint {text!r} has a bad port") from None
+    protocol = protocol_map.get(name, name if name in SECURITY_PROTOCOL_IDS else "PLAINTEXT")
+    if protocol not in SECURITY_PROTOCOL_IDS:
+        raise ZNodeDecodeError(f"{path}: unknown security protocol {protocol!r} for {name}")
+    return BrokerEndpoint(
+        name=name, host=host, port=port, security_protocol=SECURITY_PROTOCOL_IDS[protocol]
+    )
+
+
+class BrokerIdsZNode:
+    PATH: ClassVar[str] = "/brokers/ids"
+
+    @staticmethod
+    def path() -> str:
+        return BrokerIdsZNode.PATH
+
+
+class BrokerIdZNode:
+    """/brokers/ids/<id> (ephemeral), version 5 JSON: top-level host/port of the first
+    PLAINTEXT endpoint (null/-1 if none), endpoints, listener_security_protocol_map, rack (only
+    when set), jmx_port, timestamp (string), features. Its czxid is the broker epoch."""
+
+    VERSION: ClassVar[int] = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{BrokerIdsZNode.PATH}/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        plaintext = next((e for e in info.endpoints if e.security_protocol == 0), None)
+        obj: dict[str, Any] = {
+            "version": BrokerIdZNode.VERSION,
+            "host": plaintext.host if plaintext else None,
+            "port": plaintext.port if plaintext else -1,
+            "endpoints": [endpoint_connection_string(e) for e in info.endpoints],
+            "jmx_port": info.jmx_port,
+            "timestamp": str(info.timestamp_ms),
+        }
+        if info.rack is not None:
+            obj["rack"] = info.rack
+        obj["listener_security_protocol_map"] = {
+            e.name: SECURITY_PROTOCOLS.get(e.security_protocol, "PLAINTEXT") for e in info.endpoints
+        }
+        obj["features"] = {k: dict(v) for k, v in info.features.items()}
+        return to_json(obj)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes | None) -> BrokerInfo:
+        path = BrokerIdZNode.path(broker_id)
+        obj = _parse(path, data)
+        version = _field(path, obj, "version", int)
+        if version < 1:
+            raise ZNodeDecodeError(f"{path}: unsupported broker registration version {version}")
+        jmx_port = obj.get("jmx_port", -1)
+        timestamp = _int_str(path, obj, "timestamp") if "timestamp" in obj else -1
+        if version == 1:
+            endpoints: tuple[BrokerEndpoint, ...] = (
+                BrokerEndpoint(
+                    name="PLAINTEXT",
+                    host=_field(path, obj, "host", str),
+                    port=_field(path, obj, "port", int),
+                ),
+            )
+        else:
+            protocol_map = obj.get("listener_security_protocol_map") or {}
+            if not isinstance(protocol_map, dict):
+                raise ZNodeDecodeError(f"{path}: listener_security_protocol_map is not an object")
+            raw = _field(path, obj, "endpoints", list)
+            endpoints = tuple(parse_endpoint(path, str(e), protocol_map) for e in raw)
+        rack = obj.get("rack")
+        features = obj.get("features") or {}
+        return BrokerInfo(
+            broker_id=broker_id,
+            endpoints=endpoints,
+            rack=rack if isinstance(rack, str) else None,
+            jmx_port=jmx_port if isinstance(jmx_port, int) else -1,
+            timestamp_ms=timestamp,
+            features=features if isinstance(features, dict) else {},
+        )
+
+
+# -- topics and partitions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """/brokers/topics/<t>: the topic id and each partition's replica assignment."""
+
+    topic_id: str | None
+    partitions: Mapping[int, ReplicaAssignment]
+
+
+class TopicsZNode:
+    PATH: ClassVar[str] = "/brokers/topics"
+
+    @staticmethod
+    def path() -> str:
+        return TopicsZNode.PATH
+
+
+class TopicZNode:
+    """/brokers/topics/<t>: {"version":3,"topic_id":"...","partitions":{"0":[1,2,3]},
+    "adding_replicas":{},"removing_replicas":{}} (adding/removing list only partitions with
+    some)."""
+
+    VERSION: ClassVar[int] = 3
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicsZNode.PATH}/{topic}"
+
+    @staticmethod
+    def encode(topic_id: str | None, partitions: Mapping[int, ReplicaAssignment]) -> bytes:
+        ordered = sorted(partitions.items())
+        obj: dict[str, Any] = {
+            "version": TopicZNode.VERSION,
+            "partitions": {str(p): list(a.replicas) for p, a in ordered},
+            "adding_replicas": {
+                str(p): list(a.adding_replicas) for p, a in ordered if a.adding_replicas
+            },
+            "removing_replicas": {
+                str(p): list(a.removing_replicas) for p, a in ordered if a.removing_replicas
+            },
+        }
+        if topic_id is not None:
+            obj["topic_id"] = topic_id
+        return to_json(obj)
+
+    @staticmethod
+    def decode(topic: str, data: bytes | None) -> TopicAssignment:
+        path = TopicZNode.path(topic)
+        obj = _parse(path, data)
+        topic_id = obj.get("topic_id")
+        if topic_id is not None and not isinstance(topic_id, str):
+            raise ZNodeDecodeError(f"{path}: topic_id is {topic_id!r}, not a string")
+        maps: dict[str, dict[str, Any]] = {}
+        for key in ("partitions", "adding_replicas", "removing_replicas"):
+            value = obj.get(key) or {}
+            if not isinstance(value, dict):
+                raise ZNodeDecodeError(f"{path}: {key} is not an object")
+            maps[key] = value
+        partitions: dict[int, ReplicaAssignment] = {}
+        for key, replicas in maps["partitions"].items():
+            try:
+                partition = int(key)
+            except ValueError:
+                raise ZNodeDecodeError(f"{path}: partition {key!r} is not a number") from None
+            partitions[partition] = ReplicaAssignment(
+                _int_list(path, replicas, f"partition {key} replicas"),
+                _int_list(path, maps["adding_replicas"].get(key, []), f"adding_replicas {key}"),
+                _int_list(path, maps["removing_replicas"].get(key, []), f"removing_replicas {key}"),
+            )
+        return TopicAssignment(topic_id, partitions)
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicZNode.path(topic)}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicPartitionsZNode.path(topic)}/{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsrAndControllerEpoch:
+    """A partition state znode: leader, its epoch, the ISR, who wrote it, recovery state.
+    `zk_version` (the znode's version, i.e. the partition epoch) comes from the stat."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    leader_recovery_state: int = int(LeaderRecoveryState.RECOVERED)
+    zk_version: int = 0
+
+
+class TopicPartitionStateZNode:
+    """/brokers/topics/<t>/partitions/<p>/state: {"controller_epoch":1,"leader":1,"version":1,
+    "leader_epoch":0,"isr":[1,2,3]}, plus "leader_recovery_state" only when not RECOVERED
+    (Kafka omits it then). The znode's version is the partition epoch."""
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicPartitionZNode.path(topic, partition)}/state"
+
+    @staticmethod
+    def encode(
+        leader: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        controller_epoch: int,
+        leader_recovery_state: int = int(LeaderRecoveryState.RECOVERED),
+    ) -> bytes:
+        obj: dict[str, Any] = {
+            "controller_epoch": controller_epoch,
+            "leader": leader,
+            "version": 1,
+            "leader_epoch": leader_epoch,
+            "isr": list(isr),
+        }
+        if leader_recovery_state != LeaderRecoveryState.RECOVERED:
+            obj["leader_recovery_state"] = int(leader_recovery_state)
+        return to_json(obj)
+
+    @staticmethod
+    def decode(
+        topic: str, partition: int, data: bytes | None, zk_version: int = 0
+    ) -> LeaderIsrAndControllerEpoch:
+        path = TopicPartitionStateZNode.path(topic, partition)
+        obj = _parse(path, data)
+        recovery = obj.get("leader_recovery_state", int(LeaderRecoveryState.RECOVERED))
+        if recovery not in (0, 1):
+            raise ZNodeDecodeError(f"{path}: unknown leader_recovery_state {recovery!r}")
+        return LeaderIsrAndControllerEpoch(
+            leader=_field(path, obj, "leader", int),
+            leader_epoch=_field(path, obj, "leader_epoch", int),
+            isr=_int_list(path, _field(path, obj, "isr", list), "isr"),
+            controller_epoch=_field(path, obj, "controller_epoch", int),
+            leader_recovery_state=recovery,
+            zk_version=zk_version,
+        )
+
+
+# -- admin -----------------------------------------------------------------------------------
+
+
+class DeleteTopicsZNode:
+    """/admin/delete_topics: one child per topic waiting for deletion."""
+
+    PATH: ClassVar[str] = "/admin/delete_topics"
+
+    @staticmethod
+    def path() -> str:
+        return DeleteTopicsZNode.PATH
+
+
+class DeleteTopicZNode:
+    """/admin/delete_topics/<t>: no data; its existence asks for the topic's deletion."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{DeleteTopicsZNode.PATH}/{topic}"
+
+    @staticmethod
+    def encode() -> bytes:
+        return b""
+
+
+class ReassignPartitionsZNode:
+    """/admin/reassign_partitions (legacy, before KIP-455):
+    {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}."""
+
+    PATH: ClassVar[str] = "/admin/reassign_partitions"
+
+    @staticmethod
+    def path() -> str:
+        return ReassignPartitionsZNode.PATH
+
+    @staticmethod
+    def encode(reassignment: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+        return to_json(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": t, "partition": p, "replicas": list(r)}
+                    for (t, p), r in sorted(reassignment.items())
+                ],
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+        path = ReassignPartitionsZNode.PATH
+        obj = _parse(path, data)
+        out: dict[tuple[str, int], tuple[int, ...]] = {}
+        for entry in _field(path, obj, "partitions", list):
+            if not isinstance(entry, dict):
+                raise ZNodeDecodeError(f"{path}: partition entry {entry!r} is not an object")
+            topic = _field(path, entry, "topic", str)
+            partition = _field(path, entry, "partition", int)
+            out[(topic, partition)] = _int_list(path, entry.get("replicas"), "replicas")
+        return out
+
+
+class IsrChangeNotificationZNode:
+    """/isr_change_notification (legacy, before AlterPartition; kept for the layout)."""
+
+    PATH: ClassVar[str] = "/isr_change_notification"
+    SEQUENCE_PREFIX: ClassVar[str] = "isr_change_"
+
+    @staticmethod
+    def path() -> str:
+        return IsrChangeNotificationZNode.PATH
+
+    @staticmethod
+    def create_path() -> str:
+        return f"{IsrChangeNotificationZNode.PATH}/{IsrChangeNotificationZNode.SEQUENCE_PREFIX}"
+
+    @staticmethod
+    def encode(partitions: Sequence[tuple[str, int]]) -> bytes:
+        return to_json(
+            {
+                "version": 1,
+                "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)],
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes | None) -> set[tuple[str, int]]:
+        path = IsrChangeNotificationZNode.PATH
+        obj = _parse(path, data)
+        return {
+            (_field(path, e, "topic", str), _field(path, e, "partition", int))
+            for e in _field(path, obj, "partitions", list)
+        }
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+
+class ConfigEntityZNode:
+    """/config/<entity type>/<name>: {"version":1,"config":{"key":"value"}}. Entity types are
+    Kafka's ConfigType names ("topics", "brokers"); the broker default is "<default>"."""
+
+    @staticmethod
+    def path(entity_type: str, entity_name: str) -> str:
+        return f"/config/{entity_type}/{entity_name}"
+
+    @staticmethod
+    def encode(config: Mapping[str, str]) -> bytes:
+        return to_json({"version": 1, "config": dict(sorted(config.items()))})
+
+    @staticmethod
+    def decode(data: bytes | None, path: str = "/config/<entity>") -> dict[str, str]:
+        if not data:
+            return {}
+        obj = _parse(path, data)
+        config = obj.get("config") or {}
+        if not isinstance(config, dict):
+            raise ZNodeDecodeError(f"{path}: config is not an object")
+        return {str(k): str(v) for k, v in config.items()}
+
+
+class ConfigEntityChangeNotificationZNode:
+    PATH: ClassVar[str] = "/config/changes"
+
+    @staticmethod
+    def path() -> str:
+        return ConfigEntityChangeNotificationZNode.PATH
+
+
+class ConfigEntityChangeNotificationSequenceZNode:
+    """/config/changes/config_change_<seq> (persistent sequential):
+    {"version":2,"entity_path":"topics/<t>"}."""
+
+    SEQUENCE_PREFIX: ClassVar[str] = "config_change_"
+
+    @staticmethod
+    def create_path() -> str:
+        return (
+            f"{ConfigEntityChangeNotificationZNode.PATH}/"
+            f"{ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_PREFIX}"
+        )
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return to_json({"version": 2, "entity_path": entity_path})
+
+    @staticmethod
+    def decode(data: bytes | None) -> str:
+        path = ConfigEntityChangeNotificationZNode.PATH
+        obj = _parse(path, data)
+        if obj.get("version") != 2:
+            raise ZNodeDecodeError(
+                f"{path}: unsupported notification version {obj.get('version')!r}"
+            )
+        return str(_field(path, obj, "entity_path", str))
+
+
+# -- producer ids ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    """Kafka's ProducerIdsBlock: ids [first, last] handed to `broker_id`."""
+
+    broker_id: int
+    first_producer_id: int
+    last_producer_id: int
+
+    @property
+    def next_producer_id(self) -> int:
+        return self.last_producer_id + 1
+
+
+class ProducerIdBlockZNode:
+    """/latest_producer_id_block: {"version":1,"broker":1,"block_start":"0","block_end":"999"}
+    (the bounds are strings in Kafka)."""
+
+    PATH: ClassVar[str] = "/latest_producer_id_block"
+
+    @staticmethod
+    def path() -> str:
+        return ProducerIdBlockZNode.PATH
+
+    @staticmethod
+    def encode(block: ProducerIdBlock) -> bytes:
+        return to_json(
+            {
+                "version": 1,
+                "broker": block.broker_id,
+                "block_start": str(block.first_producer_id),
+                "block_end": str(block.last_producer_id),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes | None) -> ProducerIdBlock:
+        path = ProducerIdBlockZNode.PATH
+        obj = _parse(path, data)
+        return ProducerIdBlock(
+            broker_id=_field(path, obj, "broker", int),
+            first_producer_id=_int_str(path, obj, "block_start"),
+            last_producer_id=_int_str(path, obj, "block_end"),
+        )
+
+
+PERSISTENT_PATHS: tuple[str, ...] = (
+    "/consumers",
+    BrokerIdsZNode.PATH,
+    TopicsZNode.PATH,
+    ConfigEntityChangeNotificationZNode.PATH,
+    DeleteTopicsZNode.PATH,
+    "/brokers/seqid",
+    IsrChangeNotificationZNode.PATH,
+    ProducerIdBlockZNode.PATH,
+    "/log_dir_event_notification",
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+)
+"""Kafka's ZkData.PersistentZkPaths: created (empty) at start-up if missing."""
