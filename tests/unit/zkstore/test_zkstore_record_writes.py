@@ -1,0 +1,292 @@
+"""Records -> znode ops, and the split of ops into multi-ops under jute.maxbuffer (pure)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from protocol.errors import KafkaError
+from protocol.metadata.delta import MetadataDelta
+from protocol.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from protocol.metadata.records import (
+    ConfigRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from zkstore.errors import ZNodeTooLargeError
+from zkstore.fenced_writer import (
+    JUTE_MAXBUFFER,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    SetDataOp,
+    epoch_check,
+    op_size,
+    request_size,
+    split_ops,
+)
+from zkstore.record_writes import (
+    NO_PARTITION_ZNODE,
+    NO_STATE_ZNODE,
+    ExistingTopicZNodes,
+    ZkMirror,
+    plan_writes,
+    topics_to_read,
+)
+
+TID = "AAAAAAAAAAAAAAAAAAAAAg"
+T = "/brokers/topics/t"
+
+
+def cfg(name: str, key: str, value: str | None, kind: int = TOPIC_RESOURCE) -> ConfigRecord:
+    return ConfigRecord(resource_type=kind, resource_name=name, name=key, value=value)
+
+
+def part(p: int, replicas: tuple[int, ...] = (1, 2), tid: str = TID) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=p, topic_id=tid, replicas=replicas, isr=replicas, leader=replicas[0]
+    )
+
+
+def mirror_with(
+    records: list[MetadataRecord], versions: dict | None = None, **kw: object
+) -> ZkMirror:
+    image = MetadataDelta(MetadataImage.empty()).replay_all(records).apply()
+    return ZkMirror(image, dict(versions or {}), controller_epoch=4, **kw)  # type: ignore[arg-type]
+
+
+def shape(ops: object) -> list[tuple[str, str]]:
+    return [(type(op).__name__, op.path) for op in ops]  # type: ignore[attr-defined]
+
+
+def test_topic_creation_writes_config_then_topic_then_partition_states() -> None:
+    plan = plan_writes(
+        ZkMirror(MetadataImage.empty(), controller_epoch=4),
+        [
+            TopicRecord(name="t", topic_id=TID),
+            part(0),
+            part(1, (2, 1)),
+            cfg("t", "retention.ms", "9"),
+        ],
+    )
+    assert shape(plan.ops) == [
+        ("CreateOp", "/config/topics/t"),
+        ("CreateOp", T),
+        ("CreateOp", f"{T}/partitions"),
+        ("CreateOp", f"{T}/partitions/0"),
+        ("CreateOp", f"{T}/partitions/0/state"),
+        ("CreateOp", f"{T}/partitions/1"),
+        ("CreateOp", f"{T}/partitions/1/state"),
+    ]
+    assert json.loads(plan.ops[0].data) == {"version": 1, "config": {"retention.ms": "9"}}  # type: ignore[union-attr]
+    assert json.loads(plan.ops[1].data)["partitions"] == {"0": [1, 2], "1": [2, 1]}  # type: ignore[union-attr]
+    assert json.loads(plan.ops[6].data) == {  # type: ignore[union-attr]
+        "controller_epoch": 4,
+        "leader": 2,
+        "version": 1,
+        "leader_epoch": 0,
+        "isr": [2, 1],
+    }
+    assert plan.partition_versions == {(TID, 0): 0, (TID, 1): 0}
+    assert plan.config_entities_created == {("topics", "t")}
+
+
+def test_partition_changes_are_compare_and_set_per_record() -> None:
+    base = [TopicRecord(name="t", topic_id=TID), part(0, (1, 2, 3))]
+    mirror = mirror_with(base, {(TID, 0): 5})
+    plan = plan_writes(
+        mirror,
+        [
+            PartitionChangeRecord(partition_id=0, topic_id=TID, isr=(1, 2)),
+            PartitionChangeRecord(partition_id=0, topic_id=TID, leader=2),
+        ],
+    )
+    assert [(type(o).__name__, o.version) for o in plan.ops] == [("SetDataOp", 5), ("SetDataOp", 6)]  # type: ignore[union-attr]
+    assert json.loads(plan.ops[1].data)["leader_epoch"] == 1  # type: ignore[union-attr]
+    assert plan.partition_versions == {(TID, 0): 7}
+    assert mirror.partition_versions == {(TID, 0): 5}  # the mirror changes only on apply_to
+    plan.apply_to(mirror)
+    assert mirror.partition_versions == {(TID, 0): 7}
+
+
+def test_reassignment_updates_the_topic_znode_and_a_new_partition_gets_its_znodes() -> None:
+    base = [TopicRecord(name="t", topic_id=TID), part(0)]
+    plan = plan_writes(
+        mirror_with(base, {(TID, 0): 0}),
+        [
+            PartitionChangeRecord(
+                partition_id=0, topic_id=TID, replicas=(1, 2, 3), adding_replicas=(3,)
+            ),
+            part(1),
+        ],
+    )
+    assert shape(plan.ops) == [
+        ("SetDataOp", T),
+        ("SetDataOp", f"{T}/partitions/0/state"),
+        ("CreateOp", f"{T}/partitions/1"),
+        ("CreateOp", f"{T}/partitions/1/state"),
+    ]
+    topic = json.loads(plan.ops[0].data)  # type: ignore[union-attr]
+    assert topic["partitions"] == {"0": [1, 2, 3], "1": [1, 2]}
+    assert topic["adding_replicas"] == {"0": [3]}
+
+
+def test_a_new_partition_without_state_znode_gets_one() -> None:
+    base = [TopicRecord(name="t", topic_id=TID), part(0)]
+    plan = plan_writes(
+        mirror_with(base, {(TID, 0): NO_STATE_ZNODE}),
+        [PartitionChangeRecord(partition_id=0, topic_id=TID, leader=1)],
+    )
+    assert shape(plan.ops) == [("CreateOp", f"{T}/partitions/0/state")]
+
+
+def test_topic_removal_deletes_what_zookeeper_holds() -> None:
+    base = [TopicRecord(name="t", topic_id=TID), part(0), cfg("t", "a", "b")]
+    mirror = mirror_with(base, {(TID, 0): 3}, config_entities={("topics", "t")})
+    records: list[MetadataRecord] = [RemoveTopicRecord(topic_id=TID)]
+    assert topics_to_read(mirror, records) == ["t"]
+    existing = {
+        "t": ExistingTopicZNodes(
+            (f"{T}/partitions/0/state", f"{T}/partitions/0", f"{T}/partitions", T),
+            config_exists=True,
+            delete_marker_exists=True,
+        )
+    }
+    plan = plan_writes(mirror, records, existing)
+    assert shape(plan.ops) == [
+        ("DeleteOp", f"{T}/partitions/0/state"),
+        ("DeleteOp", f"{T}/partitions/0"),
+        ("DeleteOp", f"{T}/partitions"),
+        ("DeleteOp", T),
+        ("DeleteOp", "/admin/delete_topics/t"),
+        ("DeleteOp", "/config/topics/t"),
+    ]
+    assert plan.partition_versions == {(TID, 0): NO_PARTITION_ZNODE}
+    plan.apply_to(mirror)
+    assert mirror.partition_versions == {} and mirror.config_entities == set()
+    with pytest.raises(KafkaError, match="not read from ZooKeeper"):
+        plan_writes(mirror_with(base, {(TID, 0): 3}), records, {})
+
+
+def test_created_and_removed_in_one_append_cancels_out() -> None:
+    plan = plan_writes(
+        ZkMirror(MetadataImage.empty()),
+        [TopicRecord(name="t", topic_id=TID), part(0), RemoveTopicRecord(topic_id=TID)],
+    )
+    creates = [op.path for op in plan.ops if isinstance(op, CreateOp)]
+    deletes = [op.path for op in plan.ops if isinstance(op, DeleteOp)]
+    assert sorted(creates) == sorted(deletes)
+    assert deletes[0] == f"{T}/partitions/0/state"
+
+
+def test_config_changes_write_the_whole_config_and_notify() -> None:
+    base = [TopicRecord(name="t", topic_id=TID), part(0), cfg("t", "a", "1")]
+    plan = plan_writes(
+        mirror_with(base, {(TID, 0): 0}, config_entities={("topics", "t")}),
+        [
+            cfg("t", "b", "2"),
+            cfg("t", "a", None),
+            cfg("", "log.retention.ms", "5", BROKER_RESOURCE),
+            cfg("3", "x", "y", BROKER_RESOURCE),
+        ],
+    )
+    assert shape(plan.ops) == [
+        ("SetDataOp", "/config/topics/t"),
+        ("CreateOp", "/config/changes/config_change_"),
+        ("CreateOp", "/config/brokers/<default>"),
+        ("CreateOp", "/config/changes/config_change_"),
+        ("CreateOp", "/config/brokers/3"),
+        ("CreateOp", "/config/changes/config_change_"),
+    ]
+    assert json.loads(plan.ops[0].data)["config"] == {"b": "2"}  # type: ignore[union-attr]
+    assert all(op.sequential for op in plan.ops if op.path.startswith("/config/changes"))  # type: ignore[union-attr]
+    assert json.loads(plan.ops[5].data) == {"version": 2, "entity_path": "brokers/3"}  # type: ignore[union-attr]
+    with pytest.raises(KafkaError, match="resource type 8"):
+        plan_writes(ZkMirror(MetadataImage.empty()), [cfg("g", "k", "v", 8)])
+
+
+def test_producer_ids_broker_records_and_noops() -> None:
+    mirror = ZkMirror(MetadataImage.empty(), producer_id_block_version=0)
+    plan = plan_writes(
+        mirror,
+        [
+            RegisterBrokerRecord(broker_id=1, incarnation_id="x", broker_epoch=10),
+            FenceBrokerRecord(id=1, epoch=10),
+            NoOpRecord(),
+            ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=1000),
+        ],
+    )
+    assert len(plan.ops) == 1
+    op = plan.ops[0]
+    assert isinstance(op, SetDataOp) and op.version == 0
+    assert json.loads(op.data) == {
+        "version": 1,
+        "broker": 1,
+        "block_start": "0",
+        "block_end": "999",
+    }
+    assert plan.producer_id_block_version == 1
+    assert isinstance(
+        plan_writes(
+            ZkMirror(MetadataImage.empty()),
+            [ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=1000)],
+        ).ops[0],
+        CreateOp,
+    )
+
+
+def test_records_that_do_not_fit_are_refused() -> None:
+    with pytest.raises(KafkaError, match="PartitionChangeRecord does not fit"):
+        plan_writes(
+            ZkMirror(MetadataImage.empty()),
+            [PartitionChangeRecord(partition_id=0, topic_id=TID, leader=1)],
+        )
+
+
+# -- splitting -----------------------------------------------------------------------------------
+
+
+def test_request_size_is_the_sum_of_its_parts() -> None:
+    ops = [
+        CreateOp("/a", b"x" * 100),
+        SetDataOp("/b", b"y", 3),
+        DeleteOp("/c"),
+        CreateOp("/d/", b"", sequential=True),
+    ]
+    check = epoch_check(7)
+    base = request_size([check])
+    assert request_size([check, *ops]) == base + sum(op_size(o) for o in ops)
+    assert request_size([check, *ops], chroot="/root") == request_size([check, *ops]) + 5 * len(
+        [check, *ops]
+    )
+
+
+@pytest.mark.parametrize("limit", [1000, 5000, JUTE_MAXBUFFER])
+def test_split_keeps_order_and_every_request_under_the_limit(limit: int) -> None:
+    ops = [
+        CreateOp(f"/brokers/topics/t/partitions/{i}/state", b"s" * (i % 300)) for i in range(3000)
+    ]
+    check = CheckOp("/controller_epoch", 3)
+    chunks = split_ops(ops, check, max_request_bytes=limit, chroot="/chroot")
+    assert all(chunk[0] == check for chunk in chunks)
+    assert [op for chunk in chunks for op in chunk[1:]] == ops
+    sizes = [request_size(chunk, chroot="/chroot") for chunk in chunks]
+    assert max(sizes) <= limit
+    # Greedy: no two neighbouring requests would have fitted into one.
+    for a, b in itertools.pairwise(chunks):
+        assert request_size([*a, b[1]], chroot="/chroot") > limit
+
+
+def test_an_op_too_large_alone_is_a_clear_error() -> None:
+    with pytest.raises(ZNodeTooLargeError, match=r"jute\.maxbuffer"):
+        split_ops([CreateOp("/big", b"x" * JUTE_MAXBUFFER)], epoch_check(1))
+    assert split_ops([], epoch_check(1)) == []
