@@ -1,0 +1,53 @@
+"""The trio<->kazoo bridge on a real ZooKeeper: requests, watches and connection states."""
+
+from __future__ import annotations
+
+import trio
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from tests.support.waiting import wait_until
+from tests.support.zookeeper import ZooKeeperChroot
+from zkstore.client import ZkClient, ZkState, ZkStateEvent
+
+
+async def test_requests_and_watches_are_delivered_in_trio(zookeeper: ZooKeeperChroot) -> None:
+    async with ZkClient(zookeeper.hosts, session_timeout_s=2.0) as zk:
+        fired: list[WatchedEvent] = []
+        assert await zk.get_or_none("/a", watch=fired.append) is None
+        path, stat = await zk.create("/a", b"1")
+        assert path == "/a" and stat.version == 0 and stat.czxid > 0
+        await wait_until(lambda: [e.type for e in fired] == [EventType.CREATED])
+        data, _ = await zk.get("/a", watch=fired.append)
+        assert data == b"1"
+        await zk.set("/a", b"2", version=0)
+        await wait_until(lambda: len(fired) == 2)
+        assert fired[1].type == EventType.CHANGED
+        assert await zk.get_many(["/a", "/missing"]) == [
+            ((await zk.get("/a"))[0], (await zk.get("/a"))[1]),
+            None,
+        ]
+        await zk.delete("/a")
+        try:
+            await zk.get("/a")
+        except NoNodeError:
+            pass
+        else:
+            raise AssertionError("NoNodeError expected")
+
+
+async def test_connection_states_reach_trio_and_the_session_survives_a_restart(
+    zookeeper_factory,
+) -> None:
+    server = zookeeper_factory()
+    states: list[ZkStateEvent] = []
+    async with ZkClient(server.hosts, session_timeout_s=6.0) as zk:
+        zk.add_state_listener(states.append)
+        session = zk.session_id
+        await server.astop()
+        await wait_until(lambda: any(s.state is ZkState.SUSPENDED for s in states), within=10)
+        await server.astart()
+        await wait_until(lambda: states[-1].state is ZkState.CONNECTED, within=20)
+        assert states[-1].new_session is False and zk.session_id == session
+        with trio.fail_after(10):
+            await zk.create("/after-restart")
