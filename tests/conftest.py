@@ -4,6 +4,7 @@
   loopback port with its own log dir under tmp_path; killed by pid at teardown.
 - `broker_factory`: `broker_factory(overrides=None, *, start=True, node_id=1, log_dirs=None,
   preexec_fn=None, env=None) -> BrokerProcess`; every process it made is killed at teardown.
+- `zookeeper`, `zookeeper_server`, `zookeeper_factory`: see tests/support/zookeeper.py.
 
 Both are sync fixtures, so sync tests (CLI via subprocess) and trio tests can use them.
 """
@@ -24,6 +25,10 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.support.broker_process import BrokerProcess  # noqa: E402
+
+# A real ZooKeeper: `zookeeper` (a fresh chroot per test on one server per run),
+# `zookeeper_server`, `zookeeper_factory` (servers a test may stop or restart).
+pytest_plugins = ["tests.support.zookeeper"]
 
 BrokerFactory = Callable[..., BrokerProcess]
 
