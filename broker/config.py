@@ -17,6 +17,12 @@ Two keys are trioka's own, each documented as such:
   pushes back on the client.
 - `cluster.id` (default empty): the cluster id written to meta.properties on first start (what
   `kafka-storage format --cluster-id` does in Kafka); empty means generate one.
+- `metadata.mode` (standalone | zk, default standalone): where the metadata lives. Kafka says
+  this with `zookeeper.connect` vs `process.roles`; trioka names it because a standalone broker
+  (its own single-node controller) is a third choice. In zk mode `zookeeper.connect` is required
+  and `inter.broker.listener.name` must name one of the listeners.
+- `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
+  back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
 """
 
 from __future__ import annotations
@@ -134,6 +140,55 @@ BROKER_CONFIGS = ConfigDefs(
         ConfigDef("fetch.max.bytes", "int", 57671680, "largest Fetch response the broker "
                   "builds", min=1024),
         ConfigDef("request.timeout.ms", "int", 30000, "upper bound of acks=all waits", min=0),
+        # Metadata mode and ZooKeeper
+        ConfigDef("metadata.mode", "string", "standalone", "trioka: where cluster metadata "
+                  "lives: standalone (one node, local metadata log) or zk (ZooKeeper, Kafka's ZK "
+                  "mode); raft arrives later", choices=("standalone", "zk"), read_only=True),
+        ConfigDef("zookeeper.connect", "string", "", "ZooKeeper connection string "
+                  "host:port[,host:port...][/chroot] (required when metadata.mode=zk)",
+                  read_only=True),
+        ConfigDef("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout",
+                  min=1, read_only=True),
+        ConfigDef("zookeeper.connection.timeout.ms", "int", None, "wait this long for the "
+                  "ZooKeeper connection (default: zookeeper.session.timeout.ms)", min=1,
+                  read_only=True),
+        # Controlled shutdown and leader balance
+        ConfigDef("controlled.shutdown.enable", "boolean", True, "on shutdown, ask the "
+                  "controller to move leadership away first (ZK mode)", read_only=True),
+        ConfigDef("controlled.shutdown.max.retries", "int", 3, "attempts of controlled "
+                  "shutdown before shutting down anyway", min=0, read_only=True),
+        ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000, "pause between "
+                  "controlled shutdown attempts", min=0, read_only=True),
+        ConfigDef("auto.leader.rebalance.enable", "boolean", True, "move leadership back to "
+                  "preferred replicas periodically", read_only=True),
+        ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "how often the "
+                  "controller checks leader balance", min=1, read_only=True),
+        ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "imbalance per broker "
+                  "(percent of its partitions not led by it) that triggers a rebalance", min=0,
+                  read_only=True),
+        # Replication
+        ConfigDef("replica.lag.time.max.ms", "long", 30000, "a follower not caught up for this "
+                  "long leaves the ISR", min=1, read_only=True),
+        ConfigDef("replica.fetch.max.bytes", "int", 1048576, "bytes a follower fetches per "
+                  "partition (at least one batch)", min=0, read_only=True),
+        ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, "bytes a follower "
+                  "fetches per request (at least one batch)", min=0, read_only=True),
+        ConfigDef("replica.fetch.wait.max.ms", "int", 500, "longest wait of a follower fetch "
+                  "on the leader", min=0, read_only=True),
+        ConfigDef("replica.fetch.min.bytes", "int", 1, "bytes a follower fetch waits for",
+                  min=1, read_only=True),
+        ConfigDef("replica.fetch.backoff.ms", "int", 1000, "pause after a failed follower "
+                  "fetch", min=0, read_only=True),
+        ConfigDef("replica.socket.timeout.ms", "int", 30000, "timeout of follower fetch "
+                  "requests (at least replica.fetch.wait.max.ms)", min=1, read_only=True),
+        ConfigDef("num.replica.fetchers", "int", 1, "fetcher tasks per source broker", min=1,
+                  read_only=True),
+        ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "incremental fetch "
+                  "sessions kept (KIP-227)", min=0, read_only=True),
+        ConfigDef("trioka.replica.truncate.to.hw.on.become.follower", "boolean", False,
+                  "trioka, tests only: truncate to the local high watermark on becoming a "
+                  "follower, the pre-KIP-101 behaviour that can lose acknowledged records",
+                  read_only=True),
     ],
 )  # fmt: skip
 
@@ -223,6 +278,20 @@ class BrokerConfig:
                     f"advertised.listeners: {adv.name} is not one of the listeners {names}"
                 )
 
+        if self.values["metadata.mode"] == "zk":
+            if not self.values["zookeeper.connect"]:
+                raise ConfigError("zookeeper.connect: required when metadata.mode is zk")
+            inter = self.inter_broker_listener_name
+            if inter not in names:
+                raise ConfigError(
+                    f"inter.broker.listener.name: {inter} is not one of the listeners {names}"
+                )
+        if self.values["replica.socket.timeout.ms"] < self.values["replica.fetch.wait.max.ms"]:
+            raise ConfigError(
+                "replica.socket.timeout.ms: must be at least replica.fetch.wait.max.ms "
+                f"({self.values['replica.fetch.wait.max.ms']})"
+            )
+
     def __getitem__(self, key: str) -> Any:
         if key not in self.values:
             raise ConfigError(f"unknown broker config {key!r}")
@@ -241,6 +310,23 @@ class BrokerConfig:
         return tuple(
             Listener.parse("advertised.listeners", s) for s in self.values["advertised.listeners"]
         )
+
+    @property
+    def metadata_mode(self) -> str:
+        return str(self.values["metadata.mode"])
+
+    @property
+    def zk_mode(self) -> bool:
+        return self.values["metadata.mode"] == "zk"
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        return str(self.values["inter.broker.listener.name"]).upper()
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        value = self.values["zookeeper.connection.timeout.ms"]
+        return int(value if value is not None else self.values["zookeeper.session.timeout.ms"])
 
     @property
     def log_dirs(self) -> tuple[str, ...]:

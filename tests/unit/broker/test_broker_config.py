@@ -80,3 +80,53 @@ def test_unknown_key_in_file_or_override_is_refused(tmp_path: Path) -> None:
 
 def test_every_broker_config_has_doc() -> None:
     assert all(d.doc for d in BROKER_CONFIGS.defs.values())
+
+
+def test_cluster_keys_have_kafkas_defaults() -> None:
+    c = BrokerConfig.from_values({})
+    assert c.metadata_mode == "standalone" and not c.zk_mode
+    assert c["zookeeper.session.timeout.ms"] == 18000
+    assert c.zookeeper_connection_timeout_ms == 18000
+    assert c["controlled.shutdown.enable"] is True
+    assert c["controlled.shutdown.max.retries"] == 3
+    assert c["controlled.shutdown.retry.backoff.ms"] == 5000
+    assert c["replica.lag.time.max.ms"] == 30000
+    assert c["replica.fetch.max.bytes"] == 1048576
+    assert c["replica.fetch.wait.max.ms"] == 500
+    assert c["replica.fetch.min.bytes"] == 1
+    assert c["replica.fetch.backoff.ms"] == 1000
+    assert c["replica.socket.timeout.ms"] == 30000
+    assert c["num.replica.fetchers"] == 1
+    assert c["max.incremental.fetch.session.cache.slots"] == 1000
+    assert c["auto.leader.rebalance.enable"] is True
+    assert c["leader.imbalance.check.interval.seconds"] == 300
+    assert c["leader.imbalance.per.broker.percentage"] == 10
+    assert c.inter_broker_listener_name == "PLAINTEXT"
+
+
+def test_zk_mode_needs_zookeeper_connect_and_a_known_inter_broker_listener() -> None:
+    with pytest.raises(ConfigError, match=r"zookeeper\.connect"):
+        BrokerConfig.from_values({"metadata.mode": "zk"})
+    with pytest.raises(ConfigError, match=r"inter\.broker\.listener\.name"):
+        BrokerConfig.from_values(
+            {
+                "metadata.mode": "zk",
+                "zookeeper.connect": "127.0.0.1:2181",
+                "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+            }
+        )
+    c = BrokerConfig.from_values(
+        {
+            "metadata.mode": "zk",
+            "zookeeper.connect": "127.0.0.1:2181/trioka",
+            "zookeeper.connection.timeout.ms": 6000,
+            "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+            "inter.broker.listener.name": "internal",
+        }
+    )
+    assert c.zk_mode and c.inter_broker_listener_name == "INTERNAL"
+    assert c.zookeeper_connection_timeout_ms == 6000
+    with pytest.raises(ConfigError, match=r"metadata\.mode"):
+        BrokerConfig.from_values({"metadata.mode": "raftish"})
+    with pytest.raises(ConfigError, match=r"replica\.socket\.timeout\.ms"):
+        BrokerConfig.from_values({"replica.socket.timeout.ms": 100})
