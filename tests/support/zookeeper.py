@@ -1,5 +1,8 @@
 """Test harness: a real standalone ZooKeeper (Debian's package) on a free loopback port.
 
+The process itself is deploy.zookeeper_process.ZooKeeperProcess (what `trioka cluster up`
+starts); this module adds the tests' short tickTime, async twins and the fixtures.
+
     server = ZooKeeperServer(tmp_dir)          # own zoo.cfg, dataDir and log file under tmp_dir
     server.start()                              # blocks until `ruok` answers `imok` (deadline)
     server.hosts                                # "127.0.0.1:PORT"   (also .host, .port, .pid)
@@ -30,15 +33,9 @@ import them into a package conftest):
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,26 +44,11 @@ from pathlib import Path
 import pytest
 import trio
 
-ZOOKEEPER_JARS = (
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-log4j12.jar",
-    "/usr/share/java/log4j-1.2.jar",
-    "/usr/share/java/netty-handler.jar",
-    "/usr/share/java/netty-transport.jar",
-    "/usr/share/java/netty-common.jar",
-    "/usr/share/java/netty-buffer.jar",
-    "/usr/share/java/netty-codec.jar",
-    "/usr/share/java/netty-resolver.jar",
-    "/usr/share/java/netty-transport-native-epoll.jar",
-    "/usr/share/java/netty-transport-native-unix-common.jar",
-)
-MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+from deploy.zookeeper_process import ZooKeeperProcess, ZooKeeperStartError, ruok
+
 TICK_TIME_MS = 200
 MIN_SESSION_TIMEOUT_MS = 2 * TICK_TIME_MS
 MAX_SESSION_TIMEOUT_MS = 60_000
-POLL_S = 0.05
 
 __all__ = [
     "ZooKeeperChroot",
@@ -79,39 +61,9 @@ __all__ = [
 ]
 
 
-class ZooKeeperStartError(RuntimeError):
-    """ZooKeeper is not installed, did not answer `ruok` in time, or exited while starting."""
-
-
-def zookeeper_available() -> bool:
-    return shutil.which("java") is not None and Path(ZOOKEEPER_JARS[0]).exists()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def ruok(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when the server answers the four-letter word `ruok` with `imok`."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(b"ruok")
-            sock.shutdown(socket.SHUT_WR)
-            answer = b""
-            while len(answer) < 4:
-                chunk = sock.recv(16)
-                if not chunk:
-                    break
-                answer += chunk
-            return answer == b"imok"
-    except OSError:
-        return False
-
-
-class ZooKeeperServer:
-    """One standalone ZooKeeper process under test. Not started until `start()`."""
+class ZooKeeperServer(ZooKeeperProcess):
+    """deploy.zookeeper_process.ZooKeeperProcess with the tests' short tickTime and async twins
+    of the blocking methods. Not started until `start()`."""
 
     def __init__(
         self,
@@ -124,191 +76,15 @@ class ZooKeeperServer:
         max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS,
         heap: str = "256m",
     ) -> None:
-        self.tmp_dir = Path(tmp_dir)
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
-        self.host = host
-        self.port = port
-        self.tick_time_ms = tick_time_ms
-        self.min_session_timeout_ms = (
-            min_session_timeout_ms if min_session_timeout_ms is not None else 2 * tick_time_ms
+        super().__init__(
+            tmp_dir,
+            host=host,
+            port=port,
+            tick_time_ms=tick_time_ms,
+            min_session_timeout_ms=min_session_timeout_ms,
+            max_session_timeout_ms=max_session_timeout_ms,
+            heap=heap,
         )
-        self.max_session_timeout_ms = max_session_timeout_ms
-        self.heap = heap
-        self.conf_dir = self.tmp_dir / "conf"
-        self.data_dir = self.tmp_dir / "data"
-        self.log_file = self.tmp_dir / "zookeeper.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    # -- addresses -------------------------------------------------------------------------
-
-    @property
-    def hosts(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def connect_string(self, chroot: str = "") -> str:
-        return self.hosts + chroot
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        return self.proc.pid
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def _write_config(self) -> Path:
-        self.conf_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cfg = self.conf_dir / "zoo.cfg"
-        cfg.write_text(
-            f"tickTime={self.tick_time_ms}\n"
-            f"dataDir={self.data_dir}\n"
-            f"clientPort={self.port}\n"
-            f"clientPortAddress={self.host}\n"
-            f"minSessionTimeout={self.min_session_timeout_ms}\n"
-            f"maxSessionTimeout={self.max_session_timeout_ms}\n"
-            "maxClientCnxns=0\n"
-            "admin.enableServer=false\n"
-            "4lw.commands.whitelist=*\n"
-            "autopurge.purgeInterval=0\n"
-        )
-        (self.conf_dir / "log4j.properties").write_text(
-            "log4j.rootLogger=INFO, FILE\n"
-            "log4j.appender.FILE=org.apache.log4j.FileAppender\n"
-            f"log4j.appender.FILE.File={self.log_file}\n"
-            "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
-            "log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n\n"
-        )
-        return cfg
-
-    def command(self, cfg: Path) -> list[str]:
-        classpath = os.pathsep.join(
-            [str(self.conf_dir), *(j for j in ZOOKEEPER_JARS if Path(j).exists())]
-        )
-        return [
-            "java",
-            f"-Xmx{self.heap}",
-            "-XX:+UseSerialGC",
-            "-Dzookeeper.admin.enableServer=false",
-            "-Dlog4j.configuration=file:" + str(self.conf_dir / "log4j.properties"),
-            "-cp",
-            classpath,
-            MAIN_CLASS,
-            str(cfg),
-        ]
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start the process and wait until it answers `ruok`. A first start on port 0 picks a
-        free port (and tries another if it was taken meanwhile); restarts keep the port."""
-        if not zookeeper_available():
-            raise ZooKeeperStartError(
-                "ZooKeeper is not installed (java and /usr/share/java/zookeeper.jar): run "
-                "`make setup-dev`"
-            )
-        if self.running:
-            raise RuntimeError(f"zookeeper is already running (pid {self.pid})")
-        pick_port = self.port == 0
-        attempts = 3 if pick_port else 1
-        for attempt in range(attempts):
-            if pick_port:
-                self.port = _free_port(self.host)
-            try:
-                self._start_once(timeout)
-                return
-            except ZooKeeperStartError:
-                if attempt + 1 == attempts or "Address already in use" not in self.log_tail():
-                    raise
-
-    def _start_once(self, timeout: float) -> None:
-        cfg = self._write_config()
-        with (self.tmp_dir / "zookeeper.out").open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.command(cfg),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.tmp_dir,
-                start_new_session=True,
-            )
-        self.starts += 1
-        deadline = time.monotonic() + timeout
-        try:
-            while not ruok(self.host, self.port, timeout=1.0):
-                if self.proc.poll() is not None:
-                    raise ZooKeeperStartError(
-                        f"zookeeper exited with code {self.proc.returncode} while starting:\n"
-                        + self.log_tail()
-                    )
-                if time.monotonic() > deadline:
-                    raise ZooKeeperStartError(
-                        f"zookeeper did not answer ruok within {timeout}s:\n" + self.log_tail()
-                    )
-                time.sleep(POLL_S)  # polling a condition under a deadline, not synchronisation
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def log_tail(self, lines: int = 40) -> str:
-        text = ""
-        for path in (self.log_file, self.tmp_dir / "zookeeper.out"):
-            if path.exists():
-                text += "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
-        return text
-
-    def wait_exit(self, timeout: float = 30.0) -> int:
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(f"zookeeper {self.pid} did not exit within {timeout}s") from None
-
-    def signal(self, sig: int) -> None:
-        if self.running:
-            os.kill(self.pid, sig)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait for the exit; returns the exit code."""
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        return self.wait_exit(timeout)
-
-    def kill(self) -> int:
-        """SIGKILL and wait; returns the exit code (-9)."""
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        self.signal(signal.SIGKILL)
-        return self.wait_exit(30)
-
-    def pause(self) -> None:
-        self.signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.signal(signal.SIGCONT)
-
-    def restart(self, timeout: float = 30.0) -> None:
-        """Stop if running, then start again on the same port with the same data."""
-        if self.running:
-            self.stop(timeout)
-        self.start(timeout)
-
-    def cleanup(self) -> None:
-        """Kill the process by pid whatever state it is in, and reap it."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=30)
-
-    # -- async twins ---------------------------------------------------------------------
 
     async def astart(self, within: float = 30.0) -> None:
         await trio.to_thread.run_sync(self.start, within)
