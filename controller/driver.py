@@ -16,6 +16,12 @@ Standbys (Raft mode, later) and a restarted controller build their state from th
 listener (`handle_committed`); the active one replays its own records right after they commit,
 and whichever path comes second skips what was replayed already (by offset).
 
+Propagation (ZK mode): hooks registered with `on_commit=` / `add_commit_hook` are called with
+the images before and after each event whose records committed, once they are replayed and
+before the caller is answered (the ZK controller turns them into LeaderAndIsr / UpdateMetadata /
+StopReplica with `controller.propagation.plan_propagation`). A hook is synchronous and must not
+block; an exception in one is logged and changes nothing else.
+
 Standalone wiring (deploy), in this order:
 
     log = LocalMetadataLog(metadata_log_dir)
@@ -29,7 +35,7 @@ Standalone wiring (deploy), in this order:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -42,10 +48,13 @@ from controller.operations import ELECTION_REQUESTS, failed_response, operation_
 from controller.ports import MetadataLog
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
-from protocol.metadata.image import MetadataReplayError
+from protocol.metadata.image import MetadataImage, MetadataReplayError
 from protocol.metadata.records import MetadataRecord
 
 log = structlog.get_logger("controller")
+
+CommitHook = Callable[[MetadataImage, MetadataImage], None]
+"""`hook(before, after)`: the controller's images around one event's committed records."""
 
 
 class _Event:
@@ -84,6 +93,7 @@ class ControllerDriver:
         default_timeout_s: float = 30.0,
         queue_capacity: int = 1024,
         metrics: ControllerMetrics | None = None,
+        on_commit: CommitHook | None = None,
     ) -> None:
         self._log = log
         self._state = state if state is not None else ControllerState()
@@ -93,6 +103,11 @@ class ControllerDriver:
         self._send, self._receive = trio.open_memory_channel[_Event](queue_capacity)
         self._running = False
         self._closed = False
+        self._commit_hooks: list[CommitHook] = [] if on_commit is None else [on_commit]
+
+    def add_commit_hook(self, hook: CommitHook) -> None:
+        """Call `hook(before, after)` after every event whose records committed."""
+        self._commit_hooks.append(hook)
 
     @property
     def state(self) -> ControllerState:
@@ -214,6 +229,8 @@ class ControllerDriver:
             event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"controller error: {exc!r}")
             return
         if result.records:
+            # Before the append: a log listener may replay the records during it.
+            before = self._state.image
             try:
                 last_offset = await self._log.append(result.records)
                 await self._log.wait_committed(last_offset)
@@ -232,7 +249,15 @@ class ControllerDriver:
                 log.exception("metadata append failed")
                 event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata append failed: {exc!r}")
                 return
+            self._run_commit_hooks(before, self._state.image)
         event.finish(result.response)
+
+    def _run_commit_hooks(self, before: MetadataImage, after: MetadataImage) -> None:
+        for hook in self._commit_hooks:
+            try:
+                hook(before, after)
+            except Exception:
+                log.exception("controller commit hook failed", hook=repr(hook))
 
     def queue_length(self) -> int:
         return self._receive.statistics().current_buffer_used

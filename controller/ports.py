@@ -1,9 +1,13 @@
-"""The one port the controller needs: somewhere to append records and learn they committed.
+"""The ports the controller needs: a metadata log, and a way to send requests to brokers.
 
 Backends (raft.local_log.LocalMetadataLog for a standalone broker, the ZooKeeper adapter, the
-Raft metadata log) implement it structurally; deploy wires one in. Committed records come back
-to the controller through the backend's listener as `(offset, record)` pairs in offset order
-(`ControllerDriver.handle_committed`).
+Raft metadata log) implement `MetadataLog` structurally; deploy wires one in. Committed records
+come back to the controller through the backend's listener as `(offset, record)` pairs in offset
+order (`ControllerDriver.handle_committed`).
+
+`BrokerSender` is how the active controller's per-broker channels (`controller.channel`) reach a
+broker; deploy wires `deploy.transport.PooledTransport` in (the broker's `broker.ports.Transport`
+has the same signature).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from protocol.messages import Request, Response
 from protocol.metadata.records import MetadataRecord
 
 
@@ -22,4 +27,14 @@ class MetadataLog(Protocol):
 
     async def wait_committed(self, offset: int) -> None:
         """Return once every record up to `offset` is committed (and delivered to listeners)."""
+        ...
+
+
+class BrokerSender(Protocol):
+    """Sends one request to one broker and returns its response."""
+
+    async def send(self, host: str, port: int, request: Request, *, timeout_s: float) -> Response:
+        """The broker's response (whose error codes the caller inspects). Raises KafkaError
+        (NETWORK_EXCEPTION, REQUEST_TIMED_OUT) or OSError when no response came back; the
+        request may or may not have reached the broker."""
         ...
