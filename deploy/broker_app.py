@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import base64
 import signal
+import socket
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -29,11 +30,15 @@ from controller.brokers import RegisterBroker
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.driver import ControllerDriver
+from controller.operations import failed_response
+from protocol.config_defs import ConfigError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response
 from protocol.metadata.records import BrokerEndpoint
 from raft.local_log import LocalMetadataLog
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
+from zkstore.znodes import BrokerIdZNode
 
 log = structlog.get_logger("deploy.broker_app")
 
@@ -79,6 +84,111 @@ class DriverChannel:
         return await self.driver.submit(request)
 
 
+FORWARDED_CLIENT_ID = "trioka-forwarded"
+"""client_id of requests a broker forwards to the active controller: the receiver answers them
+itself or with NOT_CONTROLLER, never forwards them again (at most one hop)."""
+
+ControllerLocator = Callable[[int], Awaitable[tuple[str, int] | None]]
+"""`await locate(broker_id) -> (host, port)` of that broker's inter-broker listener, or None."""
+
+
+class ForwardingControllerChannel:
+    """ControllerChannel of a ZK-mode broker (Kafka's ForwardingManager and
+    BrokerToControllerChannelManager in one): submits locally while this broker's controller
+    service is active, otherwise forwards the request over the transport to the active
+    controller's broker. A request that cannot reach a controller is answered NOT_CONTROLLER
+    (clients and brokers retry that)."""
+
+    def __init__(
+        self,
+        service: Any,
+        transport: Any,
+        locate: ControllerLocator,
+        *,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.service = service
+        self.transport = transport
+        self.locate = locate
+        self.timeout_s = timeout_s
+
+    async def submit(self, request: Request) -> Response:
+        if self.service.is_active:
+            return await self.service.submit(request)
+        active = self.service.active_id
+        if active is None or active < 0:
+            return failed_response(request, ErrorCode.NOT_CONTROLLER, "no active controller")
+        address = await self.locate(active)
+        if address is None:
+            return failed_response(
+                request,
+                ErrorCode.NOT_CONTROLLER,
+                f"the active controller {active} is not registered",
+            )
+        try:
+            response: Response = await self.transport.send(
+                address[0], address[1], request, timeout_s=self.timeout_s
+            )
+        except (KafkaError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            # The controller went away meanwhile: the caller retries and finds the next one.
+            log.info("forwarding to the controller failed", controller=active, error=str(exc))
+            return failed_response(
+                request,
+                ErrorCode.NOT_CONTROLLER,
+                f"the active controller {active} did not answer: {exc}",
+            )
+        return response
+
+    async def submit_forwarded(self, request: Request) -> Response:
+        """A request another broker forwarded here: answered only if this broker's controller is
+        active (NOT_CONTROLLER otherwise: the sender looks for the new controller)."""
+        if self.service.is_active:
+            return await self.service.submit(request)
+        return failed_response(
+            request,
+            ErrorCode.NOT_CONTROLLER,
+            f"broker {self.service.broker_id} is not the controller",
+        )
+
+
+def zk_broker_locator(zk: Any, listener: str) -> ControllerLocator:
+    """A ControllerLocator reading /brokers/ids/<id> (cached per registration czxid)."""
+    cache: dict[int, tuple[int, tuple[str, int] | None]] = {}
+
+    async def locate(broker_id: int) -> tuple[str, int] | None:
+        found = await zk.get_or_none(BrokerIdZNode.path(broker_id))
+        if found is None:
+            return None
+        data, stat = found
+        cached = cache.get(broker_id)
+        if cached is not None and cached[0] == stat.czxid:
+            return cached[1]
+        info = BrokerIdZNode.decode(broker_id, data)
+        endpoints = {e.name: e for e in info.endpoints}
+        endpoint = endpoints.get(listener) or (info.endpoints[0] if info.endpoints else None)
+        address = (endpoint.host, endpoint.port) if endpoint is not None else None
+        cache[broker_id] = (stat.czxid, address)
+        return address
+
+    return locate
+
+
+def registered_endpoints(
+    config: BrokerConfig, bound: Sequence[BoundListener]
+) -> tuple[BrokerEndpoint, ...]:
+    """The endpoints to register: advertised.listeners (default: listeners), where a port 0 or
+    an empty host is replaced by what was actually bound (a wildcard bind advertises the
+    machine's name, as Kafka does)."""
+    by_name = {b.name: b for b in bound}
+    out = []
+    for a in config.advertised_listeners or config.listeners:
+        b = by_name.get(a.name)
+        port = a.port or (b.port if b is not None else 0)
+        host = a.host or socket.getfqdn()
+        out.append(BrokerEndpoint(name=a.name, host=host, port=port))
+    return tuple(out)
+
+
 def _cluster_id(config: BrokerConfig) -> str:
     """cluster.id if set, else the one in an existing meta.properties, else a new one (what
     `kafka-storage format` would have written)."""
@@ -104,7 +214,10 @@ async def run_broker(
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
 ) -> None:
-    """Run one standalone broker until SIGTERM/SIGINT (or cancellation)."""
+    """Run one broker until SIGTERM/SIGINT (or cancellation): standalone, or in ZK mode."""
+    if config.zk_mode:
+        await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
+        return
     cluster_id = _cluster_id(config)
     log_manager = LogManager(
         list(config.log_dirs),
@@ -163,6 +276,18 @@ async def run_broker(
     finally:
         with trio.CancelScope(shield=True):
             await metadata_log.aclose()
+
+
+async def run_zk_broker(
+    config: BrokerConfig,
+    *,
+    task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    handle_signals: bool = True,
+) -> None:
+    """A ZK-mode broker (metadata.mode=zk)."""
+    raise ConfigError(
+        "metadata.mode=zk: the ZooKeeper-mode broker is not wired in yet (issue 3 in progress)"
+    )
 
 
 if __name__ == "__main__":

@@ -294,6 +294,286 @@ def admin_props(bootstrap_server: str, properties: Sequence[str]) -> dict[str, A
     return {**parse_key_values(properties, "--property"), "bootstrap.servers": bootstrap_server}
 
 
+# -- cluster (local supervisor) ----------------------------------------------------------------
+
+DEFAULT_CLUSTER_DIR = ".trioka-cluster"
+
+
+def cluster_dir_option(fn: Any) -> Any:
+    return click.option(
+        "--dir",
+        "cluster_dir",
+        type=click.Path(file_okay=False),
+        default=lambda: os.environ.get("TRIOKA_CLUSTER_DIR", DEFAULT_CLUSTER_DIR),
+        show_default=DEFAULT_CLUSTER_DIR,
+        help="Directory of the cluster: state file, ZooKeeper and broker dirs and logs "
+        "(env TRIOKA_CLUSTER_DIR).",
+    )(fn)
+
+
+def _cluster_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    from deploy.cluster import ClusterError
+    from deploy.zookeeper_process import ZooKeeperStartError
+
+    try:
+        return fn(*args, **kwargs)
+    except (ClusterError, ZooKeeperStartError) as exc:
+        fail(str(exc))
+    except ConfigError as exc:
+        fail(exc.message)
+
+
+@cli.group()
+def cluster() -> None:
+    """Supervise a local ZK-mode cluster: ZooKeeper plus N broker processes."""
+
+
+@cluster.command("up")
+@cluster_dir_option
+@click.option(
+    "--brokers",
+    "-n",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Number of brokers (node ids 1..N).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the brokers and ZooKeeper listen on.",
+)
+@click.option(
+    "--base-port",
+    type=int,
+    default=0,
+    show_default="free ports",
+    help="Broker N listens on BASE_PORT+N-1.",
+)
+@click.option("--zookeeper-port", type=int, default=0, show_default="a free port")
+@click.option(
+    "--session-timeout-ms",
+    type=int,
+    default=6000,
+    show_default=True,
+    help="zookeeper.session.timeout.ms of the brokers (how soon a dead one is noticed).",
+)
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Broker config for every broker (repeatable).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the cluster to be ready.",
+)
+def cluster_up(cluster_dir: str, brokers: int, host: str, base_port: int, zookeeper_port: int,
+               session_timeout_ms: int, overrides: tuple[str, ...], timeout: float) -> None:  # fmt: skip
+    """Start ZooKeeper and the brokers in the background; prints the bootstrap servers.
+
+    A directory holding a stopped cluster starts it again with its ports and data."""
+    from pathlib import Path
+
+    from deploy import cluster as sup
+
+    state = _cluster_call(
+        sup.cluster_up, Path(cluster_dir), brokers=brokers, host=host, base_port=base_port,
+        zookeeper_port=zookeeper_port, session_timeout_ms=session_timeout_ms,
+        overrides=list(overrides), timeout=timeout,
+    )  # fmt: skip
+    try:
+        report = run(sup.wait_until_ready, state.bootstrap, len(state.brokers), timeout)
+    except click.ClickException:
+        click.echo("the cluster did not become ready; stopping it", err=True)
+        sup.cluster_down(Path(cluster_dir), timeout=10.0)
+        raise
+    click.echo(
+        f"cluster up in {state.dir}: ZooKeeper {state.zookeeper_connect} (pid "
+        f"{state.zookeeper.pid}), {len(state.brokers)} brokers, controller "
+        f"{report.controller_id}",
+        err=True,
+    )
+    click.echo(state.bootstrap)
+
+
+@cluster.command("status")
+@cluster_dir_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def cluster_status(cluster_dir: str, as_json: bool) -> None:
+    """Processes (pid, alive), controller, brokers and partition health."""
+    import json
+    from pathlib import Path
+
+    from deploy import cluster as sup
+
+    state = _cluster_call(sup.read_state, Path(cluster_dir))
+    nodes = [state.zookeeper, *state.brokers]
+    alive = {n.name: sup.node_alive(n) for n in nodes}
+    report = None
+    error = None
+    if any(alive[b.name] for b in state.brokers):
+        try:
+            report = trio.run(sup.describe_cluster, state.bootstrap, 5000)
+        except (TriokaError, OSError) as exc:
+            error = str(exc)
+    if as_json:
+        out: dict[str, Any] = {
+            "dir": state.dir,
+            "zookeeper_connect": state.zookeeper_connect,
+            "bootstrap": state.bootstrap,
+            "processes": [
+                {
+                    "name": n.name,
+                    "node_id": n.node_id,
+                    "pid": n.pid,
+                    "host": n.host,
+                    "port": n.port,
+                    "alive": alive[n.name],
+                    "log": n.log,
+                }
+                for n in nodes
+            ],
+            "controller_id": report.controller_id if report else None,
+            "live_brokers": [b.node_id for b in report.brokers] if report else [],
+            "partitions": report.partitions if report else None,
+            "under_replicated": [list(p) for p in report.under_replicated] if report else None,
+            "offline": [list(p) for p in report.offline] if report else None,
+            "error": error,
+        }
+        click.echo(json.dumps(out))
+        return
+    console = stdout_console()
+    table = Table("Process", "Pid", "Address", "Alive", "Role", box=None)
+    for n in nodes:
+        role = ""
+        if report is not None and n.name != "zookeeper":
+            live = {b.node_id for b in report.brokers}
+            if n.node_id == report.controller_id:
+                role = "controller"
+            else:
+                role = "broker" if n.node_id in live else "not registered"
+        table.add_row(n.name, str(n.pid), f"{n.host}:{n.port}",
+                      "yes" if alive[n.name] else "no", role)  # fmt: skip
+    console.print(table)
+    if report is None:
+        console.print(f"cluster unreachable: {error}" if error else "no broker is running")
+        return
+    console.print(
+        f"Controller: {report.controller_id}\tLive brokers: "
+        f"{','.join(str(b.node_id) for b in report.brokers)}\tTopics: {report.topics}\t"
+        f"Partitions: {report.partitions}\tUnder-replicated: {len(report.under_replicated)}\t"
+        f"Offline: {len(report.offline)}"
+    )
+    for topic_name, partition in report.under_replicated:
+        console.print(f"  under-replicated: {topic_name}-{partition}")
+    for topic_name, partition in report.offline:
+        console.print(f"  offline: {topic_name}-{partition}")
+
+
+@cluster.command("describe")
+@click.option(
+    "--bootstrap-server",
+    "-b",
+    default=None,
+    metavar="HOST:PORT[,...]",
+    help="Broker(s) to ask (default: the brokers of --dir's cluster).",
+)
+@cluster_dir_option
+@property_option
+def cluster_describe(bootstrap_server: str | None, cluster_dir: str,
+                     properties: tuple[str, ...]) -> None:  # fmt: skip
+    """The cluster id, the controller and the live brokers."""
+    from pathlib import Path
+
+    from deploy import cluster as sup
+
+    if bootstrap_server is None:
+        bootstrap_server = _cluster_call(sup.read_state, Path(cluster_dir)).bootstrap
+
+    async def go() -> Any:
+        async with Admin(admin_props(bootstrap_server, properties)) as admin:
+            return await admin.describe_cluster()
+
+    description = run(go)
+    console = stdout_console()
+    console.print(f"ClusterId: {description.cluster_id}\tController: {description.controller_id}")
+    table = Table("Broker", "Host", "Port", "Rack", "Controller", box=None)
+    for b in description.brokers:
+        is_controller = "yes" if b.node_id == description.controller_id else ""
+        table.add_row(str(b.node_id), b.host, str(b.port), b.rack or "", is_controller)
+    console.print(table)
+
+
+@cluster.command("down")
+@cluster_dir_option
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds each process gets after SIGTERM before SIGKILL.",
+)
+def cluster_down(cluster_dir: str, timeout: float) -> None:
+    """Stop the brokers (controller last), then ZooKeeper: SIGTERM, then SIGKILL."""
+    from pathlib import Path
+
+    from deploy import cluster as sup
+
+    state = _cluster_call(sup.read_state, Path(cluster_dir))
+    controller = None
+    if any(sup.node_alive(b) for b in state.brokers):
+        try:
+            controller = trio.run(sup.describe_cluster, state.bootstrap, 3000).controller_id
+        except (TriokaError, OSError):
+            controller = None
+    for node, outcome in sup.cluster_down(Path(cluster_dir), timeout=timeout,
+                                          controller_id=controller):  # fmt: skip
+        click.echo(f"{node.name} (pid {node.pid}): {outcome}", err=True)
+
+
+@cluster.command("kill")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+@click.option(
+    "--signal",
+    "signal_name",
+    default="KILL",
+    show_default=True,
+    type=click.Choice(["KILL", "TERM", "STOP", "CONT"], case_sensitive=False),
+    help="Signal to send.",
+)
+def cluster_kill(node_id: int, cluster_dir: str, signal_name: str) -> None:
+    """Send a signal to broker NODE_ID (0: ZooKeeper), e.g. to test a failover."""
+    import signal
+    from pathlib import Path
+
+    from deploy import cluster as sup
+
+    sig = signal.Signals[f"SIG{signal_name.upper()}"]
+    node = _cluster_call(sup.kill_node, Path(cluster_dir), node_id, sig)
+    click.echo(f"sent {sig.name} to {node.name} (pid {node.pid})", err=True)
+
+
+@cluster.command("start")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+@click.option("--timeout", type=float, default=30.0, show_default=True)
+def cluster_start(node_id: int, cluster_dir: str, timeout: float) -> None:
+    """Start stopped broker NODE_ID again (same config, port and data)."""
+    from pathlib import Path
+
+    from deploy import cluster as sup
+
+    node = _cluster_call(sup.start_broker, Path(cluster_dir), node_id, timeout=timeout)
+    click.echo(f"started {node.name} (pid {node.pid}) on {node.host}:{node.port}", err=True)
+
+
 # -- the rest lives in its own modules ---------------------------------------------------------
 
 
