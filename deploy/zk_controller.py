@@ -1,0 +1,420 @@
+"""ZkControllerService: the controller candidate every ZK-mode broker runs (Kafka's KafkaController).
+
+It follows zkstore's `ControllerElection`. On `BecameController(epoch, zk version)`, as Kafka's
+onControllerFailover:
+
+1. load everything from ZooKeeper (`zkstore.load_metadata`) into a `ControllerState`;
+2. a `ZkMetadataLog` continuing after the loaded records, fenced by the epoch's zk version, and
+   the backend-agnostic `ControllerDriver` on it;
+3. a `ControllerChannelManager` to the live brokers, which first gets `plan_failover` (a full
+   LeaderAndIsr for every partition to each live replica, a full UpdateMetadata to every live
+   broker); after that every committed event's `plan_propagation(before, after)`;
+4. a children watch on /brokers/ids: each change (and once at start, which also elects leaders
+   for New and Offline partitions) becomes a `BrokerChange` with the registrations' czxids as
+   broker epochs, submitted to the driver;
+5. when `auto.leader.rebalance.enable`, an `AutoLeaderRebalance` event 5 s after failover (as
+   Kafka) and then every `leader.imbalance.check.interval.seconds`.
+
+On `Resigned` (the /controller znode moved, the session expired, or `resign()`) all of that is
+cancelled and dropped: queued and running requests are answered NOT_CONTROLLER, channels close.
+A write refused because another controller was elected (ControllerMovedError: this one is a
+zombie) or one applied only in part makes this controller resign, so that the next one starts
+from what ZooKeeper holds.
+
+`submit(request)` runs a controller request (CreateTopics, AlterPartition, ControlledShutdown,
+ElectLeaders, ...) on the active controller, or answers NOT_CONTROLLER (the controller's
+`failed_response` shape) when this broker's controller is not active; `is_active` and
+`active_id` say where the controller is, for the broker's forwarding channel.
+
+    service = ZkControllerService(zk, broker_id, transport, config=ControllerConfig(...),
+                                  inter_broker_listener="INTERNAL")
+    await nursery.start(service.run)       # started once the first election round is done
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from controller.broker_lifecycle import BrokerChange, LiveBroker
+from controller.channel import DEFAULT_REQUEST_TIMEOUT_S, ControllerChannelManager
+from controller.config import ControllerConfig
+from controller.context import ControllerContext
+from controller.driver import ControllerDriver
+from controller.elect_leaders import AutoLeaderRebalance
+from controller.metrics import ControllerMetrics
+from controller.operations import failed_response
+from controller.ports import BrokerSender
+from controller.propagation import ControllerIdentity, plan_failover, plan_propagation
+from controller.state import ControllerState
+from protocol.errors import ErrorCode
+from protocol.messages import Request, Response
+from protocol.metadata.image import MetadataImage
+from zkstore import (
+    BecameController,
+    ControllerElection,
+    Resigned,
+    ZkClient,
+    ZkMetadataLog,
+    load_metadata,
+)
+from zkstore.loader import incarnation_from_czxid
+from zkstore.znodes import BrokerIdsZNode, BrokerIdZNode
+
+log = structlog.get_logger("deploy.zk_controller")
+
+REBALANCE_INITIAL_DELAY_S = 5.0
+"""Kafka schedules the first auto-rebalance check 5 s after a failover."""
+RETRY_BACKOFF_S = 0.5
+"""Wait before reading /brokers/ids again after a failed read (the connection is down)."""
+
+
+class _Active:
+    """One term as the active controller: everything dropped when it ends."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.scope = trio.CancelScope()
+        self.finished = trio.Event()
+        self.driver: ControllerDriver | None = None
+        self.log: ZkMetadataLog | None = None
+        self.channels: ControllerChannelManager | None = None
+        self.resigning = False
+        self.resign_requested = False
+
+
+class ZkControllerService:
+    """This broker's controller candidate in ZooKeeper mode. Run `run` in a nursery."""
+
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        sender: BrokerSender,
+        *,
+        config: ControllerConfig | None = None,
+        ctx: ControllerContext | None = None,
+        inter_broker_listener: str = "PLAINTEXT",
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        rebalance_initial_delay_s: float = REBALANCE_INITIAL_DELAY_S,
+        rebalance_interval_s: float | None = None,
+        channel_retry_backoff_s: float = 0.1,
+        metrics: ControllerMetrics | None = None,
+        election: ControllerElection | None = None,
+    ) -> None:
+        self._zk = zk
+        self.broker_id = broker_id
+        self._sender = sender
+        self._ctx = (
+            ctx if ctx is not None else ControllerContext(config=config or ControllerConfig())
+        )
+        self._config = self._ctx.config
+        self.inter_broker_listener = inter_broker_listener
+        self._request_timeout_s = request_timeout_s
+        self._rebalance_initial_delay_s = rebalance_initial_delay_s
+        self._rebalance_interval_s = (
+            rebalance_interval_s
+            if rebalance_interval_s is not None
+            else float(self._config.leader_imbalance_check_interval_seconds)
+        )
+        self._channel_retry_backoff_s = channel_retry_backoff_s
+        self._metrics = metrics
+        self._election = election if election is not None else ControllerElection(zk, broker_id)
+        self._active: _Active | None = None
+        self._nursery: trio.Nursery | None = None
+        self.terms = 0
+        """How many times this broker became the active controller (for tests and logs)."""
+
+    # -- what the broker asks ----------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        """This broker is the controller and serving (state loaded, event loop running)."""
+        active = self._active
+        return active is not None and active.driver is not None and not active.resigning
+
+    @property
+    def active_id(self) -> int | None:
+        """The broker id in /controller as last seen (None when nobody holds it)."""
+        return self._election.active_controller_id
+
+    @property
+    def epoch(self) -> int | None:
+        """The controller epoch while active."""
+        return self._active.epoch if self.is_active and self._active else None
+
+    @property
+    def driver(self) -> ControllerDriver | None:
+        return self._active.driver if self.is_active and self._active else None
+
+    @property
+    def channels(self) -> ControllerChannelManager | None:
+        return self._active.channels if self.is_active and self._active else None
+
+    @property
+    def image(self) -> MetadataImage | None:
+        """The active controller's metadata (None when not active)."""
+        driver = self.driver
+        return None if driver is None else driver.state.image
+
+    async def submit(self, request: Any) -> Any:
+        """Run a controller request here if this broker is the active controller; otherwise
+        its NOT_CONTROLLER response (the caller looks up `active_id` and forwards, or retries)."""
+        active = self._active
+        driver = active.driver if active is not None and not active.resigning else None
+        if active is None or driver is None:
+            where = self.active_id
+            return failed_response(
+                request,
+                ErrorCode.NOT_CONTROLLER,
+                f"broker {self.broker_id} is not the active controller"
+                + (f" (the controller is broker {where})" if where is not None else ""),
+            )
+        response = await driver.submit(request)
+        self._check_log(active)
+        return response
+
+    async def resign(self) -> None:
+        """Give up the controllership (delete /controller so that the brokers elect again)."""
+        await self._election.resign()
+
+    # -- the election's events ---------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Take part in the election until cancelled (started after the first round)."""
+        if self._nursery is not None:
+            raise RuntimeError("ZkControllerService.run is already running")
+        events = self._election.events()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self._election.run)
+                task_status.started()
+                async for event in events:
+                    if isinstance(event, BecameController):
+                        await self._stop_active("elected again")
+                        active = _Active(event.epoch)
+                        self._active = active
+                        self.terms += 1
+                        nursery.start_soon(self._serve, active, event)
+                    elif isinstance(event, Resigned):
+                        await self._stop_active(event.reason)
+        finally:
+            self._nursery = None
+            active, self._active = self._active, None
+            if active is not None:
+                active.scope.cancel()
+
+    async def _stop_active(self, reason: str) -> None:
+        active, self._active = self._active, None
+        if active is None:
+            return
+        log.info(
+            "controller resigning", broker_id=self.broker_id, epoch=active.epoch, reason=reason
+        )
+        active.resigning = True
+        active.scope.cancel()
+        await active.finished.wait()
+
+    async def _serve(self, active: _Active, event: BecameController) -> None:
+        try:
+            with active.scope:
+                await self._failover(active, event)
+        except Exception:
+            log.exception(
+                "controller failed; resigning", broker_id=self.broker_id, epoch=active.epoch
+            )
+            self._resign_soon(active)
+        finally:
+            active.driver = None
+            active.channels = None
+            active.log = None
+            active.finished.set()
+
+    async def _failover(self, active: _Active, event: BecameController) -> None:
+        started = trio.current_time()
+        loaded = await load_metadata(self._zk)
+        image = loaded.image()
+        metadata_log = ZkMetadataLog.from_loaded(
+            self._zk, loaded, epoch=event.epoch, epoch_zk_version=event.epoch_zk_version
+        )
+        identity = ControllerIdentity(self.broker_id, event.epoch, self.inter_broker_listener)
+        channels = ControllerChannelManager(
+            self._sender,
+            listener=self.inter_broker_listener,
+            request_timeout_s=self._request_timeout_s,
+            retry_backoff_s=self._channel_retry_backoff_s,
+            max_retry_backoff_s=max(1.0, self._channel_retry_backoff_s),
+            on_response=self._on_response,
+        )
+
+        def propagate(before: MetadataImage, after: MetadataImage) -> None:
+            channels.update_brokers(after)
+            channels.send_plan(plan_propagation(before, after, identity))
+
+        driver_kwargs: dict[str, Any] = {"on_commit": propagate}
+        if self._metrics is not None:
+            driver_kwargs["metrics"] = self._metrics
+        driver = ControllerDriver(metadata_log, ControllerState(image), self._ctx, **driver_kwargs)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(channels.run)
+            channels.update_brokers(image)
+            channels.send_plan(plan_failover(image, identity))
+            await nursery.start(driver.run)
+            active.driver, active.log, active.channels = driver, metadata_log, channels
+            log.info(
+                "controller active",
+                broker_id=self.broker_id,
+                epoch=event.epoch,
+                brokers=sorted(image.cluster.brokers),
+                topics=len(image.topics.by_id),
+                load_s=round(trio.current_time() - started, 3),
+            )
+            nursery.start_soon(self._watch_brokers, active, driver)
+            if self._config.auto_leader_rebalance_enable:
+                nursery.start_soon(self._rebalance, active, driver)
+
+    # -- brokers coming and going ----------------------------------------------------------------
+
+    async def _watch_brokers(self, active: _Active, driver: ControllerDriver) -> None:
+        wake_send, wake_receive = trio.open_memory_channel[None](math.inf)
+
+        def watch(_event: object) -> None:
+            # Runs in the trio thread, possibly after this term ended.
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                wake_send.send_nowait(None)
+
+        with wake_send, wake_receive:
+            while True:
+                try:
+                    brokers = await self._read_brokers(watch)
+                except Exception as exc:
+                    log.warning("reading /brokers/ids failed; retrying", error=repr(exc))
+                    await trio.sleep(RETRY_BACKOFF_S)
+                    continue
+                response = await driver.submit(BrokerChange(brokers))
+                if response.error_code:
+                    log.warning(
+                        "broker change failed",
+                        error_code=response.error_code,
+                        error=response.error_message,
+                    )
+                elif response.new_broker_ids or response.dead_broker_ids:
+                    log.info(
+                        "brokers changed",
+                        new=response.new_broker_ids,
+                        dead=response.dead_broker_ids,
+                        bounced=response.bounced_broker_ids,
+                    )
+                if self._check_log(active):
+                    return
+                await wake_receive.receive()
+                while True:  # several changes since: one read covers them all
+                    try:
+                        wake_receive.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+
+    async def _read_brokers(self, watch: Any) -> tuple[LiveBroker, ...]:
+        children = await self._zk.get_children(BrokerIdsZNode.PATH, watch=watch)
+        ids = sorted(int(c) for c in children if c.isdigit())
+        found = await self._zk.get_many([BrokerIdZNode.path(i) for i in ids])
+        brokers: list[LiveBroker] = []
+        for broker_id, got in zip(ids, found, strict=True):
+            if got is None:
+                continue  # gone while we read: the watch fires again
+            data, stat = got
+            info = BrokerIdZNode.decode(broker_id, data)
+            brokers.append(
+                LiveBroker(
+                    broker_id=broker_id,
+                    epoch=int(stat.czxid),
+                    endpoints=info.endpoints,
+                    rack=info.rack,
+                    incarnation_id=incarnation_from_czxid(int(stat.czxid)),
+                )
+            )
+        return tuple(brokers)
+
+    async def _rebalance(self, active: _Active, driver: ControllerDriver) -> None:
+        await trio.sleep(self._rebalance_initial_delay_s)
+        while True:
+            response = await driver.submit(AutoLeaderRebalance())
+            if self._check_log(active):
+                return
+            moved = [
+                (r.topic, p.partition_id)
+                for r in response.replica_election_results
+                for p in r.partition_result
+                if p.error_code == 0
+            ]
+            if moved:
+                log.info("auto leader rebalance", elected=moved)
+            await trio.sleep(self._rebalance_interval_s)
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def _check_log(self, active: _Active) -> bool:
+        """True (and resigning) when the metadata log refuses writes: fenced by a newer
+        controller, or ZooKeeper left half-written."""
+        metadata_log = active.log
+        if metadata_log is None or metadata_log.failure is None:
+            return False
+        if not active.resign_requested:
+            log.warning(
+                "controller writes refused; resigning",
+                broker_id=self.broker_id,
+                epoch=active.epoch,
+                error=str(metadata_log.failure),
+            )
+            self._resign_soon(active)
+        return True
+
+    def _resign_soon(self, active: _Active) -> None:
+        if active.resign_requested:
+            return
+        active.resign_requested = active.resigning = True
+        if self._nursery is not None and active is self._active:
+            self._nursery.start_soon(self._resign_quietly)
+
+    async def _resign_quietly(self) -> None:
+        try:
+            await self._election.resign()
+        except Exception as exc:
+            # Not connected: the session's end removes /controller anyway.
+            log.warning("controller resignation failed", error=repr(exc))
+
+    def _on_response(self, broker_id: int, request: Request, response: Response) -> None:
+        code = getattr(response, "error_code", 0)
+        if code:
+            log.warning(
+                "broker refused a controller request",
+                broker_id=broker_id,
+                request=type(request).__name__,
+                error=ErrorCode.from_wire(code).name,
+                message=getattr(response, "error_message", None),
+            )
+        for topic in _partition_errors(response):
+            log.warning("broker refused partitions", broker_id=broker_id, errors=topic)
+
+
+def _partition_errors(response: Response) -> Sequence[object]:
+    topics = getattr(response, "topics", None) or ()
+    out: list[object] = []
+    for topic in topics:
+        errors = [
+            (getattr(topic, "topic_name", "?"), p.partition_index, p.error_code)
+            for p in getattr(topic, "partition_errors", ())
+            if p.error_code
+        ]
+        if errors:
+            out.append(errors)
+    return out
+
+
+__all__ = ["REBALANCE_INITIAL_DELAY_S", "ZkControllerService"]
