@@ -419,3 +419,37 @@ async def test_auto_rebalance_gives_leadership_back_to_the_preferred_replica(
         await wait_until(lambda: latest_states(two.fake, "r")[0].leader == 2, within=WITHIN)
         state = await state_znode(observer, "r", 0)
         assert state.leader == 2 and set(state.isr) == {1, 2}
+
+
+async def test_session_expiry_drops_the_controller_and_the_new_session_elects_again(
+    zookeeper: ZooKeeperChroot,
+) -> None:
+    from kazoo.client import KazooClient  # only to expire the session, as ZooKeeper tests do
+
+    async with cluster(zookeeper) as (nursery, node, _observer):
+        controller = await node(1).start(nursery)
+        service = controller.service
+        assert service is not None and controller.zk is not None
+        await wait_until(lambda: service.is_active, within=WITHIN)
+        assert service.epoch == 1
+        old_driver = service.driver
+        assert old_driver is not None
+
+        # Another client attaching to the same session and closing it expires the session.
+        session_id, password = controller.zk.kazoo.client_id
+
+        def expire() -> None:
+            twin = KazooClient(hosts=zookeeper.hosts, client_id=(session_id, password))
+            twin.start(10)
+            twin.stop()
+            twin.close()
+
+        await trio.to_thread.run_sync(expire)
+        # The old term is over: NOT_CONTROLLER from its driver, then a new term with the next
+        # epoch once kazoo has a new session (registration and election run again).
+        await wait_until(lambda: service.terms == 2 and service.is_active, within=WITHIN)
+        assert service.epoch == 2
+        assert service.driver is not old_driver
+        stale = await old_driver.submit(create("x", rf=1))
+        assert stale.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+        assert (await service.submit(create("x", rf=1))).topics[0].error_code == 0
