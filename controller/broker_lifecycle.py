@@ -21,7 +21,7 @@ partitions it still leads (the broker retries while there are some).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from controller.configs import unclean_leader_election_enabled
@@ -120,14 +120,14 @@ def _reelect(
     state: ControllerState,
     ctx: ControllerContext,
     changes: _Changes,
-    gone: Collection[int],
+    gone: Callable[[int], bool],
     live: Callable[[int], bool],
     up: Callable[[int], bool],
 ) -> None:
-    """Take `gone` out of every ISR and elect where the leader is not up (live or shutting
-    down). A shutting-down leader that is not gone may stay."""
+    """Take the replicas for which `gone` holds out of every ISR and elect where the leader is
+    not up (live or shutting down). A shutting-down leader that is not gone may stay."""
     for name, topic_id, pid, part in changes.partitions():
-        touched = any(r in gone for r in part.isr) or part.leader in gone
+        touched = any(gone(r) for r in part.isr) or gone(part.leader)
         if not touched and up(part.leader):
             continue
         leader = part.leader
@@ -137,7 +137,7 @@ def _reelect(
 
         builder = PartitionChangeBuilder(part, topic_id, pid, acceptable)
         # As leaderForOffline: the ISR keeps its members that are up (unless none is).
-        builder.set_target_isr([r for r in part.isr if r not in gone and up(r)])
+        builder.set_target_isr([r for r in part.isr if not gone(r) and up(r)])
         builder.set_election(election_for(state, name, ctx))
         changes.add(topic_id, pid, part, builder.build())
 
@@ -182,7 +182,14 @@ def broker_change(
     }
     up_after = set(given)
     live_after = up_after - shutting_down
-    gone = {*dead, *bounced}
+    bounced_set = set(bounced)
+
+    def gone(r: int) -> bool:
+        # Brokers that went away, bounced ones, and any replica not registered at all: a broker
+        # that died before this controller loaded leaves ISRs too (as Kafka's replica state
+        # machine takes replicas on dead brokers offline at controller start-up).
+        return r >= 0 and (r in bounced_set or r not in up_after)
+
     changes = _Changes(image)
     # onBrokerFailure: the brokers that went away are not candidates, not even bounced ones.
     _reelect(
@@ -190,12 +197,19 @@ def broker_change(
         ctx,
         changes,
         gone,
-        live=lambda r: r in live_after and r not in gone,
-        up=lambda r: r in up_after and r not in gone,
+        live=lambda r: r in live_after and not gone(r),
+        up=lambda r: r in up_after and not gone(r),
     )
     if new or bounced:
         # onBrokerStartup: partitions still without a leader may get one on the new brokers.
-        _reelect(state, ctx, changes, (), live=live_after.__contains__, up=up_after.__contains__)
+        _reelect(
+            state,
+            ctx,
+            changes,
+            lambda r: False,
+            live=live_after.__contains__,
+            up=up_after.__contains__,
+        )
     return ControllerResult(
         records=records + changes.records,
         response=BrokerChangeResponse(

@@ -123,6 +123,22 @@ def test_dead_leader_reelected_and_removed_from_isrs(h: Harness) -> None:
     assert h.state.image.cluster.broker(1) is None
 
 
+def test_replica_dead_before_failover_leaves_isrs_it_only_followed(h: Harness) -> None:
+    # A new controller loads /brokers/ids without broker 3, but the partition state znodes still
+    # list 3 in ISRs: its first BrokerChange takes 3 out of them, as Kafka's replica state
+    # machine takes replicas on dead brokers offline at controller start-up.
+    create(h, "t", (1, 2, 3), (3, 1, 2))
+    h.commit(
+        [UnregisterBrokerRecord(broker_id=3, broker_epoch=h.state.image.cluster.broker(3).epoch)]
+    )
+    assert lia(part(h, "t", 0)) == (1, (1, 2, 3))  # nothing has noticed yet
+    result = h.run(live(h, 1, 2))
+    assert result.response.dead_broker_ids == ()  # not registered: not "newly" dead
+    h.commit(result.records)
+    assert lia(part(h, "t", 0)) == (1, (1, 2))  # followed only: leaves the ISR
+    assert lia(part(h, "t", 1)) == (1, (1, 2))  # led: re-elected from the ISR in order
+
+
 def test_last_isr_member_dies_stays_in_isr_leaderless_then_returns(h: Harness) -> None:
     create(h, "t", (1, 2))
     h.commit(h.run(live(h, 1, 3)).records)  # 2 dies: ISR (1)
