@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -388,7 +389,9 @@ def cluster_up(cluster_dir: str, brokers: int, host: str, base_port: int, zookee
         overrides=list(overrides), timeout=timeout,
     )  # fmt: skip
     try:
-        report = run(sup.wait_until_ready, state.bootstrap, len(state.brokers), timeout)
+        report = run(
+            partial(sup.wait_until_ready, state.bootstrap, len(state.brokers), within=timeout)
+        )
     except click.ClickException:
         click.echo("the cluster did not become ready; stopping it", err=True)
         sup.cluster_down(Path(cluster_dir), timeout=10.0)
@@ -419,7 +422,7 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
     error = None
     if any(alive[b.name] for b in state.brokers):
         try:
-            report = trio.run(sup.describe_cluster, state.bootstrap, 5000)
+            report = trio.run(partial(sup.describe_cluster, state.bootstrap, timeout_ms=5000))
         except (TriokaError, OSError) as exc:
             error = str(exc)
     if as_json:
@@ -452,7 +455,7 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
     table = Table("Process", "Pid", "Address", "Alive", "Role", box=None)
     for n in nodes:
         role = ""
-        if report is not None and n.name != "zookeeper":
+        if report is not None and n.name != "zookeeper" and alive[n.name]:
             live = {b.node_id for b in report.brokers}
             if n.node_id == report.controller_id:
                 role = "controller"
@@ -529,7 +532,9 @@ def cluster_down(cluster_dir: str, timeout: float) -> None:
     controller = None
     if any(sup.node_alive(b) for b in state.brokers):
         try:
-            controller = trio.run(sup.describe_cluster, state.bootstrap, 3000).controller_id
+            controller = trio.run(
+                partial(sup.describe_cluster, state.bootstrap, timeout_ms=3000)
+            ).controller_id
         except (TriokaError, OSError):
             controller = None
     for node, outcome in sup.cluster_down(Path(cluster_dir), timeout=timeout,

@@ -4,7 +4,8 @@
     cluster.start()                     # every broker answers ApiVersions (deadline)
     await cluster.wait_ready()          # a controller, and every broker known to the cluster
     cluster.bootstrap                   # "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3"
-    cluster.brokers[2]                  # tests.support.broker_process.BrokerProcess (kill, pause)
+    cluster.brokers[2]                  # tests.support.broker_process.BrokerProcess (kill, stop)
+    cluster.pause(2); cluster.resume(2) # SIGSTOP/SIGCONT; live_bootstrap() leaves paused ones out
     await cluster.controller_id()       # from a Metadata response
     await cluster.partition("t", 0)     # client.metadata.PartitionInfo: leader, replicas, ISR
     await cluster.wait_partition("t", 0, lambda p: p.leader != 1, within=30)
@@ -58,6 +59,7 @@ class ZkCluster:
             "replica.fetch.backoff.ms": 100,
             **(overrides or {}),
         }
+        self.paused: set[int] = set()
         self.brokers: dict[int, BrokerProcess] = {
             node_id: BrokerProcess(
                 self.tmp_dir / f"broker-{node_id}",
@@ -75,8 +77,20 @@ class ZkCluster:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
 
     def live_bootstrap(self) -> str:
-        """Only the brokers whose process is running (a client must not start on a dead one)."""
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+        """Only the brokers whose process runs and is not paused (a client must not start on a
+        dead or frozen one)."""
+        return ",".join(
+            b.bootstrap for i, b in self.brokers.items() if b.running and i not in self.paused
+        )
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP broker `node_id` (its ZooKeeper session expires after the timeout)."""
+        self.brokers[node_id].pause()
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.brokers[node_id].resume()
+        self.paused.discard(node_id)
 
     def start(self, timeout: float = 60.0) -> None:
         for proc in self.brokers.values():
@@ -102,6 +116,7 @@ class ZkCluster:
                 "bootstrap.servers": self.live_bootstrap(),
                 "default.api.timeout.ms": 10_000,
                 "socket.connection.setup.timeout.ms": 1000,
+                "request.timeout.ms": 5000,
                 **config,
             }
         )
@@ -125,7 +140,11 @@ class ZkCluster:
 
     async def wait_ready(self, within: float = 60.0, *, brokers: int | None = None) -> None:
         """Until a controller exists and `brokers` (default: all running) are live."""
-        wanted = brokers if brokers is not None else sum(p.running for p in self.brokers.values())
+        wanted = (
+            brokers
+            if brokers is not None
+            else sum(p.running and i not in self.paused for i, p in self.brokers.items())
+        )
         await self._wait(
             lambda meta: meta[0] >= 0 and len(meta[1]) >= wanted,
             within,
