@@ -9,7 +9,9 @@ produce to it with its next request.
 
 from __future__ import annotations
 
+import contextvars
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -18,11 +20,15 @@ from typing import Any
 import structlog
 import trio
 
+from broker.alter_partition import AlterPartitionManager
 from broker.config import BROKER_CONFIGS, BrokerConfig
+from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_publisher import MetadataPublisher
 from broker.partitions import Partition, PartitionManager
 from broker.ports import ControllerChannel, MetadataSource
 from broker.purgatory import FetchPurgatory
+from broker.replica.fetch_session import FetchSessionCache, PartitionRequest, PartitionResult
+from broker.replica.leader import check_current_leader_epoch
 from broker.server import BoundListener, ConnectionInfo
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
@@ -39,12 +45,19 @@ from protocol.messages.configs import (
     IncrementalAlterConfigsResponse,
     ResourceType,
 )
+from protocol.messages.describe_cluster import (
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from protocol.messages.fetch import (
+    EpochEndOffset,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     FetchTopicResponse,
 )
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -61,12 +74,19 @@ from protocol.messages.metadata import (
     MetadataResponse,
     MetadataTopic,
 )
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopicResult,
+)
 from protocol.messages.produce import (
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
     ProduceTopicResponse,
 )
+from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.topics import (
     CreatableTopic,
     CreatableTopicResult,
@@ -76,6 +96,7 @@ from protocol.messages.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.metadata.describe import describe_topic_config_entries
 from protocol.names import TopicPartition, is_internal, topic_name_problem
 from protocol.record_batch import iter_batches
@@ -83,6 +104,12 @@ from protocol.record_batch import iter_batches
 log = structlog.get_logger("broker.apis")
 
 Handler = Callable[[Any, ConnectionInfo], Any]
+
+FORWARDED_CLIENT_ID = "trioka-forwarded"
+"""The client id of a request one broker forwarded to the controller's broker (one hop only:
+the receiver submits it to its own controller, which answers NOT_CONTROLLER if not active)."""
+
+_forwarded: contextvars.ContextVar[bool] = contextvars.ContextVar("forwarded", default=False)
 
 
 def _error(exc: BaseException) -> tuple[int, str]:
@@ -105,10 +132,15 @@ class KafkaApis:
         config: BrokerConfig,
         partitions: PartitionManager,
         publisher: MetadataPublisher,
-        metadata_source: MetadataSource,
+        metadata_source: MetadataSource | None,
         controller: ControllerChannel,
         purgatory: FetchPurgatory,
         cluster_id: str,
+        produce_purgatory: FetchPurgatory | None = None,
+        fetch_sessions: FetchSessionCache[TopicPartition] | None = None,
+        alter_partition: AlterPartitionManager | None = None,
+        controller_requests: ControllerRequestHandler | None = None,
+        local_controller: ControllerChannel | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -116,7 +148,16 @@ class KafkaApis:
         self.publisher = publisher
         self.metadata_source = metadata_source
         self.controller = controller
+        self.local_controller = local_controller
+        """ZK mode: this broker's own controller service, for requests other brokers forwarded
+        (client id FORWARDED_CLIENT_ID); None submits them to `controller` as any other."""
         self.purgatory = purgatory
+        self.produce_purgatory = produce_purgatory or FetchPurgatory()
+        self.fetch_sessions: FetchSessionCache[TopicPartition] = fetch_sessions or (
+            FetchSessionCache(int(config["max.incremental.fetch.session.cache.slots"]))
+        )
+        self.alter_partition = alter_partition
+        self.controller_requests = controller_requests
         self.cluster_id = cluster_id
         self.bound: list[BoundListener] = []
         self._handlers: dict[ApiKey, Handler] = {
@@ -129,7 +170,24 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: self.delete_topics,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
+            ApiKey.CREATE_PARTITIONS: self.forward_admin,
+            ApiKey.ELECT_LEADERS: self.forward_admin,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.forward_admin,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.forward_admin,
         }
+        if controller_requests is not None:
+            self._handlers.update(
+                {
+                    ApiKey.LEADER_AND_ISR: self.leader_and_isr,
+                    ApiKey.STOP_REPLICA: self.stop_replica,
+                    ApiKey.UPDATE_METADATA: self.update_metadata,
+                    # Brokers forward these to the controller's broker (ZK mode).
+                    ApiKey.ALTER_PARTITION: self.forward_admin,
+                    ApiKey.CONTROLLED_SHUTDOWN: self.forward_admin,
+                }
+            )
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
         handler = self._handlers.get(request.api_key)
@@ -139,7 +197,41 @@ class KafkaApis:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"{request.api_key.name} is not served by this broker",
             )
-        return await handler(request.body, conn)
+        token = _forwarded.set(request.client_id == FORWARDED_CLIENT_ID)
+        try:
+            return await handler(request.body, conn)
+        finally:
+            _forwarded.reset(token)
+
+    @property
+    def zk_mode(self) -> bool:
+        return self.controller_requests is not None
+
+    def notify_partition(self, tp: TopicPartition) -> None:
+        """The partition's HW or leadership changed: re-check waiting fetches and produces."""
+        self.purgatory.notify(tp)
+        self.produce_purgatory.notify(tp)
+
+    def controller_id(self) -> int:
+        if self.controller_requests is not None:
+            return self.controller_requests.controller_id
+        return self.node_id
+
+    # -- Controller requests (ZK mode) -------------------------------------------------------
+
+    async def leader_and_isr(self, request: LeaderAndIsrRequest, conn: ConnectionInfo) -> Response:
+        assert self.controller_requests is not None
+        return self.controller_requests.leader_and_isr(request)
+
+    async def stop_replica(self, request: StopReplicaRequest, conn: ConnectionInfo) -> Response:
+        assert self.controller_requests is not None
+        return self.controller_requests.stop_replica(request)
+
+    async def update_metadata(
+        self, request: UpdateMetadataRequest, conn: ConnectionInfo
+    ) -> Response:
+        assert self.controller_requests is not None
+        return self.controller_requests.update_metadata(request)
 
     # -- ApiVersions ----------------------------------------------------------------------
 
@@ -155,6 +247,7 @@ class KafkaApis:
     async def produce(self, request: ProduceRequest, conn: ConnectionInfo) -> Response | None:
         acks = request.acks
         topics = []
+        waiting: dict[TopicPartition, tuple[Partition, int]] = {}
         for topic in request.topics:
             results = []
             for part in topic.partitions:
@@ -167,13 +260,66 @@ class KafkaApis:
                         )
                     )
                     continue
-                results.append(self._append(TopicPartition(topic.name, part.index), part.records))
+                tp = TopicPartition(topic.name, part.index)
+                result, end = self._append(tp, part.records, acks)
+                if acks == -1 and end is not None:
+                    waiting[tp] = end
+                results.append(result)
             topics.append(ProduceTopicResponse(name=topic.name, partitions=tuple(results)))
         if acks == 0:
             return None
+        if waiting:
+            errors = await self._await_replication(waiting, request.timeout_ms)
+            topics = [
+                replace(
+                    t,
+                    partitions=tuple(
+                        _with_error(p, errors.get(TopicPartition(t.name, p.index)))
+                        for p in t.partitions
+                    ),
+                )
+                for t in topics
+            ]
         return ProduceResponse(topics=tuple(topics))
 
-    def _append(self, tp: TopicPartition, records: bytes) -> ProducePartitionResponse:
+    async def _await_replication(
+        self, waiting: dict[TopicPartition, tuple[Partition, int]], timeout_ms: int
+    ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
+        """The acks=all purgatory (Kafka's DelayedProduce): wait until the HW passes each
+        append, the leadership moves, or the request's timeout; the errors of those that failed.
+        """
+        errors: dict[TopicPartition, tuple[ErrorCode, str]] = {}
+        pending = dict(waiting)
+        deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+        while True:
+            for tp, (partition, required) in list(pending.items()):
+                if self.partitions.partitions.get(tp) is not partition:
+                    done, code = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    done, code = partition.state.check_enough_replicas_reach_offset(required)
+                if done:
+                    del pending[tp]
+                    if code != ErrorCode.NONE:
+                        errors[tp] = (code, _replication_message(code, tp, partition))
+            if not pending or trio.current_time() >= deadline or self.produce_purgatory.closed:
+                break
+            event = self.produce_purgatory.watch(pending)
+            try:
+                with trio.move_on_at(deadline):
+                    await event.wait()
+            finally:
+                self.produce_purgatory.unwatch(pending, event)
+        for tp in pending:
+            errors[tp] = (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"{tp}: not replicated to the ISR within {timeout_ms} ms (acks=all)",
+            )
+        return errors
+
+    def _append(
+        self, tp: TopicPartition, records: bytes, acks: int = 1
+    ) -> tuple[ProducePartitionResponse, tuple[Partition, int] | None]:
+        """The append's response, and (partition, offset after the append) when it worked."""
         try:
             if is_internal(tp.topic):
                 raise KafkaError(
@@ -183,6 +329,7 @@ class KafkaApis:
             if not records:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"no record batch for {tp}")
             partition = self.partitions.leader(tp)
+            partition.state.check_append(acks)
             info = partition.log.append_as_leader(records, partition.state.leader_epoch)
         except Exception as exc:
             code, message = _error(exc)
@@ -192,64 +339,214 @@ class KafkaApis:
                 log.exception("append failed", topic_partition=str(tp))
             return ProducePartitionResponse(
                 index=tp.partition, error_code=code, error_message=message
-            )
+            ), None
         if partition.state.update_local_leo(partition.log.log_end_offset):
-            self.purgatory.notify(tp)
-        return ProducePartitionResponse(
+            self.produce_purgatory.notify(tp)
+        # Followers read to the LEO: every append may complete their long polls.
+        self.purgatory.notify(tp)
+        response = ProducePartitionResponse(
             index=tp.partition,
             error_code=0,
             base_offset=info.first_offset,
             log_start_offset=partition.log.log_start_offset,
         )
+        return response, (partition, info.last_offset + 1)
 
     # -- Fetch ----------------------------------------------------------------------------
 
     async def fetch(self, request: FetchRequest, conn: ConnectionInfo) -> FetchResponse:
+        follower = request.replica_id >= 0
+        now = _now_ms()
+        fetch_data = {
+            TopicPartition(t.name, p.index): PartitionRequest(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=p.last_fetched_epoch,
+                log_start_offset=p.log_start_offset,
+            )
+            for t in request.topics
+            for p in t.partitions
+        }
+        forgotten = [
+            TopicPartition(f.topic, i) for f in request.forgotten_topics_data for i in f.partitions
+        ]
+        context = self.fetch_sessions.new_context(
+            request.session_id,
+            request.session_epoch,
+            fetch_data,
+            forgotten,
+            privileged=follower,
+            now_ms=now,
+        )
+        if context.error_code != ErrorCode.NONE:
+            return FetchResponse(
+                error_code=int(context.error_code),
+                error_message=f"fetch session {request.session_id} at epoch "
+                f"{request.session_epoch}: {context.error_code.name}",
+            )
+        wanted = context.partitions()
+        tps = [tp for tp, _ in wanted]
         deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
-        tps = [TopicPartition(t.name, p.index) for t in request.topics for p in t.partitions]
         while True:
-            response, total, errors = self._read_fetch(request)
+            results, total, errors = self._read_fetch(request, wanted)
             if (
                 total >= request.min_bytes
                 or errors
                 or request.max_wait_ms <= 0
                 or trio.current_time() >= deadline
+                or self.purgatory.closed
             ):
-                return response
+                break
             event = self.purgatory.watch(tps)
             try:
                 with trio.move_on_at(deadline):
                     await event.wait()
             finally:
                 self.purgatory.unwatch(tps, event)
+        answer = context.complete(
+            {
+                tp: PartitionResult(
+                    high_watermark=r.high_watermark,
+                    log_start_offset=r.log_start_offset,
+                    records_size=len(r.records),
+                    error_code=r.error_code,
+                    diverging_epoch=r.diverging_epoch is not None,
+                )
+                for tp, r in results.items()
+            },
+            now_ms=_now_ms(),
+        )
+        topics: list[FetchTopicResponse] = []
+        for tp in answer.partitions:
+            result = results[tp]
+            if topics and topics[-1].name == tp.topic:
+                topics[-1] = replace(topics[-1], partitions=(*topics[-1].partitions, result))
+            else:
+                topics.append(FetchTopicResponse(name=tp.topic, partitions=(result,)))
+        return FetchResponse(
+            topics=tuple(topics),
+            error_code=int(answer.error_code),
+            session_id=answer.session_id,
+        )
 
-    def _read_fetch(self, request: FetchRequest) -> tuple[FetchResponse, int, bool]:
+    def _read_fetch(
+        self, request: FetchRequest, wanted: list[tuple[TopicPartition, PartitionRequest]]
+    ) -> tuple[dict[TopicPartition, FetchPartitionResponse], int, bool]:
         budget = min(request.max_bytes, int(self.config["fetch.max.bytes"]))
         total = 0
         errors = False
-        topics = []
-        for topic in request.topics:
-            results = []
-            for part in topic.partitions:
-                tp = TopicPartition(topic.name, part.index)
+        results: dict[TopicPartition, FetchPartitionResponse] = {}
+        for tp, part in wanted:
+            if request.replica_id >= 0:
+                result = self._read_follower(
+                    tp, request.replica_id, part, min(part.max_bytes, budget - total), total == 0
+                )
+            else:
                 result = self._read_partition(
                     tp,
                     part.fetch_offset,
-                    min(part.partition_max_bytes, budget - total),
+                    min(part.max_bytes, budget - total),
                     min_one=total == 0,
-                    replica=request.replica_id >= 0,
+                    replica=False,
+                    current_leader_epoch=part.current_leader_epoch,
                 )
-                total += len(result.records)
-                errors = errors or result.error_code != 0
-                results.append(result)
-            topics.append(FetchTopicResponse(name=topic.name, partitions=tuple(results)))
-        return FetchResponse(topics=tuple(topics)), total, errors
+            total += len(result.records)
+            errors = errors or result.error_code != 0 or result.diverging_epoch is not None
+            results[tp] = result
+        return results, total, errors
+
+    def _read_follower(
+        self,
+        tp: TopicPartition,
+        replica_id: int,
+        part: PartitionRequest,
+        max_bytes: int,
+        min_one: bool,
+    ) -> FetchPartitionResponse:
+        """The leader's side of a follower fetch (Kafka's Partition.fetchRecords as leader):
+        epoch checks, the KIP-595 divergence check, the read up to the LEO, then the follower's
+        new position, which may move the HW or propose an ISR expansion."""
+        try:
+            partition = self.partitions.get(tp)
+            if partition is None:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"this server does not host topic-partition {tp}",
+                )
+            state = partition.state
+            the_log = partition.log
+            state.validate_follower_fetch(replica_id, part.current_leader_epoch)
+            diverging = state.diverging_epoch_for(
+                part.last_fetched_epoch, part.fetch_offset, the_log, the_log.log_start_offset
+            )
+            if diverging is not None:
+                return FetchPartitionResponse(
+                    index=tp.partition,
+                    error_code=0,
+                    high_watermark=state.high_watermark,
+                    last_stable_offset=state.high_watermark,
+                    log_start_offset=the_log.log_start_offset,
+                    diverging_epoch=EpochEndOffset(
+                        epoch=diverging.epoch, end_offset=diverging.end_offset
+                    ),
+                )
+            result = self._read_partition(
+                tp, part.fetch_offset, max_bytes, min_one=min_one, replica=True
+            )
+            if result.error_code != 0:
+                return result
+            update = state.update_follower_fetch(
+                replica_id,
+                part.fetch_offset,
+                state.clock_ms(),
+                the_log.log_end_offset,
+                log_start_offset=part.log_start_offset,
+            )
+            if update.high_watermark_changed:
+                self.notify_partition(tp)
+            if update.proposal is not None and self.alter_partition is not None:
+                log.info(
+                    "expanding ISR",
+                    topic_partition=str(tp),
+                    isr=list(state.isr),
+                    new_isr=list(update.proposal.new_isr),
+                )
+                self.alter_partition.submit(update.proposal)
+            return replace(
+                result,
+                high_watermark=state.high_watermark,
+                last_stable_offset=state.high_watermark,
+            )
+        except Exception as exc:
+            code, message = _error(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("follower read failed", topic_partition=str(tp))
+            return FetchPartitionResponse(
+                index=tp.partition, error_code=code, error_message=message
+            )
 
     def _read_partition(
-        self, tp: TopicPartition, offset: int, max_bytes: int, *, min_one: bool, replica: bool
+        self,
+        tp: TopicPartition,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one: bool,
+        replica: bool,
+        current_leader_epoch: int = -1,
     ) -> FetchPartitionResponse:
         try:
             partition = self.partitions.leader(tp)
+            epoch_error = check_current_leader_epoch(
+                partition.state.leader_epoch, current_leader_epoch
+            )
+            if epoch_error != ErrorCode.NONE:
+                raise KafkaError(
+                    epoch_error,
+                    f"fetch of {tp} in leader epoch {current_leader_epoch}; the leader's is "
+                    f"{partition.state.leader_epoch}",
+                )
             the_log = partition.log
             hw = partition.state.high_watermark
             limit = the_log.log_end_offset if replica else hw
@@ -457,17 +754,123 @@ class KafkaApis:
         return MetadataResponse(
             brokers=self._brokers(conn.listener),
             cluster_id=self.publisher.image.cluster_id or self.cluster_id,
-            controller_id=self.node_id,
+            controller_id=self.controller_id(),
             topics=tuple(topics),
+        )
+
+    # -- DescribeCluster ------------------------------------------------------------------
+
+    async def describe_cluster(
+        self, request: DescribeClusterRequest, conn: ConnectionInfo
+    ) -> DescribeClusterResponse:
+        return DescribeClusterResponse(
+            brokers=tuple(
+                DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                for b in self._brokers(conn.listener)
+            ),
+            cluster_id=self.publisher.image.cluster_id or self.cluster_id,
+            controller_id=self.controller_id(),
+        )
+
+    # -- OffsetForLeaderEpoch -------------------------------------------------------------
+
+    async def offset_for_leader_epoch(
+        self, request: OffsetForLeaderEpochRequest, conn: ConnectionInfo
+    ) -> OffsetForLeaderEpochResponse:
+        topics = []
+        for topic in request.topics:
+            results = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition)
+                try:
+                    results.append(
+                        self._offset_for_epoch(tp, part.leader_epoch, part.current_leader_epoch)
+                    )
+                except Exception as exc:
+                    code, _message = _error(exc)
+                    results.append(
+                        OffsetForLeaderPartitionResult(error_code=code, partition=part.partition)
+                    )
+            topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=tuple(results)))
+        return OffsetForLeaderEpochResponse(topics=tuple(topics))
+
+    def _offset_for_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int
+    ) -> OffsetForLeaderPartitionResult:
+        """Kafka's Partition.lastOffsetForLeaderEpoch, answered by the leader."""
+        partition = self.partitions.leader(tp)
+        state = partition.state
+        code = check_current_leader_epoch(state.leader_epoch, current_leader_epoch)
+        if code != ErrorCode.NONE:
+            return OffsetForLeaderPartitionResult(error_code=int(code), partition=tp.partition)
+        the_log = partition.log
+        if leader_epoch == state.leader_epoch:
+            return OffsetForLeaderPartitionResult(
+                error_code=0,
+                partition=tp.partition,
+                leader_epoch=leader_epoch,
+                end_offset=the_log.log_end_offset,
+            )
+        found = the_log.end_offset_for_epoch(leader_epoch)
+        if found is None:
+            return OffsetForLeaderPartitionResult(error_code=0, partition=tp.partition)
+        return OffsetForLeaderPartitionResult(
+            error_code=0, partition=tp.partition, leader_epoch=found.epoch, end_offset=found.offset
         )
 
     # -- Forwarded to the controller --------------------------------------------------------
 
+    def _controller_for_request(self) -> ControllerChannel:
+        if _forwarded.get() and self.local_controller is not None:
+            return self.local_controller
+        return self.controller
+
     async def _forward(self, request: Request) -> Response:
         """Send to the controller, then wait until this broker's image has the result."""
-        response = await self.controller.submit(request)
-        await self.publisher.wait_for(self.metadata_source.committed_offset())
+        response = await self._controller_for_request().submit(request)
+        if self.metadata_source is not None:
+            await self.publisher.wait_for(self.metadata_source.committed_offset())
+        else:
+            await self._await_metadata(request, response)
         return response
+
+    async def _await_metadata(self, request: Request, response: Response) -> None:
+        """ZK mode: the controller answered once ZooKeeper had the change; wait (bounded)
+        until UpdateMetadata brought it here, so that the client's next request finds it, as
+        Kafka's DelayedCreatePartitions waits for the leaders."""
+        if isinstance(request, CreateTopicsRequest) and isinstance(response, CreateTopicsResponse):
+            created = [t.name for t in response.topics if t.error_code == 0]
+
+            def done() -> bool:
+                topics = self.publisher.image.topics
+                return all(
+                    (t := topics.get_topic(n)) is not None
+                    and all(p.leader >= 0 for p in t.partitions.values())
+                    for n in created
+                )
+        elif isinstance(request, DeleteTopicsRequest) and isinstance(
+            response, DeleteTopicsResponse
+        ):
+            deleted = [r.name for r in response.responses if r.error_code == 0 and r.name]
+
+            def done() -> bool:
+                topics = self.publisher.image.topics
+                return all(topics.get_topic(n) is None for n in deleted)
+        else:
+            return
+        timeout_s = int(self.config["request.timeout.ms"]) / 1000
+        with trio.move_on_after(timeout_s):
+            while not done():
+                await self.publisher.changed().wait()
+
+    async def forward_admin(self, request: Request, conn: ConnectionInfo) -> Response:
+        """Requests the controller answers as they are (CreatePartitions, ElectLeaders,
+        reassignments; in ZK mode also AlterPartition and ControlledShutdown that other brokers
+        forward): KafkaError from the channel becomes a request-level error."""
+        try:
+            return await self._controller_for_request().submit(request)
+        except KafkaError as exc:
+            return error_response(type(request), exc.code, exc.message)
 
     async def create_topics(
         self, request: CreateTopicsRequest, conn: ConnectionInfo
@@ -676,3 +1079,28 @@ def _max_timestamp(partition: Partition, limit: int) -> tuple[int, int] | None:
                 best = (header.max_timestamp, header.last_offset)
             offset = header.next_offset
     return best
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _with_error(
+    response: ProducePartitionResponse, error: tuple[ErrorCode, str] | None
+) -> ProducePartitionResponse:
+    if error is None:
+        return response
+    return replace(response, error_code=int(error[0]), error_message=error[1])
+
+
+def _replication_message(code: ErrorCode, tp: TopicPartition, partition: Partition) -> str:
+    state = partition.state
+    if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        return (
+            f"{tp}: appended, but the ISR {list(state.maximal_isr)} shrank below the "
+            f"{state.effective_min_isr()} in-sync replicas required (min.insync.replicas="
+            f"{state.min_insync_replicas})"
+        )
+    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return f"{tp}: this broker stopped leading the partition before the write was replicated"
+    return f"{tp}: {code.name}"

@@ -97,14 +97,24 @@ class MetadataPublisher:
         self._offset_changed.set()
         self._offset_changed = trio.Event()
 
+    def replace_image(self, image: MetadataImage) -> None:
+        """ZK mode: take an image built from UpdateMetadata (broker.metadata_cache); changed
+        topic configs reach the live logs as they do from records."""
+        before, self.image = self.image, image
+        if self.partitions is not None:
+            for topic in _changed_topic_configs(before, image):
+                n = self.partitions.update_topic_config(topic)
+                if n:
+                    log.info("applied topic config", topic=topic, partitions=n)
+        self._offset_changed.set()
+        self._offset_changed = trio.Event()
+
+    def changed(self) -> trio.Event:
+        """An event set at the next image change."""
+        return self._offset_changed
+
     def _changed_topic_configs(self, delta: MetadataDelta) -> list[str]:
-        before = delta.image.configs.resources
-        after = self.image.configs.resources
-        names = set()
-        for resource in set(before) | set(after):
-            if resource.type == TOPIC_RESOURCE and before.get(resource) != after.get(resource):
-                names.add(resource.name)
-        return sorted(names)
+        return _changed_topic_configs(delta.image, self.image)
 
     async def wait_for(self, offset: int) -> None:
         """Return once the image includes every record up to `offset`."""
@@ -129,3 +139,13 @@ class MetadataPublisher:
         task_status.started()
         while True:
             self.publish(await source.read_committed(self.applied_offset))
+
+
+def _changed_topic_configs(before_image: MetadataImage, after_image: MetadataImage) -> list[str]:
+    before = before_image.configs.resources
+    after = after_image.configs.resources
+    names = set()
+    for resource in set(before) | set(after):
+        if resource.type == TOPIC_RESOURCE and before.get(resource) != after.get(resource):
+            names.add(resource.name)
+    return sorted(names)

@@ -19,14 +19,23 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from broker.alter_partition import AlterPartitionManager
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
+from broker.fetcher import FetcherConfig, ReplicaFetcherManager
+from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_publisher import MetadataPublisher
 from broker.partitions import PartitionManager
-from broker.ports import ControllerChannel, MetadataSource
+from broker.ports import ControllerChannel, MetadataSource, Transport
 from broker.purgatory import FetchPurgatory
+from broker.replica.fetch_session import FetchSessionCache
 from broker.server import BoundListener, BrokerServer, ServerLimits
-from protocol.config_defs import LONG_MAX
+from protocol.config_defs import LONG_MAX, ConfigError
+from protocol.errors import ErrorCode
+from protocol.messages.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 
 if TYPE_CHECKING:
     from storage.log_manager import LogManager
@@ -52,24 +61,88 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def fetcher_config(config: BrokerConfig) -> FetcherConfig:
+    return FetcherConfig(
+        node_id=config.node_id,
+        num_fetchers=int(config["num.replica.fetchers"]),
+        fetch_max_bytes=int(config["replica.fetch.max.bytes"]),
+        response_max_bytes=int(config["replica.fetch.response.max.bytes"]),
+        max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
+        min_bytes=int(config["replica.fetch.min.bytes"]),
+        backoff_ms=int(config["replica.fetch.backoff.ms"]),
+        socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
+    )
+
+
 class Broker:
+    """One broker. Standalone (`metadata.mode=standalone`): metadata from `metadata_source`
+    (the local metadata log), admin requests to the local controller through `controller`.
+    ZK mode: `metadata_source` is None; the controller's LeaderAndIsr / UpdateMetadata /
+    StopReplica arrive over the wire; `transport` reaches the leaders the fetchers follow;
+    `controller` forwards to the active controller; `broker_epoch()` (or the `broker_epoch`
+    attribute) is the czxid of this broker's registration; `local_controller`, when given, is
+    this broker's own controller service, which requests forwarded by other brokers go to."""
+
     def __init__(
         self,
         config: BrokerConfig,
         *,
         log_manager: LogManager,
         controller: ControllerChannel,
-        metadata_source: MetadataSource,
+        metadata_source: MetadataSource | None,
         cluster_id: str,
+        transport: Transport | None = None,
+        broker_epoch: Callable[[], int] | None = None,
+        local_controller: ControllerChannel | None = None,
     ) -> None:
+        if config.zk_mode and transport is None:
+            raise ConfigError("metadata.mode=zk: the broker needs a transport to reach leaders")
+        if not config.zk_mode and metadata_source is None:
+            raise ConfigError("metadata.mode=standalone: the broker needs a metadata source")
         self.config = config
         self.log_manager = log_manager
         self.metadata_source = metadata_source
+        self.controller = controller
         self.cluster_id = cluster_id
+        self.broker_epoch = -1
+        """This broker's epoch (ZK: the czxid of /brokers/ids/<id>); see `broker_epoch_fn`."""
+        self.broker_epoch_fn: Callable[[], int] = broker_epoch or (lambda: self.broker_epoch)
         self.publisher = MetadataPublisher(config.node_id, config.topic_defaults(), cluster_id)
-        self.partitions = PartitionManager(log_manager, config.node_id, self.publisher.topic_config)
+        self.partitions = PartitionManager(
+            log_manager,
+            config.node_id,
+            self.publisher.topic_config,
+            replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+        )
         self.publisher.partitions = self.partitions
         self.purgatory = FetchPurgatory()
+        self.produce_purgatory = FetchPurgatory()
+        self.alter_partition = AlterPartitionManager(
+            config.node_id,
+            self.partitions,
+            controller,
+            lambda: self.broker_epoch_fn(),
+            on_high_watermark=self._notify,
+            request_timeout_ms=int(config["request.timeout.ms"]),
+        )
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.controller_requests: ControllerRequestHandler | None = None
+        if config.zk_mode:
+            assert transport is not None
+            self.fetchers = ReplicaFetcherManager(
+                fetcher_config(config), self.partitions, transport, on_high_watermark=self._notify
+            )
+            self.controller_requests = ControllerRequestHandler(
+                node_id=config.node_id,
+                partitions=self.partitions,
+                publisher=self.publisher,
+                fetchers=self.fetchers,
+                broker_epoch=lambda: self.broker_epoch_fn(),
+                on_partition_change=self._notify,
+                truncate_to_hw_on_become_follower=bool(
+                    config["trioka.replica.truncate.to.hw.on.become.follower"]
+                ),
+            )
         self.apis = KafkaApis(
             config=config,
             partitions=self.partitions,
@@ -78,6 +151,13 @@ class Broker:
             controller=controller,
             purgatory=self.purgatory,
             cluster_id=cluster_id,
+            produce_purgatory=self.produce_purgatory,
+            fetch_sessions=FetchSessionCache(
+                int(config["max.incremental.fetch.session.cache.slots"])
+            ),
+            alter_partition=self.alter_partition,
+            controller_requests=self.controller_requests,
+            local_controller=local_controller,
         )
         self.server = BrokerServer(
             self.apis,
@@ -90,6 +170,45 @@ class Broker:
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
+
+    def _notify(self, tp: object) -> None:
+        self.purgatory.notify(tp)  # type: ignore[arg-type]
+        self.produce_purgatory.notify(tp)  # type: ignore[arg-type]
+
+    async def controlled_shutdown(self) -> bool:
+        """Kafka's controlledShutdown: ask the controller to move this broker's leaderships
+        away, up to controlled.shutdown.max.retries attempts (plus the first) with
+        controlled.shutdown.retry.backoff.ms between them. True once the controller says no
+        partition is left; False when it gave up (the broker shuts down anyway)."""
+        c = self.config
+        attempts = int(c["controlled.shutdown.max.retries"]) + 1
+        backoff_s = int(c["controlled.shutdown.retry.backoff.ms"]) / 1000
+        timeout_s = int(c["request.timeout.ms"]) / 1000
+        for attempt in range(1, attempts + 1):
+            request = ControlledShutdownRequest(
+                broker_id=c.node_id, broker_epoch=self.broker_epoch_fn()
+            )
+            reason: str
+            try:
+                with trio.fail_after(timeout_s):
+                    response = await self.controller.submit(request)
+                assert isinstance(response, ControlledShutdownResponse)
+                if response.error_code == 0 and not response.remaining_partitions:
+                    log.info("controlled shutdown succeeded", attempt=attempt)
+                    return True
+                if response.error_code != 0:
+                    reason = (
+                        f"{ErrorCode.from_wire(response.error_code).name}: {response.error_message}"
+                    )
+                else:
+                    reason = f"{len(response.remaining_partitions)} partitions still led here"
+            except Exception as exc:  # the channel may fail in any way; retry
+                reason = str(exc) or repr(exc)
+            log.warning("controlled shutdown attempt failed", attempt=attempt, reason=reason)
+            if attempt < attempts:
+                await trio.sleep(backoff_s)
+        log.warning("controlled shutdown gave up; shutting down anyway", attempts=attempts)
+        return False
 
     def _start_storage(self) -> None:
         clean = [
@@ -123,7 +242,15 @@ class Broker:
             async def background() -> None:
                 with loops:
                     async with trio.open_nursery() as inner:
-                        await inner.start(self.publisher.run, self.metadata_source)
+                        if self.metadata_source is not None:
+                            await inner.start(self.publisher.run, self.metadata_source)
+                        if self.fetchers is not None:
+                            await inner.start(self.fetchers.run)
+                        inner.start_soon(self.alter_partition.run)
+                        inner.start_soon(
+                            self.alter_partition.shrink_loop,
+                            max(int(self.config["replica.lag.time.max.ms"]) // 2, 1),
+                        )
                         self._start_loops(inner)
                         background_ready.set()
                         await trio.sleep_forever()
@@ -142,7 +269,12 @@ class Broker:
             task_status.started(bound)
             await self._shutdown.wait()
             log.info("broker shutting down")
+            if self.config.zk_mode and self.config["controlled.shutdown.enable"]:
+                await self.controlled_shutdown()
+            if self.fetchers is not None:
+                self.fetchers.remove_partitions(list(self.partitions.partitions))
             self.purgatory.wake_all()
+            self.produce_purgatory.wake_all()
             await self.server.drain()
             loops.cancel()
         self._final_checkpoint()

@@ -3,8 +3,8 @@
 `apply_leader_and_isr(deletes, leaders, followers)` is the one entry point for leadership
 changes, in Kafka's order: stop and delete removed partitions, then make leaders, then make
 followers, then checkpoint high watermarks. In standalone/KRaft mode the metadata publisher
-derives the changes from committed metadata records; the ZK-mode issue feeds LeaderAndIsr
-requests into the same function. Changes whose leader epoch is not newer are skipped.
+derives the changes from committed metadata records; in ZK mode `broker.leader_and_isr` feeds
+LeaderAndIsr requests through `become` (the same per-partition step) and adds the fetchers. Changes whose leader epoch is not newer are skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.replica.partition_state import PartitionChange, PartitionState
+from broker.replica.partition_state import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    PartitionChange,
+    PartitionState,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
 from storage.config import LogConfig
@@ -40,10 +44,18 @@ class Partition:
 
 
 class PartitionManager:
-    def __init__(self, log_manager: LogManager, node_id: int, topic_config: TopicConfigFn) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        node_id: int,
+        topic_config: TopicConfigFn,
+        *,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    ) -> None:
         self.log_manager = log_manager
         self.node_id = node_id
         self.topic_config = topic_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw: dict[TopicPartition, int] | None = None
 
@@ -102,6 +114,21 @@ class PartitionManager:
             self.checkpoint_high_watermarks()
         return changed
 
+    def become(self, change: PartitionChange) -> bool:
+        """makeLeader / makeFollower for one partition without the HW checkpoint (the caller
+        checkpoints once per batch); False when the change is not newer than our state."""
+        return self._become(change)
+
+    def stop(self, tp: TopicPartition, *, delete: bool) -> bool:
+        """StopReplica for one partition: with `delete`, forget it and delete its log."""
+        if not delete:
+            return tp in self.partitions
+        removed = self.partitions.pop(tp, None) is not None
+        if self.log_manager.get_log(tp) is not None:
+            self.log_manager.delete_log(tp)
+            removed = True
+        return removed
+
     def _become(self, change: PartitionChange) -> bool:
         partition = self.partitions.get(change.tp)
         if partition is not None and not partition.state.is_newer(change):
@@ -109,7 +136,12 @@ class PartitionManager:
         if partition is None:
             config, min_isr = self._log_config(change.tp.topic)
             the_log = self.log_manager.get_or_create_log(change.tp, config, change.topic_id)
-            state = PartitionState(change.tp, self.node_id, min_insync_replicas=min_isr)
+            state = PartitionState(
+                change.tp,
+                self.node_id,
+                min_insync_replicas=min_isr,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            )
             if self._checkpointed_hw is None:
                 self._checkpointed_hw = dict(self.log_manager.read_high_watermarks())
             hw = self._checkpointed_hw.pop(change.tp, 0)

@@ -14,8 +14,10 @@ from protocol.messages import Request, Response
 
 
 class ControllerChannel(Protocol):
-    """Forwards admin requests (CreateTopics, DeleteTopics, IncrementalAlterConfigs) to the
-    active controller (Kafka's ForwardingManager / controller channel)."""
+    """Forwards admin requests (CreateTopics, DeleteTopics, IncrementalAlterConfigs,
+    CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments) and the broker's own
+    AlterPartition and ControlledShutdown requests to the active controller (Kafka's
+    ForwardingManager / BrokerToControllerChannelManager)."""
 
     async def submit(self, request: Request) -> Response:
         """The controller's response once its records are committed. May raise KafkaError
@@ -34,3 +36,13 @@ class MetadataSource(Protocol):
         """Committed `(offset, record)` pairs with offset > after_offset, in order; waits until
         there is at least one. Records are protocol.metadata.records messages."""
         ...
+
+
+class Transport(Protocol):
+    """Sends one request to another node and returns its response (the replica fetchers use it
+    to reach leaders). Raises OSError / trio errors / KafkaError when the node cannot answer
+    within `timeout_s`; the caller backs off and retries."""
+
+    async def send(
+        self, host: str, port: int, request: Request, *, timeout_s: float
+    ) -> Response: ...

@@ -1,4 +1,6 @@
 """The fetch purgatory: long polls wait here until an append to a partition they read wakes them.
+The same class parks acks=all produces until the HW of their partitions moves (Kafka's
+DelayedProduce purgatory).
 
 A waiting Fetch calls `watch(partitions)` and waits on the returned event under its own
 deadline (`fetch.max.wait.ms`); `notify(tp)` (after an append, or when the HW moves) sets the
@@ -51,6 +53,10 @@ class FetchPurgatory:
         for events in watchers.values():
             for event in events:
                 event.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def watched(self) -> int:
