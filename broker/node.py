@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import structlog
@@ -24,6 +24,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.leader_and_isr import ControllerRequestHandler
+from broker.metadata_cache import with_topic_configs
 from broker.metadata_publisher import MetadataPublisher
 from broker.partitions import PartitionManager
 from broker.ports import ControllerChannel, MetadataSource, Transport
@@ -170,6 +171,12 @@ class Broker:
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
+
+    def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """ZK mode: a topic's dynamic configs as stored in the cluster (`/config/topics/<t>`,
+        read by the wiring on a `/config/changes` notification); the live logs take them and
+        DescribeConfigs shows them. Empty removes them. Values are Kafka's strings."""
+        self.publisher.replace_image(with_topic_configs(self.publisher.image, topic, configs))
 
     def _notify(self, tp: object) -> None:
         self.purgatory.notify(tp)  # type: ignore[arg-type]

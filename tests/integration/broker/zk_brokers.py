@@ -28,11 +28,21 @@ from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
+from protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from protocol.messages.leader_and_isr import (
     LeaderAndIsrLiveLeader,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrTopicState,
+)
+from protocol.messages.topics import (
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
 )
 from protocol.messages.update_metadata import (
     UpdateMetadataBroker,
@@ -105,6 +115,9 @@ class FakeController:
     partitions: dict[TopicPartition, PartitionReg] = field(default_factory=dict)
     received: list[Request] = field(default_factory=list)
     fail_alter_partition: bool = False
+    nursery: trio.Nursery | None = None
+    """Where CreateTopics propagates after answering (as the real controller: its answer comes
+    once ZooKeeper has the topic, before the brokers know)."""
 
     def address(self, broker_id: int) -> tuple[str, int]:
         bound = self.brokers[broker_id].apis.bound[0]
@@ -118,7 +131,44 @@ class FakeController:
             return await self._alter_partition(request)
         if isinstance(request, ControlledShutdownRequest):
             return ControlledShutdownResponse()
+        if isinstance(request, CreateTopicsRequest):
+            return self._create_topics(request)
+        if isinstance(request, CreatePartitionsRequest):
+            return CreatePartitionsResponse(
+                results=tuple(
+                    CreatePartitionsTopicResult(name=t.name, error_code=0) for t in request.topics
+                )
+            )
         raise AssertionError(f"unexpected request {request!r}")
+
+    def _create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        ids = sorted(self.brokers)
+        tps = []
+        for n, topic in enumerate(request.topics):
+            rf = topic.replication_factor
+            replicas = tuple(ids[:rf])
+            self.create(
+                topic.name,
+                f"dG9waWMtaWQt{len(self.topic_ids):02d}{n}",
+                {
+                    p: PartitionReg(replicas, replicas, replicas[0])
+                    for p in range(topic.num_partitions)
+                },
+            )
+            tps += [TopicPartition(topic.name, p) for p in range(topic.num_partitions)]
+        assert self.nursery is not None
+        self.nursery.start_soon(self.propagate, tps)
+        return CreateTopicsResponse(
+            topics=tuple(
+                CreatableTopicResult(
+                    name=t.name,
+                    error_code=0,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                )
+                for t in request.topics
+            )
+        )
 
     async def _alter_partition(self, request: AlterPartitionRequest) -> Response:
         if self.fail_alter_partition:
@@ -328,8 +378,9 @@ async def start_cluster(
     tmp: Path,
     ids: tuple[int, ...] = (1, 2, 3),
     configure: Callable[[int], dict[str, Any]] | None = None,
+    local_controller: object | None = None,
 ) -> Cluster:
-    controller = FakeController(controller_id=ids[0])
+    controller = FakeController(controller_id=ids[0], nursery=nursery)
     brokers: dict[int, Broker] = {}
     transports: dict[int, WireTransport] = {}
     for node_id in ids:
@@ -343,6 +394,7 @@ async def start_cluster(
             metadata_source=None,
             cluster_id=CLUSTER_ID,
             transport=transports[node_id],
+            local_controller=local_controller,  # type: ignore[arg-type]
         )
         broker.broker_epoch = next(_epochs)
         await nursery.start(broker.run)
