@@ -104,6 +104,10 @@ class ReplicaFetcher:
         self.manager = manager
         self.source = source
         self.fetcher_id = fid
+        self.own_transport = manager.transport_factory is not None
+        self.transport: Transport = (
+            manager.transport_factory() if manager.transport_factory else manager.transport
+        )
         self.states: dict[TopicPartition, FollowerFetchState] = {}
         self.session: FetchSessionHandler[TopicPartition] = FetchSessionHandler()
         self.cancel_scope = trio.CancelScope()
@@ -115,15 +119,21 @@ class ReplicaFetcher:
         self._changed.set()
 
     async def run(self) -> None:
-        with self.cancel_scope:
-            while True:
-                try:
-                    await self._fetch_once()
-                except trio.Cancelled:
-                    raise
-                except Exception:
-                    log.exception("replica fetcher failed; backing off", source=self.source)
-                    await trio.sleep(self.manager.config.backoff_ms / 1000)
+        try:
+            with self.cancel_scope:
+                while True:
+                    try:
+                        await self._fetch_once()
+                    except trio.Cancelled:
+                        raise
+                    except Exception:
+                        log.exception("replica fetcher failed; backing off", source=self.source)
+                        await trio.sleep(self.manager.config.backoff_ms / 1000)
+        finally:
+            close = getattr(self.transport, "aclose", None)
+            if self.own_transport and close is not None:
+                with trio.CancelScope(shield=True):
+                    await close()
 
     def _ready(self, now_ms: int) -> dict[TopicPartition, FollowerFetchState]:
         return {tp: st for tp, st in self.states.items() if st.is_ready_for_fetch(now_ms)}
@@ -174,7 +184,7 @@ class ReplicaFetcher:
         )
         source = self.source
         try:
-            response = await self.manager.transport.send(
+            response = await self.transport.send(
                 source.host, source.port, request, timeout_s=config.socket_timeout_ms / 1000
             )
         except Exception as exc:  # the transport may fail in any way; back off and retry
@@ -323,7 +333,7 @@ class ReplicaFetcher:
                 ),
                 replica_id=config.node_id,
             )
-            response = await self.manager.transport.send(
+            response = await self.transport.send(
                 self.source.host,
                 self.source.port,
                 request,
@@ -370,10 +380,16 @@ class ReplicaFetcherManager:
         partitions: PartitionManager,
         transport: Transport,
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
+        transport_factory: Callable[[], Transport] | None = None,
     ) -> None:
         self.config = config
         self.partitions = partitions
         self.transport = transport
+        self.transport_factory = transport_factory
+        """When given, each fetcher gets its own transport (its own connections, closed with
+        `aclose()` if it has one when the fetcher stops), as Kafka gives each fetcher thread its
+        own NetworkClient: a long poll then never holds up another fetcher's or the controller
+        channel's requests on a shared, in-order connection."""
         self.on_high_watermark = on_high_watermark
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None

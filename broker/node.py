@@ -82,7 +82,9 @@ class Broker:
     StopReplica arrive over the wire; `transport` reaches the leaders the fetchers follow;
     `controller` forwards to the active controller; `broker_epoch()` (or the `broker_epoch`
     attribute) is the czxid of this broker's registration; `local_controller`, when given, is
-    this broker's own controller service, which requests forwarded by other brokers go to."""
+    this broker's own controller service, which requests forwarded by other brokers go to;
+    `transport_factory`, when given, makes one transport per replica fetcher (recommended with
+    a transport that pipelines in order on one connection per address)."""
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class Broker:
         transport: Transport | None = None,
         broker_epoch: Callable[[], int] | None = None,
         local_controller: ControllerChannel | None = None,
+        transport_factory: Callable[[], Transport] | None = None,
     ) -> None:
         if config.zk_mode and transport is None:
             raise ConfigError("metadata.mode=zk: the broker needs a transport to reach leaders")
@@ -131,7 +134,11 @@ class Broker:
         if config.zk_mode:
             assert transport is not None
             self.fetchers = ReplicaFetcherManager(
-                fetcher_config(config), self.partitions, transport, on_high_watermark=self._notify
+                fetcher_config(config),
+                self.partitions,
+                transport,
+                on_high_watermark=self._notify,
+                transport_factory=transport_factory,
             )
             self.controller_requests = ControllerRequestHandler(
                 node_id=config.node_id,

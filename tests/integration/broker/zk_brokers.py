@@ -61,19 +61,37 @@ CLUSTER_ID = "zk-test-cluster-0000"
 
 class WireTransport:
     """broker.ports.Transport over WireClient connections, pooled per address. `blocked`
-    makes every send fail (a follower that stops fetching)."""
+    makes every send fail (a follower that stops fetching); `child()` is a transport of its
+    own (the broker's transport_factory) blocked with its parent."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: WireTransport | None = None) -> None:
         self._idle: dict[tuple[str, int], list[WireClient]] = {}
-        self.blocked = False
+        self._blocked = False
+        self.parent = parent
+        self.children: list[WireTransport] = []
         self.sent = 0
         self.refused = 0
         """Sends failed because `blocked` (a test waits for one to know no fetch is in flight)."""
+
+    @property
+    def blocked(self) -> bool:
+        return self.parent.blocked if self.parent is not None else self._blocked
+
+    @blocked.setter
+    def blocked(self, value: bool) -> None:
+        self._blocked = value
+
+    def child(self) -> WireTransport:
+        child = WireTransport(self)
+        self.children.append(child)
+        return child
 
     async def send(self, host: str, port: int, request: Request, *, timeout_s: float) -> Response:
         if self.blocked:
             await trio.sleep(0.05)
             self.refused += 1
+            if self.parent is not None:
+                self.parent.refused += 1
             raise OSError(f"{host}:{port} unreachable (blocked by the test)")
         pool = self._idle.setdefault((host, port), [])
         client = pool.pop() if pool else await WireClient.connect(host, port)
@@ -89,6 +107,8 @@ class WireTransport:
         return response
 
     async def aclose(self) -> None:
+        for child in self.children:
+            await child.aclose()
         for pool in self._idle.values():
             for client in pool:
                 await client.aclose()
@@ -395,6 +415,7 @@ async def start_cluster(
             cluster_id=CLUSTER_ID,
             transport=transports[node_id],
             local_controller=local_controller,  # type: ignore[arg-type]
+            transport_factory=transports[node_id].child,
         )
         broker.broker_epoch = next(_epochs)
         await nursery.start(broker.run)
