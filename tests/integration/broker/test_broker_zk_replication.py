@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
 from protocol.errors import ErrorCode
@@ -366,3 +367,43 @@ async def test_controlled_shutdown_asks_the_controller_first(tmp_path: Path) -> 
 
 def _fields(message: object) -> dict[str, object]:
     return {name: getattr(message, name) for name in message.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("truncate_to_hw", [False, True])
+async def test_kip101_follower_with_a_lagging_hw_keeps_acknowledged_records(
+    tmp_path: Path, truncate_to_hw: bool
+) -> None:
+    """KIP-101's first scenario: a follower holds every acknowledged record but has not yet
+    learnt the HW; it becomes a follower again (a new leader epoch), then the leader dies and
+    it is elected. Truncating by leader epoch keeps the records; the pre-KIP-101 truncation to
+    the local HW (trioka.replica.truncate.to.hw.on.become.follower) loses them."""
+    async with trio.open_nursery() as nursery:
+        cluster = await start_cluster(
+            nursery,
+            tmp_path,
+            ids=(1, 2),
+            configure=lambda i: {
+                "trioka.replica.truncate.to.hw.on.become.follower": truncate_to_hw
+            },
+        )
+        cluster.controller.create(
+            TP.topic, TOPIC_ID, {0: PartitionReg(replicas=(1, 2), isr=(1, 2), leader=1)}
+        )
+        await cluster.controller.propagate()
+        async with await cluster.client(1) as c:
+            for value in (b"m0", b"m1", b"m2"):
+                r = await produce(c, TP.topic, 0, batch([value]), acks=-1)
+                assert r.error_code == 0
+        await cluster.block(2)
+        follower = cluster.broker(2).partitions.get(TP).state
+        assert cluster.log_of(2, TP).log_end_offset == 3
+        follower.high_watermark = 1  # it has not fetched since the leader's HW moved to 3
+        # A new leader epoch (same leader) reaches broker 2: makeFollower.
+        await cluster.controller.elect(TP, leader=1, isr=(1, 2))
+        # Broker 1 dies; broker 2, still in the ISR, is elected.
+        cluster.controller.brokers.pop(1)
+        await cluster.controller.elect(TP, leader=2, isr=(2,))
+        expected = [b"m0"] if truncate_to_hw else [b"m0", b"m1", b"m2"]
+        assert all_values(cluster, 2) == expected
+        cluster.controller.brokers[1] = cluster.broker(1)
+        await stop_cluster(cluster)
