@@ -13,6 +13,7 @@ finish in-flight requests, checkpoint, write the clean-shutdown marker).
 from __future__ import annotations
 
 import base64
+import math
 import signal
 import socket
 import sys
@@ -31,6 +32,8 @@ from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.driver import ControllerDriver
 from controller.operations import failed_response
+from deploy.transport import PooledTransport
+from deploy.zk_controller import ZkControllerService
 from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response
@@ -38,7 +41,20 @@ from protocol.metadata.records import BrokerEndpoint
 from raft.local_log import LocalMetadataLog
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
-from zkstore.znodes import BrokerIdZNode
+from zkstore import (
+    BrokerIdInUseError,
+    BrokerInfo,
+    BrokerRegistrar,
+    ZkClient,
+    ensure_persistent_paths,
+    get_or_create_cluster_id,
+)
+from zkstore.znodes import (
+    BrokerIdZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+)
 
 log = structlog.get_logger("deploy.broker_app")
 
@@ -96,8 +112,10 @@ class ForwardingControllerChannel:
     """ControllerChannel of a ZK-mode broker (Kafka's ForwardingManager and
     BrokerToControllerChannelManager in one): submits locally while this broker's controller
     service is active, otherwise forwards the request over the transport to the active
-    controller's broker. A request that cannot reach a controller is answered NOT_CONTROLLER
-    (clients and brokers retry that)."""
+    controller's broker. While no controller is known (an election is under way), or the one
+    asked answers NOT_CONTROLLER or does not answer, it retries with backoff for up to
+    `controller_wait_s` (Kafka's channel manager also queues until a controller is known);
+    then the answer is NOT_CONTROLLER, which clients and brokers retry."""
 
     def __init__(
         self,
@@ -106,17 +124,35 @@ class ForwardingControllerChannel:
         locate: ControllerLocator,
         *,
         timeout_s: float = 30.0,
+        controller_wait_s: float = 10.0,
+        retry_backoff_s: float = 0.05,
     ) -> None:
         self.service = service
         self.transport = transport
         self.locate = locate
         self.timeout_s = timeout_s
+        self.controller_wait_s = controller_wait_s
+        self.retry_backoff_s = retry_backoff_s
 
     async def submit(self, request: Request) -> Response:
+        deadline = trio.current_time() + self.controller_wait_s
+        backoff = self.retry_backoff_s
+        while True:
+            response = await self._submit_once(request)
+            if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                return response
+            if trio.current_time() + backoff > deadline:
+                return response
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def _submit_once(self, request: Request) -> Response:
         if self.service.is_active:
-            return await self.service.submit(request)
+            response: Response = await self.service.submit(request)
+            return response
         active = self.service.active_id
-        if active is None or active < 0:
+        if active is None or active < 0 or active == self.service.broker_id:
+            # None: an election is under way; ourselves: our term is starting or ending.
             return failed_response(request, ErrorCode.NOT_CONTROLLER, "no active controller")
         address = await self.locate(active)
         if address is None:
@@ -126,11 +162,11 @@ class ForwardingControllerChannel:
                 f"the active controller {active} is not registered",
             )
         try:
-            response: Response = await self.transport.send(
+            response = await self.transport.send(
                 address[0], address[1], request, timeout_s=self.timeout_s
             )
         except (KafkaError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            # The controller went away meanwhile: the caller retries and finds the next one.
+            # The controller went away meanwhile: the next attempt finds the next one.
             log.info("forwarding to the controller failed", controller=active, error=str(exc))
             return failed_response(
                 request,
@@ -171,6 +207,99 @@ def zk_broker_locator(zk: Any, listener: str) -> ControllerLocator:
         return address
 
     return locate
+
+
+class ZkTopicConfigSync:
+    """Topic configs from ZooKeeper into a ZK-mode broker's metadata image (Kafka's
+    ZkConfigManager + the config read at log creation): every /config/topics/<t> at start, a new
+    topic's config as soon as its znode appears (children watch on /config/topics), and the
+    topics named by new /config/changes/config_change_<seq> notifications (children watch).
+    Configs reach the live logs through `set_topic_configs` (Broker.set_topic_configs,
+    min.insync.replicas included)."""
+
+    def __init__(
+        self,
+        zk: ZkClient,
+        set_topic_configs: Callable[[str, dict[str, str]], None],
+        *,
+        retry_backoff_s: float = 1.0,
+    ) -> None:
+        self.zk = zk
+        self.set_topic_configs = set_topic_configs
+        self.retry_backoff_s = retry_backoff_s
+        self.configs: dict[str, dict[str, str]] = {}
+        self._last_change = -1
+        self._wake_send, self._wake_receive = trio.open_memory_channel[object](math.inf)
+
+    def _watch(self, event: object) -> None:
+        self._wake_send.send_nowait(event)
+
+    def _apply(self, topic: str, configs: dict[str, str]) -> None:
+        if self.configs.get(topic, {}) == configs:
+            return
+        if configs:
+            self.configs[topic] = configs
+        else:
+            self.configs.pop(topic, None)
+        self.set_topic_configs(topic, configs)
+        log.info("topic config from zookeeper", topic=topic, configs=configs)
+
+    async def _read(self, topics: Sequence[str]) -> None:
+        paths = [ConfigEntityZNode.path("topics", t) for t in topics]
+        for topic, path, found in zip(topics, paths, await self.zk.get_many(paths), strict=True):
+            self._apply(topic, ConfigEntityZNode.decode(found[0], path) if found else {})
+
+    async def sync_once(self) -> None:
+        """Read what changed since the last round and set the watches again."""
+        topics = await self.zk.get_children("/config/topics", watch=self._watch)
+        changes = await self.zk.get_children(
+            ConfigEntityChangeNotificationZNode.PATH, watch=self._watch
+        )
+        prefix = ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_PREFIX
+        numbered = sorted(
+            (int(c[len(prefix) :]), c)
+            for c in changes
+            if c.startswith(prefix) and c[len(prefix) :].isdigit()
+        )
+        first_round = self._last_change < 0 and not self.configs
+        wanted = set(topics) - set(self.configs) if not first_round else set(topics)
+        wanted |= set(self.configs) - set(topics)  # removed: read as absent
+        if not first_round:
+            paths = [
+                f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"
+                for seq, name in numbered
+                if seq > self._last_change
+            ]
+            for found in await self.zk.get_many(paths):
+                if found is None:
+                    continue  # purged meanwhile
+                entity = ConfigEntityChangeNotificationSequenceZNode.decode(found[0])
+                kind, _, name = entity.partition("/")
+                if kind == "topics" and name:
+                    wanted.add(name)
+        if numbered:
+            self._last_change = max(self._last_change, numbered[-1][0])
+        await self._read(sorted(wanted))
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        while True:
+            try:
+                await self.sync_once()
+            except Exception as exc:  # disconnected: kazoo errors; the next round reads again
+                log.warning("reading topic configs from zookeeper failed", error=repr(exc))
+                await trio.sleep(self.retry_backoff_s)
+                continue
+            if not started:
+                task_status.started()
+                started = True
+            await self._wake_receive.receive()
+            # Several watches may fire for one change: one round reads them all.
+            while True:
+                try:
+                    self._wake_receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
 
 
 def registered_endpoints(
@@ -278,16 +407,142 @@ async def run_broker(
             await metadata_log.aclose()
 
 
+def _controller_config(
+    config: BrokerConfig, *, max_partitions_per_request: int
+) -> ControllerConfig:
+    return ControllerConfig(
+        num_partitions=int(config["num.partitions"]),
+        default_replication_factor=int(config["default.replication.factor"]),
+        delete_topic_enable=bool(config["delete.topic.enable"]),
+        max_partitions_per_request=max_partitions_per_request,
+        auto_leader_rebalance_enable=bool(config["auto.leader.rebalance.enable"]),
+        leader_imbalance_check_interval_seconds=int(
+            config["leader.imbalance.check.interval.seconds"]
+        ),
+        leader_imbalance_per_broker_percentage=int(
+            config["leader.imbalance.per.broker.percentage"]
+        ),
+        topic_defaults=config.static_topic_defaults(),
+    )
+
+
+async def _connect_zookeeper(config: BrokerConfig) -> ZkClient:
+    zk = ZkClient(
+        str(config["zookeeper.connect"]),
+        session_timeout_s=int(config["zookeeper.session.timeout.ms"]) / 1000,
+        connection_timeout_s=config.zookeeper_connection_timeout_ms / 1000,
+    )
+    try:
+        await zk.start()
+    except Exception as exc:  # kazoo's timeout and connection errors
+        raise ConfigError(
+            f"zookeeper.connect: cannot reach ZooKeeper at {config['zookeeper.connect']!r} "
+            f"within zookeeper.connection.timeout.ms: {exc or type(exc).__name__}"
+        ) from None
+    return zk
+
+
+async def _register(
+    nursery: trio.Nursery, registrar: BrokerRegistrar, session_timeout_s: float
+) -> int:
+    """Register in /brokers/ids. A broker restarted soon after a crash finds its previous
+    registration still held by the old session: wait (up to twice the session timeout) for
+    ZooKeeper to expire it rather than fail the start."""
+    deadline = trio.current_time() + 2 * session_timeout_s
+    while True:
+        try:
+            epoch: int = await nursery.start(registrar.run)
+            return epoch
+        except BrokerIdInUseError as exc:
+            if trio.current_time() > deadline:
+                raise
+            log.info("waiting for the previous registration to expire", reason=str(exc))
+            await trio.sleep(min(0.5, session_timeout_s / 4))
+
+
 async def run_zk_broker(
     config: BrokerConfig,
     *,
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
 ) -> None:
-    """A ZK-mode broker (metadata.mode=zk)."""
-    raise ConfigError(
-        "metadata.mode=zk: the ZooKeeper-mode broker is not wired in yet (issue 3 in progress)"
-    )
+    """A ZK-mode broker (metadata.mode=zk), in Kafka's KafkaServer.startup order: ZooKeeper
+    session and persistent paths, cluster id from /cluster/id, log manager, the socket server,
+    the registration in /brokers/ids (its czxid is the broker epoch), then the controller
+    candidate. SIGTERM: controlled shutdown (in the broker), drain, then the ZooKeeper session
+    is closed, which removes the registration at once."""
+    session_timeout_s = int(config["zookeeper.session.timeout.ms"]) / 1000
+    zk = await _connect_zookeeper(config)
+    try:
+        await ensure_persistent_paths(zk)
+        cluster_id = await get_or_create_cluster_id(zk, _cluster_id(config))
+        log_manager = LogManager(
+            list(config.log_dirs),
+            node_id=config.node_id,
+            cluster_id=cluster_id,
+            max_open_files=int(config["trioka.max.open.files"]),
+        )
+        listener = config.inter_broker_listener_name
+        request_timeout_s = int(config["request.timeout.ms"]) / 1000
+        async with trio.open_nursery() as nursery:
+            transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
+            await nursery.start(transport.run)
+            forwarding = PooledTransport(client_id=FORWARDED_CLIENT_ID)
+            await nursery.start(forwarding.run)
+            service = ZkControllerService(
+                zk,
+                config.node_id,
+                transport,
+                # ZooKeeper writes are split under jute.maxbuffer, so no batch limit applies.
+                config=_controller_config(config, max_partitions_per_request=1_000_000),
+                inter_broker_listener=listener,
+            )
+            channel = ForwardingControllerChannel(
+                service,
+                forwarding,
+                zk_broker_locator(zk, listener),
+                timeout_s=request_timeout_s,
+                # A new controller is elected once the old one's session expired.
+                controller_wait_s=min(request_timeout_s, 1.5 * session_timeout_s),
+            )
+            broker = Broker(
+                config,
+                log_manager=log_manager,
+                controller=channel,
+                metadata_source=None,
+                cluster_id=cluster_id,
+                transport=transport,
+                local_controller=service,
+            )
+            bound = await nursery.start(broker.run)
+            registrar = BrokerRegistrar(
+                zk,
+                BrokerInfo(
+                    broker_id=config.node_id,
+                    endpoints=registered_endpoints(config, bound),
+                    rack=config["broker.rack"] or None,
+                ),
+            )
+
+            def on_registered(epoch: int) -> None:
+                broker.broker_epoch = epoch
+
+            registrar.on_registered(on_registered)
+            await nursery.start(ZkTopicConfigSync(zk, broker.set_topic_configs).run)
+            await _register(nursery, registrar, session_timeout_s)
+            await nursery.start(service.run)
+            task_status.started(bound)
+            if handle_signals:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                        break
+                broker.request_shutdown()
+            await broker.stopped.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await zk.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,162 @@
+"""A ZK-mode cluster of 3 real broker processes on a real ZooKeeper: what survives a SIGKILL.
+
+- RF=3, min.insync.replicas=2, acks=all: SIGKILL the partition leader while producing; a new
+  leader comes from the ISR; every acknowledged record is read back (at least once), in send
+  order, and nothing is read that was not sent.
+- SIGKILL of the controller's broker: another broker becomes the controller and the cluster
+  keeps serving (topic creation goes through the new controller).
+- Controlled shutdown (SIGTERM): leadership moves to another ISR member before the broker exits.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from client import Consumer, Producer
+from client.metadata import PartitionInfo
+from protocol.errors import KafkaError
+from protocol.names import TopicPartition
+from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.support.cluster import ZkCluster
+
+
+async def create_topic(cluster: ZkCluster, name: str, partitions: int, **configs: str) -> None:
+    async with cluster.admin() as admin:
+        await admin.create_topic(name, partitions, 3, configs)
+    for p in range(partitions):
+        await cluster.wait_partition(name, p, lambda i: i.leader >= 0 and len(i.isr) == 3)
+
+
+async def consume_everything(cluster: ZkCluster, topic: str, partitions: int) -> list[bytes]:
+    """Every record of `topic` up to the current end offsets, partition by partition."""
+    out: list[bytes] = []
+    async with Consumer(
+        bootstrap_servers=cluster.live_bootstrap(), auto_offset_reset="earliest"
+    ) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        positions = dict.fromkeys(tps, 0)
+        with trio.fail_after(60):
+            while any(positions[tp] < ends[tp] for tp in tps):
+                for record in await consumer.poll(1000):
+                    tp = TopicPartition(record.topic, record.partition)
+                    positions[tp] = record.offset + 1
+                    if record.value is not None:
+                        out.append(record.value)
+    return out
+
+
+async def test_leader_sigkill_with_acks_all_keeps_every_acknowledged_record(
+    zk_cluster_factory: ZkClusterFactory,
+) -> None:
+    cluster = zk_cluster_factory(3, {"min.insync.replicas": 2})
+    await cluster.wait_ready()
+    await create_topic(cluster, "events", 1, **{"min.insync.replicas": "2"})
+    before = await cluster.partition("events", 0)
+    old_leader = before.leader
+
+    sent: list[bytes] = []
+    acked: list[bytes] = []
+    acked_before_kill = trio.Event()
+    acked_after_failover = trio.Event()
+    failover_done = False
+
+    async with Producer(
+        bootstrap_servers=cluster.live_bootstrap(),
+        acks="all",
+        linger_ms=1,
+        max_in_flight_requests_per_connection=1,  # keeps the order across retries
+        request_timeout_ms=5000,
+        delivery_timeout_ms=60000,
+        metadata_max_age_ms=1000,
+    ) as producer:
+
+        async def produce(stop: trio.Event) -> None:
+            i = 0
+            while not stop.is_set():
+                value = b"record-%06d" % i
+                i += 1
+                sent.append(value)
+                try:
+                    await producer.send_and_wait("events", value, partition=0)
+                except KafkaError:
+                    continue  # not acknowledged: may or may not be in the log
+                acked.append(value)
+                if len(acked) >= 150:
+                    acked_before_kill.set()
+                if failover_done and len(acked) >= 300:
+                    acked_after_failover.set()
+
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce, stop)
+            with trio.fail_after(60):
+                await acked_before_kill.wait()
+            await cluster.brokers[old_leader].akill()
+            after = await cluster.wait_partition(
+                "events", 0, lambda p: p.leader >= 0 and p.leader != old_leader, within=60
+            )
+            failover_done = True
+            assert after.leader in before.isr
+            with trio.fail_after(60):
+                await acked_after_failover.wait()
+            stop.set()
+
+    consumed = await consume_everything(cluster, "events", 1)
+    assert set(consumed) <= set(sent), "read a record that was never sent"
+    missing = [v for v in acked if v not in set(consumed)]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
+    # In order: the first appearance of each acknowledged record follows the send order.
+    first_seen: dict[bytes, int] = {}
+    for index, value in enumerate(consumed):
+        first_seen.setdefault(value, index)
+    positions = [first_seen[v] for v in acked]
+    assert positions == sorted(positions)
+
+
+async def test_controller_sigkill_elects_another_controller(
+    zk_cluster_factory: ZkClusterFactory,
+) -> None:
+    cluster = zk_cluster_factory(3)
+    await cluster.wait_ready()
+    old = await cluster.controller_id()
+    await cluster.brokers[old].akill()
+    new = await cluster.wait_controller(lambda c: c != old, within=60)
+    assert new in cluster.brokers and new != old
+    # The new controller serves: a topic is created and led by the two live brokers.
+    async with cluster.admin() as admin:
+        await admin.create_topic("after-failover", 2, 2, {})
+    for p in range(2):
+        info = await cluster.wait_partition(
+            "after-failover", p, lambda i: i.leader >= 0 and len(i.isr) == 2
+        )
+        assert old not in info.replicas
+
+
+async def test_controlled_shutdown_moves_leadership_before_exit(
+    zk_cluster_factory: ZkClusterFactory,
+) -> None:
+    cluster = zk_cluster_factory(3)
+    await cluster.wait_ready()
+    await create_topic(cluster, "moving", 3)
+    controller = await cluster.controller_id()
+    # A broker that is not the controller and leads at least one partition.
+    led: dict[int, list[int]] = {}
+    for p in range(3):
+        info = await cluster.partition("moving", p)
+        led.setdefault(info.leader, []).append(p)
+    victim = next(b for b in sorted(led) if b != controller)
+    await cluster.brokers[victim].astop(within=60)
+    assert cluster.brokers[victim].events()  # it logged before exiting
+    for p in led[victim]:
+
+        def moved(info: PartitionInfo) -> bool:
+            return info.leader >= 0 and info.leader != victim
+
+        info = await cluster.wait_partition("moving", p, moved, within=10)
+        assert victim not in info.isr
+    # Leadership moved during the controlled shutdown, not after the session expired: the
+    # broker's log says its controlled shutdown succeeded.
+    names = [e.get("event") for e in cluster.brokers[victim].events()]
+    assert any("controlled shutdown" in str(n) for n in names), names
