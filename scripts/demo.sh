@@ -1,33 +1,33 @@
 #!/usr/bin/env bash
-# `make demo`: one standalone broker, a topic, a few records produced and consumed through the
-# CLI, the topic described, then the broker stopped. Everything lives in a mktemp directory;
-# the broker is stopped (SIGTERM, then SIGKILL if it lingers) on any exit, by its pid.
+# `make demo`: a 3-broker ZooKeeper-mode cluster on this machine (`trioka cluster up`), a topic
+# with 3 replicas per partition (min.insync.replicas=2), records produced with acks=all, the
+# leader of partition 0 SIGKILLed, more records produced while it is down, everything consumed
+# back, the cluster's status, then `trioka cluster down`. Everything lives in a mktemp
+# directory; the cluster is stopped (by the pids in its state file) on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 trioka=".venv/bin/trioka"
 [ -x "$trioka" ] || { echo "demo: $trioka is missing; run 'make setup' first" >&2; exit 1; }
 
+# The cluster runs a real ZooKeeper from Debian's package: install it when missing.
+if ! { command -v java >/dev/null && [ -f /usr/share/java/zookeeper.jar ]; }; then
+  echo "demo: installing ZooKeeper (Debian's zookeeper package)" >&2
+  TRIOKA_APT_PACKAGES="zookeeper" bash scripts/setup.sh
+fi
+
 work="$(mktemp -d -t trioka-demo.XXXXXX)"
-broker_pid=""
+cluster="$work/cluster"
+cluster_started=""
 
 cleanup() {
   local status=$?
-  if [ -n "$broker_pid" ] && kill -0 "$broker_pid" 2>/dev/null; then
-    kill -TERM "$broker_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do  # up to 10 s for a graceful shutdown
-      kill -0 "$broker_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$broker_pid" 2>/dev/null; then
-      echo "demo: broker $broker_pid ignored SIGTERM; killing it" >&2
-      kill -KILL "$broker_pid" 2>/dev/null || true
+  if [ -n "$cluster_started" ] && [ -f "$cluster/cluster.json" ]; then
+    if [ "$status" -ne 0 ]; then
+      echo "demo: failed; last broker log lines:" >&2
+      tail -n 10 "$cluster"/broker-*/broker.log >&2 || true
     fi
-    wait "$broker_pid" 2>/dev/null || true
-  fi
-  if [ "$status" -ne 0 ] && [ -f "$work/broker.log" ]; then
-    echo "demo: failed; last broker log lines:" >&2
-    tail -n 20 "$work/broker.log" >&2 || true
+    "$trioka" cluster down --dir "$cluster" --timeout 20 >/dev/null 2>&1 || true
   fi
   rm -rf "$work"
   exit "$status"
@@ -35,66 +35,77 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A free loopback port, so the demo never collides with a broker already on 9092.
-port="$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-bootstrap="127.0.0.1:$port"
-topic="demo-events"
-
 if [ -t 1 ]; then
   say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 else
   say() { printf '==> %s\n' "$*"; }
 fi
+topic="demo-events"
 
-say "starting a standalone broker on $bootstrap (data in $work/data)"
-TRIOKA_LOG_FORMAT=json "$trioka" broker start \
-  --override "listeners=PLAINTEXT://$bootstrap" \
-  --override "log.dirs=$work/data" \
-  >"$work/broker.log" 2>&1 &
-broker_pid=$!
+# Leader of a partition, from `trioka topic describe` (columns: Partition Leader Replicas ...).
+leader_of() {
+  "$trioka" topic describe "$topic" -b "$bootstrap" | awk -v p="$1" '$1 == p { print $2 }'
+}
 
-deadline=$((SECONDS + 30))
-until "$trioka" topic list -b "$bootstrap" -X socket.connection.setup.timeout.ms=1000 >/dev/null 2>&1; do
-  if ! kill -0 "$broker_pid" 2>/dev/null; then
-    echo "demo: the broker exited while starting" >&2
-    exit 1
-  fi
-  if [ "$SECONDS" -ge "$deadline" ]; then
-    echo "demo: the broker did not answer within 30 s" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-say "broker $broker_pid is up"
+say "starting ZooKeeper and 3 brokers (trioka cluster up, state in $cluster)"
+cluster_started=1
+bootstrap="$("$trioka" cluster up --dir "$cluster" --brokers 3 --session-timeout-ms 4000)"
+say "cluster is up; bootstrap servers: $bootstrap"
+"$trioka" cluster describe --dir "$cluster"
 
-say "creating topic $topic with 3 partitions"
-"$trioka" topic create "$topic" -b "$bootstrap" --partitions 3 --replication-factor 1 \
-  --config retention.ms=3600000
+say "creating topic $topic: 3 partitions, 3 replicas each, min.insync.replicas=2"
+"$trioka" topic create "$topic" -b "$bootstrap" --partitions 3 --replication-factor 3 \
+  --config min.insync.replicas=2
+"$trioka" topic describe "$topic" -b "$bootstrap"
 
-say "producing 5 keyed records (key:value lines on stdin)"
+say "producing 5 keyed records with acks=all (key:value lines on stdin)"
 printf '%s\n' "user-1:signed up" "user-4:signed up" "user-1:added to cart" \
   "user-8:signed up" "user-1:checked out" |
   "$trioka" produce "$topic" -b "$bootstrap" --key-separator ":" --acks all
 
-say "consuming them back from the beginning (JSON, one record a line)"
+old_leader="$(leader_of 0)"
+say "SIGKILL the leader of partition 0: broker $old_leader"
+"$trioka" cluster kill "$old_leader" --dir "$cluster"
+
+# Clients must not bootstrap from the dead broker alone: keep only the live ones' addresses.
+bootstrap="$(.venv/bin/python -c '
+import json, sys
+state = json.load(open(sys.argv[1]))
+live = [b for b in state["brokers"] if b["node_id"] != int(sys.argv[2])]
+print(",".join(b["host"] + ":" + str(b["port"]) for b in live))
+' "$cluster/cluster.json" "$old_leader")"
+
+say "waiting for a new leader of partition 0 (the dead broker's ZooKeeper session expires first)"
+deadline=$((SECONDS + 60))
+while :; do
+  new_leader="$(leader_of 0 2>/dev/null || true)"
+  if [ -n "$new_leader" ] && [ "$new_leader" != "$old_leader" ] && [ "$new_leader" != "none" ]; then
+    break
+  fi
+  [ "$SECONDS" -lt "$deadline" ] || { echo "demo: no new leader within 60 s" >&2; exit 1; }
+  sleep 0.2
+done
+say "broker $new_leader leads partition 0 now"
+"$trioka" topic describe "$topic" -b "$bootstrap"
+
+say "producing 3 more records with acks=all while broker $old_leader is down (2 in-sync replicas are enough)"
+printf '%s\n' "user-4:added to cart" "user-8:added to cart" "user-4:checked out" |
+  "$trioka" produce "$topic" -b "$bootstrap" --key-separator ":" --acks all
+
+say "consuming everything from the beginning (JSON, one record a line)"
 "$trioka" consume "$topic" -b "$bootstrap" --from-beginning --format json | tee "$work/consumed.jsonl"
 consumed=$(wc -l <"$work/consumed.jsonl")
 
-say "describing the topic"
-"$trioka" topic describe "$topic" -b "$bootstrap"
+say "cluster status (the killed broker is down, its replicas are out of the ISR)"
+"$trioka" cluster status --dir "$cluster"
 
-say "stopping the broker (SIGTERM)"
-kill -TERM "$broker_pid"
-deadline=$((SECONDS + 30))
-while kill -0 "$broker_pid" 2>/dev/null; do
-  [ "$SECONDS" -lt "$deadline" ] || { echo "demo: broker did not stop within 30 s" >&2; exit 1; }
-  sleep 0.1
-done
-wait "$broker_pid" && rc=0 || rc=$?
-broker_pid=""
+say "stopping the cluster (trioka cluster down)"
+"$trioka" cluster down --dir "$cluster"
+cluster_started=""
 
 echo
-echo "Summary: started a broker on $bootstrap, created '$topic' (3 partitions), produced 5 records,"
-echo "consumed $consumed back (records with the same key share a partition, in order), and stopped"
-echo "the broker gracefully (exit code $rc)."
-[ "$consumed" -eq 5 ] && [ "$rc" -eq 0 ]
+echo "Summary: ran a 3-broker ZooKeeper-mode cluster, created '$topic' (3 partitions x 3 replicas),"
+echo "produced 5 records with acks=all, SIGKILLed broker $old_leader (leader of partition 0);"
+echo "broker $new_leader took over, 3 more records were produced, and $consumed of 8 records were"
+echo "consumed back. The cluster was stopped."
+[ "$consumed" -eq 8 ]
