@@ -121,19 +121,26 @@ class ReplicaFetcher:
     async def run(self) -> None:
         try:
             with self.cancel_scope:
-                while True:
-                    try:
-                        await self._fetch_once()
-                    except trio.Cancelled:
-                        raise
-                    except Exception:
-                        log.exception("replica fetcher failed; backing off", source=self.source)
-                        await trio.sleep(self.manager.config.backoff_ms / 1000)
+                async with trio.open_nursery() as nursery:
+                    # A transport of our own that needs a task (deploy's PooledTransport.run)
+                    # lives as long as this fetcher.
+                    runner = getattr(self.transport, "run", None) if self.own_transport else None
+                    if runner is not None:
+                        await nursery.start(runner)
+                    await self._loop()
         finally:
             close = getattr(self.transport, "aclose", None)
             if self.own_transport and close is not None:
                 with trio.CancelScope(shield=True):
                     await close()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self._fetch_once()
+            except Exception:
+                log.exception("replica fetcher failed; backing off", source=self.source)
+                await trio.sleep(self.manager.config.backoff_ms / 1000)
 
     def _ready(self, now_ms: int) -> dict[TopicPartition, FollowerFetchState]:
         return {tp: st for tp, st in self.states.items() if st.is_ready_for_fetch(now_ms)}
@@ -386,10 +393,11 @@ class ReplicaFetcherManager:
         self.partitions = partitions
         self.transport = transport
         self.transport_factory = transport_factory
-        """When given, each fetcher gets its own transport (its own connections, closed with
-        `aclose()` if it has one when the fetcher stops), as Kafka gives each fetcher thread its
-        own NetworkClient: a long poll then never holds up another fetcher's or the controller
-        channel's requests on a shared, in-order connection."""
+        """When given, each fetcher gets its own transport, as Kafka gives each fetcher thread
+        its own NetworkClient: a long poll then never holds up another fetcher's or the
+        controller channel's requests on a shared, in-order connection. A transport with
+        `async run(task_status=...)` (deploy.transport.PooledTransport) is run by the fetcher
+        for its lifetime; one with `aclose()` is closed when the fetcher stops."""
         self.on_high_watermark = on_high_watermark
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None

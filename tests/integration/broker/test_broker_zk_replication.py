@@ -407,3 +407,36 @@ async def test_kip101_follower_with_a_lagging_hw_keeps_acknowledged_records(
         assert all_values(cluster, 2) == expected
         cluster.controller.brokers[1] = cluster.broker(1)
         await stop_cluster(cluster)
+
+
+async def test_replication_over_deploys_pooled_transport(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = await start_cluster(
+            nursery,
+            tmp_path,
+            configure=lambda i: {"min.insync.replicas": 3, "num.replica.fetchers": 2},
+            pooled_transport=True,
+        )
+        tps = [TopicPartition(TP.topic, p) for p in range(4)]
+        cluster.controller.create(
+            TP.topic,
+            TOPIC_ID,
+            {
+                p: PartitionReg(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1 + p % 3)
+                for p in range(4)
+            },
+        )
+        await cluster.controller.propagate()
+        for tp in tps:
+            leader = cluster.controller.partitions[tp].leader
+            async with await cluster.client(leader) as c:
+                for i in range(3):
+                    r = await produce(c, tp.topic, tp.partition, batch([b"%d" % i]), acks=-1)
+                    assert r.error_code == 0, r
+        for tp in tps:
+            for broker_id in (1, 2, 3):
+                await wait_until(
+                    f"{tp} on broker {broker_id}",
+                    lambda b=broker_id, t=tp: all_values(cluster, b, t) == [b"0", b"1", b"2"],
+                )
+        await stop_cluster(cluster)

@@ -16,6 +16,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.node import Broker
+from deploy.transport import PooledTransport
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
 from protocol.messages.alter_partition import (
@@ -362,6 +363,8 @@ class Cluster:
     brokers: dict[int, Broker]
     transports: dict[int, WireTransport]
     nursery: trio.Nursery
+    stops: list[trio.CancelScope] = field(default_factory=list)
+    """Cancelled by stop_cluster (pooled transports' tasks)."""
 
     async def block(self, *broker_ids: int) -> None:
         """Stop these brokers' outgoing requests, and return once none is in flight."""
@@ -399,29 +402,42 @@ async def start_cluster(
     ids: tuple[int, ...] = (1, 2, 3),
     configure: Callable[[int], dict[str, Any]] | None = None,
     local_controller: object | None = None,
+    pooled_transport: bool = False,
 ) -> Cluster:
+    """Brokers `ids`, started. `pooled_transport`: deploy's PooledTransport (one per broker, one
+    more per fetcher) instead of the test's WireTransport (which can block)."""
     controller = FakeController(controller_id=ids[0], nursery=nursery)
+    stops: list[trio.CancelScope] = []
     brokers: dict[int, Broker] = {}
     transports: dict[int, WireTransport] = {}
     for node_id in ids:
         config = broker_config(node_id, tmp, **(configure(node_id) if configure else {}))
         log_manager = LogManager(list(config.log_dirs), node_id=node_id, cluster_id=CLUSTER_ID)
         transports[node_id] = WireTransport()
+        transport: Any = transports[node_id]
+        factory: Callable[[], Any] = transports[node_id].child
+        if pooled_transport:
+            transport = PooledTransport(client_id=f"broker-{node_id}")
+            await nursery.start(_run_until_stopped, transport, stops)
+
+            def factory(node_id: int = node_id) -> PooledTransport:
+                return PooledTransport(client_id=f"broker-{node_id}-fetcher")
+
         broker = Broker(
             config,
             log_manager=log_manager,
             controller=controller,
             metadata_source=None,
             cluster_id=CLUSTER_ID,
-            transport=transports[node_id],
+            transport=transport,
             local_controller=local_controller,  # type: ignore[arg-type]
-            transport_factory=transports[node_id].child,
+            transport_factory=factory,
         )
         broker.broker_epoch = next(_epochs)
         await nursery.start(broker.run)
         brokers[node_id] = broker
         controller.brokers[node_id] = broker
-    return Cluster(controller, brokers, transports, nursery)
+    return Cluster(controller, brokers, transports, nursery, stops)
 
 
 async def stop_cluster(cluster: Cluster) -> None:
@@ -431,6 +447,19 @@ async def stop_cluster(cluster: Cluster) -> None:
         await broker.stopped.wait()
     for transport in cluster.transports.values():
         await transport.aclose()
+    for scope in cluster.stops:
+        scope.cancel()
+
+
+async def _run_until_stopped(
+    transport: PooledTransport,
+    stops: list[trio.CancelScope],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with trio.CancelScope() as scope:
+        stops.append(scope)
+        await transport.run(task_status=task_status)
 
 
 async def wait_until(what: str, predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
