@@ -440,3 +440,34 @@ async def test_replication_over_deploys_pooled_transport(tmp_path: Path) -> None
                     lambda b=broker_id, t=tp: all_values(cluster, b, t) == [b"0", b"1", b"2"],
                 )
         await stop_cluster(cluster)
+
+
+async def test_restarted_broker_keeps_checkpointed_hws_until_leader_and_isr(
+    tmp_path: Path,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = await start_cluster(nursery, tmp_path, ids=(1,))
+        cluster.controller.create(
+            TP.topic, TOPIC_ID, {0: PartitionReg(replicas=(1,), isr=(1,), leader=1)}
+        )
+        await cluster.controller.propagate()
+        async with await cluster.client(1) as c:
+            r = await produce(c, TP.topic, 0, batch([b"a", b"b", b"c"]), acks=-1)
+            assert r.error_code == 0
+        await stop_cluster(cluster)
+        restarted = await start_cluster(nursery, tmp_path, ids=(1,))
+        broker = restarted.broker(1)
+        assert broker.partitions.get(TP) is None  # hosted again only on LeaderAndIsr
+        broker.partitions.checkpoint_high_watermarks()  # the periodic task, before it came
+        # Its follower (broker 2) is not back: the HW cannot move, only be restored.
+        restarted.controller.create(
+            TP.topic,
+            TOPIC_ID,
+            {0: PartitionReg(replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=1)},
+        )
+        await restarted.controller.propagate()
+        assert broker.partitions.get(TP).state.high_watermark == 3
+        async with await restarted.client(1) as c:
+            got = await fetch(c, TP.topic, 0, 0)
+            assert values(got.records) == [b"a", b"b", b"c"]
+        await stop_cluster(restarted)
