@@ -6,12 +6,14 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test setup setup-dev lint unit bench clean
 
-setup:
-	@bash scripts/setup.sh
+# The demo's cluster and the tests run a real ZooKeeper (Debian's package, with its Java runtime).
+APT_PACKAGES := zookeeper
 
-# The tests start a real ZooKeeper (Debian's package, with its Java runtime).
+setup:
+	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
+
 setup-dev:
-	@TRIOKA_APT_PACKAGES="zookeeper" bash scripts/setup.sh dev
+	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh dev
 
 demo: setup
 	@bash scripts/demo.sh

@@ -10,11 +10,9 @@ cd "$(dirname "$0")/.."
 trioka=".venv/bin/trioka"
 [ -x "$trioka" ] || { echo "demo: $trioka is missing; run 'make setup' first" >&2; exit 1; }
 
-# The cluster runs a real ZooKeeper from Debian's package: install it when missing.
-if ! { command -v java >/dev/null && [ -f /usr/share/java/zookeeper.jar ]; }; then
-  echo "demo: installing ZooKeeper (Debian's zookeeper package)" >&2
-  TRIOKA_APT_PACKAGES="zookeeper" bash scripts/setup.sh
-fi
+# The cluster runs a real ZooKeeper from Debian's package (`make setup` installs it).
+[ -f /usr/share/java/zookeeper.jar ] || {
+  echo "demo: ZooKeeper is missing; run 'make setup' first" >&2; exit 1; }
 
 work="$(mktemp -d -t trioka-demo.XXXXXX)"
 cluster="$work/cluster"

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import trio
-
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
 from protocol.messages.alter_partition import (
@@ -21,7 +19,7 @@ from protocol.messages.metadata import MetadataRequest
 from protocol.messages.topics import CreatableTopic, CreateTopicsRequest
 from protocol.names import TopicPartition
 from tests.integration.broker.broker_wire import fetch, produce
-from tests.integration.broker.zk_brokers import start_cluster, stop_cluster
+from tests.integration.broker.zk_brokers import cluster_nursery, start_cluster, stop_cluster
 from tests.support.wire import batch, records_of
 
 
@@ -39,7 +37,7 @@ class LocalService:
 
 
 async def test_create_topics_waits_for_update_metadata_then_replicates(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path)
         async with await cluster.client(2) as c:
             resp = await c.request(
@@ -67,7 +65,7 @@ async def test_create_topics_waits_for_update_metadata_then_replicates(tmp_path:
 
 async def test_forwarded_requests_go_to_the_local_controller_service(tmp_path: Path) -> None:
     service = LocalService()
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path, ids=(1,), local_controller=service)
         request = AlterPartitionRequest(
             broker_id=2,
@@ -89,7 +87,7 @@ async def test_forwarded_requests_go_to_the_local_controller_service(tmp_path: P
 
 
 async def test_topic_configs_from_the_wiring_reach_the_logs(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path, ids=(1,))
         async with await cluster.client(1) as c:
             resp = await c.request(

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import DescribeClusterRequest
@@ -29,6 +28,7 @@ from tests.integration.broker.broker_wire import fetch, produce
 from tests.integration.broker.zk_brokers import (
     Cluster,
     PartitionReg,
+    cluster_nursery,
     start_cluster,
     stop_cluster,
     wait_until,
@@ -63,7 +63,7 @@ async def setup_topic(cluster: Cluster, isr: tuple[int, ...] = (1, 2, 3)) -> Non
 
 
 async def test_followers_replicate_acks_all_and_metadata_from_the_cache(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(
             nursery, tmp_path, configure=lambda i: {"min.insync.replicas": 2}
         )
@@ -128,7 +128,7 @@ async def test_followers_replicate_acks_all_and_metadata_from_the_cache(tmp_path
 async def test_min_insync_refuses_then_isr_expands_through_alter_partition(
     tmp_path: Path,
 ) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(
             nursery, tmp_path, configure=lambda i: {"min.insync.replicas": 2}
         )
@@ -158,7 +158,7 @@ async def test_min_insync_refuses_then_isr_expands_through_alter_partition(
 
 
 async def test_isr_shrinks_when_a_follower_stops_fetching(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(
             nursery,
             tmp_path,
@@ -198,7 +198,7 @@ async def test_isr_shrinks_when_a_follower_stops_fetching(tmp_path: Path) -> Non
 
 
 async def test_acks_all_times_out_when_the_isr_cannot_be_changed(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(
             nursery,
             tmp_path,
@@ -231,7 +231,7 @@ async def test_acks_all_times_out_when_the_isr_cannot_be_changed(tmp_path: Path)
 
 
 async def test_old_leader_truncates_its_divergent_suffix(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path)
         await setup_topic(cluster)
         async with await cluster.client(1) as c:
@@ -267,7 +267,7 @@ async def test_old_leader_truncates_its_divergent_suffix(tmp_path: Path) -> None
 
 
 async def test_stale_controller_epoch_and_stale_leader_epoch_are_refused(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path)
         controller = cluster.controller
         controller.epoch = 5
@@ -355,7 +355,7 @@ async def test_stale_controller_epoch_and_stale_leader_epoch_are_refused(tmp_pat
 
 
 async def test_controlled_shutdown_asks_the_controller_first(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path, ids=(1,))
         await stop_cluster(cluster)
     (request,) = [
@@ -377,7 +377,7 @@ async def test_kip101_follower_with_a_lagging_hw_keeps_acknowledged_records(
     learnt the HW; it becomes a follower again (a new leader epoch), then the leader dies and
     it is elected. Truncating by leader epoch keeps the records; the pre-KIP-101 truncation to
     the local HW (trioka.replica.truncate.to.hw.on.become.follower) loses them."""
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(
             nursery,
             tmp_path,
@@ -410,7 +410,7 @@ async def test_kip101_follower_with_a_lagging_hw_keeps_acknowledged_records(
 
 
 async def test_replication_over_deploys_pooled_transport(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(
             nursery,
             tmp_path,
@@ -445,7 +445,7 @@ async def test_replication_over_deploys_pooled_transport(tmp_path: Path) -> None
 async def test_restarted_broker_keeps_checkpointed_hws_until_leader_and_isr(
     tmp_path: Path,
 ) -> None:
-    async with trio.open_nursery() as nursery:
+    async with cluster_nursery() as nursery:
         cluster = await start_cluster(nursery, tmp_path, ids=(1,))
         cluster.controller.create(
             TP.topic, TOPIC_ID, {0: PartitionReg(replicas=(1,), isr=(1,), leader=1)}

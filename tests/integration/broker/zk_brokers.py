@@ -7,7 +7,8 @@ ControlledShutdown as the real one would (partition epoch check, ISR from the pr
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -394,6 +395,18 @@ class Cluster:
 
 
 _epochs = itertools.count(100)
+
+
+TEST_DEADLINE_S = 60.0
+
+
+@asynccontextmanager
+async def cluster_nursery(deadline_s: float = TEST_DEADLINE_S) -> AsyncIterator[trio.Nursery]:
+    """The nursery an in-process cluster test runs in, under a deadline: a hang fails in
+    seconds with trio.TooSlowError instead of running into pytest's global timeout."""
+    with trio.fail_after(deadline_s):
+        async with trio.open_nursery() as nursery:
+            yield nursery
 
 
 async def start_cluster(
