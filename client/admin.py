@@ -6,9 +6,10 @@ Every failure is a protocol.errors.KafkaError carrying the broker's own message,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import trio
 
@@ -31,6 +32,21 @@ from protocol.messages.configs import (
     IncrementalAlterConfigsResponse,
     ResourceType,
 )
+from protocol.messages.elect_leaders import (
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersTopicPartitions,
+)
+from protocol.messages.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsTopic,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from protocol.messages.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -40,7 +56,10 @@ from protocol.messages.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from protocol.names import validate_topic_name
+from protocol.names import TopicPartition, validate_topic_name
+
+K = TypeVar("K")
+ItemResult = tuple[ErrorCode, str | None]
 
 __all__ = [
     "Admin",
@@ -50,7 +69,9 @@ __all__ = [
     "ConfigResource",
     "ConfigSource",
     "CreatedTopic",
+    "ElectionType",
     "NewTopic",
+    "PartitionReassignment",
     "ResourceType",
     "TopicDescription",
 ]
@@ -118,6 +139,16 @@ class ConfigEntry:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """An ongoing reassignment (Kafka's PartitionReassignment): `replicas` is the full set
+    while it moves, original and target replicas together."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
 class Admin(ClientBase):
     """Use as `async with Admin(bootstrap_servers=...) as admin:`."""
 
@@ -130,11 +161,14 @@ class Admin(ClientBase):
             raise ClientClosedError("admin client")
         return self._cluster
 
-    async def _call(self, request: Request, *, to_controller: bool = False) -> Any:
+    async def _call(
+        self, request: Request, *, to_controller: bool = False, deadline: float | None = None
+    ) -> Any:
         """Send with retries on connection errors and NOT_CONTROLLER until
-        default.api.timeout.ms."""
+        default.api.timeout.ms (or `deadline`, in now_ms() terms)."""
         cluster = self._client()
-        deadline = now_ms() + self._api_timeout_ms
+        if deadline is None:
+            deadline = now_ms() + self._api_timeout_ms
         attempt = 0
         while True:
             attempt += 1
@@ -161,6 +195,38 @@ class Admin(ClientBase):
                 raise KafkaTimeoutError(
                     f"{type(request).__name__} failed until default.api.timeout.ms: {error}"
                 )
+            await trio.sleep(
+                min(backoff_ms(attempt, cluster.retry_backoff_ms, cluster.retry_backoff_max_ms),
+                    remaining) / 1000
+            )  # fmt: skip
+
+    async def _call_per_item(
+        self,
+        keys: Sequence[K] | None,
+        build: Callable[[Sequence[K] | None], Request],
+        results_of: Callable[[Any], dict[K, ItemResult]],
+    ) -> dict[K, ItemResult]:
+        """Send a controller request and resend the items answered NOT_CONTROLLER (a forwarded
+        request reaches a controller that lost its office mid-election) with backoff until
+        default.api.timeout.ms; the other items keep their first answer. `keys=None` means
+        "everything" and is resent whole."""
+        cluster = self._client()
+        deadline = now_ms() + self._api_timeout_ms
+        done: dict[K, ItemResult] = {}
+        pending = keys
+        attempt = 0
+        while True:
+            attempt += 1
+            response = await self._call(build(pending), to_controller=True, deadline=deadline)
+            results = results_of(response)
+            retry = [k for k, (code, _) in results.items() if code is ErrorCode.NOT_CONTROLLER]
+            done.update(results)
+            remaining = deadline - now_ms()
+            if not retry or remaining <= 0:
+                return done
+            pending = None if keys is None else retry
+            with contextlib.suppress(KafkaConnectionError):  # the next _call retries those
+                await cluster.refresh_metadata(())
             await trio.sleep(
                 min(backoff_ms(attempt, cluster.retry_backoff_ms, cluster.retry_backoff_max_ms),
                     remaining) / 1000
@@ -328,6 +394,149 @@ class Admin(ClientBase):
                 if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     message = f"topic {result.resource_name!r} does not exist"
                 raise KafkaError(code, message or f"cannot alter {result.resource_name!r}")
+
+    # -- leaders and reassignments ------------------------------------------------------------
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType | str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int = 60000,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Preferred or unclean leader elections (Kafka's Admin.electLeaders); `partitions=None`
+        for every partition (the controller then leaves out those needing no election).
+
+        Per partition: None when a leader was elected, else the KafkaError - including
+        ELECTION_NOT_NEEDED, which is an answer and not a failure (as Kafka's
+        ElectLeadersResult.all() ignores it). Only request-level errors raise."""
+        kind = _election_type(election_type)
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        if wanted == []:
+            return {}
+
+        def build(pending: Sequence[TopicPartition] | None) -> Request:
+            return ElectLeadersRequest(
+                election_type=int(kind),
+                topic_partitions=None
+                if pending is None
+                else tuple(
+                    ElectLeadersTopicPartitions(topic=t, partitions=tuple(ps))
+                    for t, ps in _by_topic(pending).items()
+                ),
+                timeout_ms=timeout_ms,
+            )
+
+        def results_of(response: ElectLeadersResponse) -> dict[TopicPartition, ItemResult]:
+            return {
+                TopicPartition(t.topic, p.partition_id): (
+                    ErrorCode.from_wire(p.error_code),
+                    p.error_message,
+                )
+                for t in response.replica_election_results
+                for p in t.partition_result
+            }
+
+        answers = await self._call_per_item(wanted, build, results_of)
+        return {tp: _item_error(code, message) for tp, (code, message) in answers.items()}
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int = 60000,
+    ) -> None:
+        """Start (target replicas, preferred leader first) or cancel (None) reassignments
+        (KIP-455). The controller accepts them and they complete in the background; raises
+        KafkaError for the first partition refused, naming it."""
+        wanted = list(reassignments)
+        if not wanted:
+            return
+
+        def build(pending: Sequence[TopicPartition] | None) -> Request:
+            chosen = wanted if pending is None else pending
+            return AlterPartitionReassignmentsRequest(
+                topics=tuple(
+                    ReassignableTopic(
+                        name=t,
+                        partitions=tuple(
+                            ReassignablePartition(
+                                partition_index=p,
+                                replicas=_replicas(reassignments[TopicPartition(t, p)]),
+                            )
+                            for p in ps
+                        ),
+                    )
+                    for t, ps in _by_topic(chosen).items()
+                ),
+                timeout_ms=timeout_ms,
+            )
+
+        def results_of(
+            response: AlterPartitionReassignmentsResponse,
+        ) -> dict[TopicPartition, ItemResult]:
+            return {
+                TopicPartition(t.name, p.partition_index): (
+                    ErrorCode.from_wire(p.error_code),
+                    p.error_message,
+                )
+                for t in response.responses
+                for p in t.partitions
+            }
+
+        answers = await self._call_per_item(wanted, build, results_of)
+        for tp in wanted:
+            code, message = answers.get(tp, (ErrorCode.NONE, None))
+            if code is not ErrorCode.NONE:
+                raise KafkaError(code, f"{tp}: {message or code.name}")
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int = 60000
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The ongoing reassignments (of `partitions`, or all); partitions not moving are
+        absent."""
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        request = ListPartitionReassignmentsRequest(
+            timeout_ms=timeout_ms,
+            topics=None
+            if wanted is None
+            else tuple(
+                ListPartitionReassignmentsTopic(name=t, partition_indexes=tuple(ps))
+                for t, ps in _by_topic(wanted).items()
+            ),
+        )
+        response: ListPartitionReassignmentsResponse = await self._call(request, to_controller=True)
+        return {
+            TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
+
+
+def _election_type(value: ElectionType | str) -> ElectionType:
+    if isinstance(value, ElectionType):
+        return value
+    try:
+        return ElectionType[str(value).upper()]
+    except KeyError:
+        raise ValueError(f"election type {value!r} is not one of: preferred, unclean") from None
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
+def _replicas(replicas: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if replicas is None else tuple(int(r) for r in replicas)
+
+
+def _item_error(code: ErrorCode, message: str | None) -> KafkaError | None:
+    return None if code is ErrorCode.NONE else KafkaError(code, message or code.name)
 
 
 def _source(value: int) -> ConfigSource:
