@@ -583,12 +583,15 @@ def cluster_start(node_id: int, cluster_dir: str, timeout: float) -> None:
 
 
 def _register() -> None:
+    from deploy.cli_cluster_ops import leader_election, reassign
     from deploy.cli_io import consume, produce
     from deploy.cli_perf import perf
 
     cli.add_command(produce)
     cli.add_command(consume)
     cli.add_command(perf)
+    cli.add_command(leader_election)
+    cli.add_command(reassign)
 
 
 _register()
