@@ -59,7 +59,8 @@ from protocol.messages.topics import (
 from protocol.names import TopicPartition, validate_topic_name
 
 K = TypeVar("K")
-ItemResult = tuple[ErrorCode, str | None]
+ItemResult = tuple[ErrorCode, Any]
+"""An item's error code and what the caller keeps of its answer."""
 
 __all__ = [
     "Admin",
@@ -241,17 +242,26 @@ class Admin(ClientBase):
         names the topic)."""
         for topic in topics:
             validate_topic_name(topic.name)
-        request = CreateTopicsRequest(
-            topics=tuple(_creatable(t) for t in topics),
-            timeout_ms=timeout_ms,
-            validate_only=validate_only,
-        )
-        response: CreateTopicsResponse = await self._call(request, to_controller=True)
+        by_name = {t.name: t for t in topics}
+
+        def build(pending: Sequence[str] | None) -> Request:
+            return CreateTopicsRequest(
+                topics=tuple(_creatable(by_name[n]) for n in (pending or list(by_name))),
+                timeout_ms=timeout_ms,
+                validate_only=validate_only,
+            )
+
+        def results_of(response: CreateTopicsResponse) -> dict[str, ItemResult]:
+            return {r.name: (ErrorCode.from_wire(r.error_code), r) for r in response.topics}
+
+        answers = await self._call_per_item(list(by_name), build, results_of)
         created = []
-        for result in response.topics:
-            if result.error_code:
-                code = ErrorCode.from_wire(result.error_code)
-                raise KafkaError(code, result.error_message or f"cannot create {result.name!r}")
+        for name in by_name:
+            if name not in answers:
+                continue
+            code, result = answers[name]
+            if code is not ErrorCode.NONE:
+                raise KafkaError(code, result.error_message or f"cannot create {name!r}")
             created.append(
                 CreatedTopic(
                     result.name, result.topic_id, result.num_partitions, result.replication_factor
@@ -272,15 +282,24 @@ class Admin(ClientBase):
         return created
 
     async def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000) -> None:
-        request = DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=timeout_ms)
-        response: DeleteTopicsResponse = await self._call(request, to_controller=True)
-        for result in response.responses:
-            if result.error_code:
-                code = ErrorCode.from_wire(result.error_code)
-                message = result.error_message
+        wanted = list(dict.fromkeys(names))
+
+        def build(pending: Sequence[str] | None) -> Request:
+            return DeleteTopicsRequest(topic_names=tuple(pending or wanted), timeout_ms=timeout_ms)
+
+        def results_of(response: DeleteTopicsResponse) -> dict[str, ItemResult]:
+            return {
+                r.name: (ErrorCode.from_wire(r.error_code), r.error_message)
+                for r in response.responses
+            }
+
+        answers = await self._call_per_item(wanted, build, results_of)
+        for name in wanted:
+            code, message = answers.get(name, (ErrorCode.NONE, None))
+            if code is not ErrorCode.NONE:
                 if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    message = f"topic {result.name!r} does not exist"
-                raise KafkaError(code, message or f"cannot delete {result.name!r}")
+                    message = f"topic {name!r} does not exist"
+                raise KafkaError(code, message or f"cannot delete {name!r}")
 
     async def list_topics(self, *, include_internal: bool = False) -> list[str]:
         await self._refresh(None)

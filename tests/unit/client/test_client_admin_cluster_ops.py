@@ -4,13 +4,21 @@ forwarded request meeting a controller election) that the client must resend."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import trio
 
-from client import Admin, ElectionType, KafkaError, PartitionReassignment, TopicPartition
+from client import (
+    Admin,
+    ElectionType,
+    KafkaError,
+    NewTopic,
+    PartitionReassignment,
+    TopicPartition,
+)
 from client.errors import KafkaTimeoutError
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
@@ -27,6 +35,7 @@ from protocol.messages.reassignments import (
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
 )
+from protocol.messages.topics import CreatableTopicResult, DeletableTopicResult
 from tests.unit.client.fake_broker import FakeBroker
 
 
@@ -41,6 +50,7 @@ class ControllerBroker(FakeBroker):
         self.ongoing: dict[TopicPartition, tuple[int, ...]] = {}
         self.not_controller: dict[TopicPartition, int] = {}
         self.request_level_not_controller = 0
+        self.topic_not_controller: dict[str, int] = {}
 
     def _item(self, tp: TopicPartition) -> ErrorCode | None:
         if self.not_controller.get(tp, 0) > 0:
@@ -49,6 +59,28 @@ class ControllerBroker(FakeBroker):
         return None
 
     def _answer(self, key: ApiKey, req: Any) -> Any:
+        if key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
+            names = [t.name for t in req.topics] if key is ApiKey.CREATE_TOPICS else req.topic_names
+            refused = [n for n in names if self.topic_not_controller.get(n, 0) > 0]
+            for n in refused:
+                self.topic_not_controller[n] -= 1
+            if key is ApiKey.CREATE_TOPICS:
+                rest = dataclasses.replace(
+                    req, topics=tuple(t for t in req.topics if t.name not in refused)
+                )
+                answer = super()._answer(key, rest)
+                extra = tuple(
+                    CreatableTopicResult(name=n, error_code=int(ErrorCode.NOT_CONTROLLER))
+                    for n in refused
+                )
+                return dataclasses.replace(answer, topics=answer.topics + extra)
+            rest = dataclasses.replace(req, topic_names=tuple(n for n in names if n not in refused))
+            answer = super()._answer(key, rest)
+            extra_deleted = tuple(
+                DeletableTopicResult(name=n, error_code=int(ErrorCode.NOT_CONTROLLER))
+                for n in refused
+            )
+            return dataclasses.replace(answer, responses=answer.responses + extra_deleted)
         if key is ApiKey.ELECT_LEADERS:
             if self.request_level_not_controller:
                 self.request_level_not_controller -= 1
@@ -239,3 +271,20 @@ async def test_reassignments_start_list_and_cancel(controller: ControllerBroker)
         with pytest.raises(KafkaError, match="t-0: no reassignment") as info:
             await admin.alter_partition_reassignments({T0: None})
         assert info.value.code is ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+
+async def test_create_and_delete_topics_resend_the_topics_answered_not_controller(
+    controller: ControllerBroker,
+) -> None:
+    controller.topic_not_controller = {"b": 2}
+    async with admin_for(controller) as admin:
+        created = await admin.create_topics([NewTopic("a", 1), NewTopic("b", 2)])
+        assert [c.name for c in created] == ["a", "b"]
+        assert set(controller.topics) == {"a", "b"}
+        sent = [r for r in controller.requests if type(r).__name__ == "CreateTopicsRequest"]
+        assert [[t.name for t in r.topics] for r in sent] == [["a", "b"], ["b"], ["b"]]
+        controller.topic_not_controller = {"a": 1}
+        await admin.delete_topics(["a", "b"])
+        assert controller.topics == {}
+        with pytest.raises(KafkaError, match="topic 'a' does not exist"):
+            await admin.delete_topics(["a"])
