@@ -18,14 +18,14 @@ The process runs in its own session (start_new_session), so it outlives a superv
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+
+from deploy.process import ManagedProcess
 
 ZOOKEEPER_JARS = (
     "/usr/share/java/zookeeper.jar",
@@ -89,8 +89,10 @@ def ruok(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(ManagedProcess):
     """One standalone ZooKeeper process. Not started until `start()`."""
+
+    what = "zookeeper"
 
     def __init__(
         self,
@@ -128,16 +130,6 @@ class ZooKeeperProcess:
 
     def connect_string(self, chroot: str = "") -> str:
         return self.hosts + chroot
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        return self.proc.pid
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -239,51 +231,3 @@ class ZooKeeperProcess:
             if path.exists():
                 text += "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
         return text
-
-    def wait_exit(self, timeout: float = 30.0) -> int:
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(f"zookeeper {self.pid} did not exit within {timeout}s") from None
-
-    def signal(self, sig: int) -> None:
-        if self.running:
-            os.kill(self.pid, sig)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait for the exit; returns the exit code."""
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        return self.wait_exit(timeout)
-
-    def kill(self) -> int:
-        """SIGKILL and wait; returns the exit code (-9)."""
-        if self.proc is None:
-            raise RuntimeError("zookeeper not started")
-        self.signal(signal.SIGKILL)
-        return self.wait_exit(30)
-
-    def pause(self) -> None:
-        self.signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.signal(signal.SIGCONT)
-
-    def restart(self, timeout: float = 30.0) -> None:
-        """Stop if running, then start again on the same port with the same data."""
-        if self.running:
-            self.stop(timeout)
-        self.start(timeout)
-
-    def cleanup(self) -> None:
-        """Kill the process by pid whatever state it is in, and reap it."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=30)

@@ -27,10 +27,8 @@ Fixtures in tests/conftest.py: `broker` (one started broker per test) and `broke
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -40,6 +38,7 @@ from typing import Any
 
 import trio
 
+from deploy.process import ManagedProcess
 from tests.support.wire import api_versions_blocking
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,8 +51,10 @@ class BrokerStartError(RuntimeError):
     """The broker did not come up in time, or exited while starting (the log tail says why)."""
 
 
-class BrokerProcess:
+class BrokerProcess(ManagedProcess):
     """One broker process under test. Not started until `start()`."""
+
+    what = "broker"
 
     def __init__(
         self,
@@ -90,16 +91,6 @@ class BrokerProcess:
     @property
     def log_dir(self) -> Path:
         return self.log_dirs[0]
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError("broker not started")
-        return self.proc.pid
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -169,62 +160,6 @@ class BrokerProcess:
                     f"broker did not answer ApiVersions within {timeout}s:\n" + self.log_tail()
                 )
             time.sleep(POLL_S)  # polling a condition under a deadline, not synchronisation
-
-    def wait_exit(self, timeout: float = 30.0) -> int:
-        """Wait for the process to exit; returns its exit code (negative: killed by signal)."""
-        if self.proc is None:
-            raise RuntimeError("broker not started")
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(
-                f"broker {self.pid} did not exit within {timeout}s:\n{self.log_tail()}"
-            ) from None
-
-    def signal(self, sig: int) -> None:
-        if self.running:
-            os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        """SIGTERM (graceful shutdown) without waiting."""
-        self.signal(signal.SIGTERM)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait for a graceful exit; returns the exit code."""
-        if self.proc is None:
-            raise RuntimeError("broker not started")
-        self.resume()
-        self.terminate()
-        return self.wait_exit(timeout)
-
-    def kill(self) -> int:
-        """SIGKILL and wait; returns the exit code (-9)."""
-        if self.proc is None:
-            raise RuntimeError("broker not started")
-        self.signal(signal.SIGKILL)
-        return self.wait_exit(30)
-
-    def pause(self) -> None:
-        self.signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.signal(signal.SIGCONT)
-
-    def restart(self, timeout: float = 30.0) -> None:
-        """SIGTERM if running, then start again on the same port."""
-        if self.running:
-            self.stop(timeout)
-        self.start(timeout)
-
-    def cleanup(self) -> None:
-        """Kill the process by pid whatever state it is in, and reap it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=30)
 
     # -- async twins ---------------------------------------------------------------------
 
