@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from controller.assignment import validate_manual_assignment
 from controller.context import ControllerContext
 from controller.election import new_partition_leadership
 from controller.placement import assign_replicas
@@ -41,26 +42,7 @@ def _manual(
     result = []
     for assignment in assignments:
         replicas = assignment.broker_ids
-        if len(replicas) != rf:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes a partition with {len(replicas)} "
-                f"replica(s), but this is not consistent with previous partitions, which have "
-                f"{rf} replica(s).",
-            )
-        dupes = sorted(r for r, n in Counter(replicas).items() if n > 1)
-        if dupes:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes the broker(s) {dupes} more than once.",
-            )
-        for r in replicas:
-            if not state.is_registered(r):
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {r}, but no such broker "
-                    "is registered.",
-                )
+        validate_manual_assignment(state, replicas, rf)
         if not any(state.is_usable(r) for r in replicas):
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -15,8 +15,7 @@ unclean election the topic does not allow).
 
 from __future__ import annotations
 
-from collections import Counter
-
+from controller.assignment import validate_manual_assignment
 from controller.configs import unclean_leader_election_enabled
 from controller.context import ControllerContext
 from controller.partition_change import Election, PartitionChangeBuilder
@@ -36,27 +35,6 @@ from protocol.messages.reassignments import (
 )
 from protocol.metadata.image import PartitionRegistration, TopicImage
 from protocol.metadata.records import MetadataRecord, PartitionChangeRecord
-
-
-def _check_target(state: ControllerState, replicas: tuple[int, ...]) -> None:
-    if not replicas:
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "The manual partition assignment includes an empty replica list.",
-        )
-    dupes = sorted(r for r, n in Counter(replicas).items() if n > 1)
-    if dupes:
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"The manual partition assignment includes the broker(s) {dupes} more than once.",
-        )
-    for r in replicas:
-        if not state.is_registered(r):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes broker {r}, but no such broker is "
-                "registered.",
-            )
 
 
 def _original(part: PartitionRegistration) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -101,7 +79,7 @@ def _reassign(
         builder.set_target_replicas(original).set_target_isr(original_isr)
         builder.set_target_adding(()).set_target_removing(())
         return builder.build()
-    _check_target(state, target)
+    validate_manual_assignment(state, target)
     merged = target + tuple(r for r in original if r not in target)
     builder.set_target_replicas(merged)
     builder.set_target_adding(tuple(r for r in target if r not in original))

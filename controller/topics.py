@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from controller.assignment import validate_manual_assignment
 from controller.configs import parse_topic_configs
 from controller.context import ControllerContext
 from controller.election import new_partition_leadership
@@ -20,7 +21,6 @@ from controller.state import ControllerState, has_collision_chars, unify_collisi
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.configs import ResourceType
 from protocol.messages.topics import (
-    CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicResult,
     CreateTopicsRequest,
@@ -39,38 +39,6 @@ MAX_REPLICATION_FACTOR = 2**15 - 1
 
 def _error(code: ErrorCode, message: str) -> KafkaError:
     return KafkaError(code, message)
-
-
-def _check_manual_assignment(
-    state: ControllerState, assignment: CreatableReplicaAssignment, replication_factor: int | None
-) -> None:
-    replicas = assignment.broker_ids
-    if not replicas:
-        raise _error(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "The manual partition assignment includes an empty replica list.",
-        )
-    seen: set[int] = set()
-    for broker_id in replicas:
-        if not state.is_registered(broker_id):
-            raise _error(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes broker {broker_id}, but no such "
-                "broker is registered.",
-            )
-        if broker_id in seen:
-            raise _error(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes the broker {broker_id} more than once.",
-            )
-        seen.add(broker_id)
-    if replication_factor is not None and replication_factor != len(replicas):
-        raise _error(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"The manual partition assignment includes a partition with {len(replicas)} "
-            "replica(s), but this is not consistent with previous partitions, which have "
-            f"{replication_factor} replica(s).",
-        )
 
 
 def _manual_partitions(
@@ -96,7 +64,7 @@ def _manual_partitions(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Found multiple manual partition assignments for partition {index}.",
             )
-        _check_manual_assignment(state, assignment, replication_factor)
+        validate_manual_assignment(state, assignment.broker_ids, replication_factor)
         replication_factor = len(assignment.broker_ids)
         leadership = new_partition_leadership(assignment.broker_ids, state.is_usable)
         if not leadership.isr:

@@ -12,12 +12,10 @@ finish in-flight requests, checkpoint, write the clean-shutdown marker).
 
 from __future__ import annotations
 
-import base64
 import math
 import signal
 import socket
 import sys
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -38,6 +36,7 @@ from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response
 from protocol.metadata.records import BrokerEndpoint
+from protocol.metadata.topic_ids import random_uuid
 from raft.local_log import LocalMetadataLog
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
@@ -330,11 +329,7 @@ def _cluster_id(config: BrokerConfig) -> str:
             props = None
         if props is not None and props.cluster_id:
             return props.cluster_id
-    return _random_cluster_id()
-
-
-def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return random_uuid()
 
 
 async def run_broker(
@@ -383,7 +378,7 @@ async def run_broker(
             await driver.register_broker(
                 RegisterBroker(
                     broker_id=config.node_id,
-                    incarnation_id=_random_cluster_id(),
+                    incarnation_id=random_uuid(),
                     endpoints=tuple(
                         BrokerEndpoint(name=a.name, host=a.host, port=a.port) for a in advertised
                     ),
@@ -393,18 +388,24 @@ async def run_broker(
             )
             bound = await nursery.start(broker.run)
             task_status.started(bound)
-            if handle_signals:
-                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        log.info("shutdown signal received", signal=signal.Signals(signum).name)
-                        break
-                broker.request_shutdown()
-            # The broker shuts down gracefully first; then the controller stops.
-            await broker.stopped.wait()
+            await _serve_until_stopped(broker, handle_signals)
+            # The broker shuts down gracefully first; then the controller and the rest stop.
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             await metadata_log.aclose()
+
+
+async def _serve_until_stopped(broker: Broker, handle_signals: bool) -> None:
+    """Until SIGTERM/SIGINT (when handling signals) asks for a graceful shutdown, or something
+    else stops the broker; returns once it has stopped."""
+    if handle_signals:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                break
+        broker.request_shutdown()
+    await broker.stopped.wait()
 
 
 def _controller_config(
@@ -532,13 +533,8 @@ async def run_zk_broker(
             await _register(nursery, registrar, session_timeout_s)
             await nursery.start(service.run)
             task_status.started(bound)
-            if handle_signals:
-                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        log.info("shutdown signal received", signal=signal.Signals(signum).name)
-                        break
-                broker.request_shutdown()
-            await broker.stopped.wait()
+            await _serve_until_stopped(broker, handle_signals)
+            # The broker shuts down gracefully first; then the controller and the rest stop.
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
