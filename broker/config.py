@@ -23,6 +23,9 @@ Two keys are trioka's own, each documented as such:
   and `inter.broker.listener.name` must name one of the listeners.
 - `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
   back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
+- `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
+  127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
+  its metrics through JMX and has no such key, hence the trioka prefix.
 """
 
 from __future__ import annotations
@@ -185,6 +188,12 @@ BROKER_CONFIGS = ConfigDefs(
                   read_only=True),
         ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "incremental fetch "
                   "sessions kept (KIP-227)", min=0, read_only=True),
+        # Observability
+        ConfigDef("trioka.metrics.port", "int", -1, "trioka: port of the Prometheus /metrics "
+                  "endpoint of this process; -1 serves none, 0 picks a free port (logged as "
+                  "the 'metrics serving' event)", min=-1, max=65535, read_only=True),
+        ConfigDef("trioka.metrics.host", "string", "127.0.0.1", "trioka: address the /metrics "
+                  "endpoint binds (empty: all interfaces)", read_only=True),
         ConfigDef("trioka.replica.truncate.to.hw.on.become.follower", "boolean", False,
                   "trioka, tests only: truncate to the local high watermark on becoming a "
                   "follower, the pre-KIP-101 behaviour that can lose acknowledged records",

@@ -1,7 +1,10 @@
 """The controller's metrics, with Kafka's names (kafka.controller:type=ControllerEventManager).
 
 Metrics live in a prometheus_client registry; the default instance is created once per process
-on the global registry (served on /metrics), tests pass their own registry.
+on the global registry (served on /metrics by deploy.metrics_server), tests pass their own
+registry. Every ControllerDriver without an explicit `metrics` shares that one instance: a ZK-mode
+broker builds a new driver each time it is elected, and registering the same names again on one
+registry would raise (duplicated timeseries), so terms reuse, never re-create, the metrics.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.driver import ControllerDriver
 from controller.operations import failed_response
+from deploy.metrics_server import serve_metrics
 from deploy.transport import PooledTransport
 from deploy.zk_controller import ZkControllerService
 from protocol.config_defs import ConfigError
@@ -338,10 +339,22 @@ async def run_broker(
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
 ) -> None:
-    """Run one broker until SIGTERM/SIGINT (or cancellation): standalone, or in ZK mode."""
-    if config.zk_mode:
-        await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
-        return
+    """Run one broker until SIGTERM/SIGINT (or cancellation): standalone, or in ZK mode, with
+    /metrics served meanwhile when trioka.metrics.port is set (deploy.metrics_server)."""
+    # First, so that the "metrics serving" event precedes "broker listening": whoever waits
+    # for the listener (tests, `trioka cluster`) finds the metrics port already logged.
+    with serve_metrics(config):
+        if config.zk_mode:
+            await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
+        else:
+            await _run_standalone_broker(config, task_status, handle_signals)
+
+
+async def _run_standalone_broker(
+    config: BrokerConfig,
+    task_status: trio.TaskStatus[list[BoundListener]],
+    handle_signals: bool,
+) -> None:
     cluster_id = _cluster_id(config)
     log_manager = LogManager(
         list(config.log_dirs),

@@ -437,6 +437,7 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
                     "pid": n.pid,
                     "host": n.host,
                     "port": n.port,
+                    "metrics_port": n.metrics_port or None,
                     "alive": alive[n.name],
                     "log": n.log,
                 }
@@ -452,7 +453,7 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
         click.echo(json.dumps(out))
         return
     console = stdout_console()
-    table = Table("Process", "Pid", "Address", "Alive", "Role", box=None)
+    table = Table("Process", "Pid", "Address", "Metrics", "Alive", "Role", box=None)
     for n in nodes:
         role = ""
         if report is not None and n.name != "zookeeper" and alive[n.name]:
@@ -461,7 +462,8 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
                 role = "controller"
             else:
                 role = "broker" if n.node_id in live else "not registered"
-        table.add_row(n.name, str(n.pid), f"{n.host}:{n.port}",
+        metrics = f"http://{n.host}:{n.metrics_port}/metrics" if n.metrics_port else ""
+        table.add_row(n.name, str(n.pid), f"{n.host}:{n.port}", metrics,
                       "yes" if alive[n.name] else "no", role)  # fmt: skip
     console.print(table)
     if report is None:

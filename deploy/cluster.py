@@ -16,7 +16,9 @@ Every process runs in its own session, so it outlives `trioka cluster up` and a 
 terminal does not reach it; `down` and `kill` find them by the pids in cluster.json and signal a
 pid only while /proc says it is still the process that was started (its start time matches),
 never by name. Brokers first start on port 0 and the bound port (from their "broker listening"
-log event) is written back to broker.toml, so a restart keeps the address.
+log event) is written back to broker.toml, so a restart keeps the address. Each broker also
+serves Prometheus' /metrics (`trioka.metrics.port`), on a free port at first start, pinned the
+same way (from its "metrics serving" event); `trioka cluster status` shows it.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class NodeRecord:
     pid: int = 0
     start_ticks: int = 0
     """The process's start time in /proc/<pid>/stat: a reused pid has another."""
+    metrics_port: int = 0
+    """A broker's /metrics port (http://host:metrics_port/metrics); 0: none or not known yet."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,8 @@ def _broker_toml(node_id: int, host: str, port: int, data_dir: Path, zk_connect:
         f'"zookeeper.connect" = {json.dumps(zk_connect)}\n'
         f'"zookeeper.session.timeout.ms" = {session_timeout_ms}\n'
         f'"default.replication.factor" = {replication_factor}\n'
+        # A free port at first start, pinned afterwards like the listener's (_pin_port).
+        '"trioka.metrics.port" = 0\n'
     )
 
 
@@ -299,12 +305,16 @@ def _spawn_broker(node: NodeRecord) -> tuple[NodeRecord, int]:
 
 
 def _wait_listening(node: NodeRecord, log_offset: int, timeout: float) -> NodeRecord:
-    """Wait for the broker's "broker listening" event; returns the node with its bound port."""
+    """Wait for the broker's "broker listening" event; returns the node with its bound port
+    (and its /metrics port: the broker logs "metrics serving" before it listens)."""
     deadline = time.monotonic() + timeout
     while True:
+        metrics_port = node.metrics_port
         for event in _log_events(Path(node.log), log_offset):
+            if event.get("event") == "metrics serving":
+                metrics_port = int(event["port"])
             if event.get("event") == "broker listening":
-                return replace(node, port=int(event["port"]))
+                return replace(node, port=int(event["port"]), metrics_port=metrics_port)
         if not node_alive(node):
             _reap(node.pid)
             raise ClusterError(
@@ -320,13 +330,16 @@ def _wait_listening(node: NodeRecord, log_offset: int, timeout: float) -> NodeRe
 
 
 def _pin_port(node: NodeRecord) -> None:
-    """Write the bound port into broker.toml, so that a restart listens where clients look."""
+    """Write the bound ports into broker.toml, so that a restart listens where clients (and
+    scrapers) look."""
     config_file = Path(node.dir) / "broker.toml"
     text = config_file.read_text()
     new = []
     for line in text.splitlines():
         if line.startswith('"listeners"'):
             line = f'"listeners" = ["PLAINTEXT://{node.host}:{node.port}"]'
+        elif line.startswith('"trioka.metrics.port"') and node.metrics_port > 0:
+            line = f'"trioka.metrics.port" = {node.metrics_port}'
         new.append(line)
     config_file.write_text("\n".join(new) + "\n")
 
@@ -422,7 +435,11 @@ def cluster_up(
         deadline = time.monotonic() + timeout
         for node, offset in spawned:
             listening = _wait_listening(node, offset, max(0.1, deadline - time.monotonic()))
-            if listening.port != node.port or node.port == 0:
+            if (
+                listening.port != node.port
+                or node.port == 0
+                or listening.metrics_port != node.metrics_port
+            ):
                 _pin_port(listening)
             state = state.with_node(listening)
         write_state(state)
@@ -442,6 +459,7 @@ def start_broker(base_dir: Path, node_id: int, *, timeout: float = 30.0) -> Node
     node, offset = _spawn_broker(node)
     write_state(state.with_node(node))
     node = _wait_listening(node, offset, timeout)
+    write_state(state.with_node(node))
     return node
 
 

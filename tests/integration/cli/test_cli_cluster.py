@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,10 @@ def test_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
         assert status["controller_id"] in (1, 2)
         assert sorted(status["live_brokers"]) == [1, 2]
         assert all(p["alive"] for p in status["processes"])
+        metrics_ports = [p["metrics_port"] for p in status["processes"][1:]]
+        assert all(metrics_ports) and len(set(metrics_ports)) == 2
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_ports[0]}/metrics") as scraped:
+            assert b"kafka_controller_ControllerStats_LeaderElectionRateAndTimeMs" in scraped.read()
 
         described = trioka("cluster", "describe", "--dir", str(cluster_dir))
         assert described.returncode == 0, described.stderr.decode()
@@ -95,6 +100,7 @@ def test_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr.decode()
         status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
         assert status["bootstrap"] == bootstrap  # same ports after a restart
+        assert [p["metrics_port"] for p in status["processes"][1:]] == metrics_ports
         pids = [p["pid"] for p in status["processes"]]
 
         down = trioka("cluster", "down", "--dir", str(cluster_dir), timeout=120)
