@@ -1,0 +1,258 @@
+"""What the cluster benchmarks share: a 3-broker ZK-mode cluster they own, and ways to ask it.
+
+    with BenchCluster(brokers=3, session_timeout_ms=6000, overrides={...}) as cluster:
+        cluster.up()                                  # ZooKeeper + brokers (deploy.cluster)
+        trio.run(cluster.wait_ready)                  # a controller, every broker live
+        cluster.kill(2)                               # SIGKILL by pid, returns the wall time
+        cluster.events(2, "brokers changed")          # the broker's JSON log events
+    # every process it started is SIGKILLed by pid on exit, also on Ctrl-C or SIGTERM
+
+The cluster is the one `trioka cluster up` starts (`deploy.cluster.cluster_up`: Debian's
+ZooKeeper and `python -m deploy.broker_app` processes in their own sessions, state and logs in
+a temporary directory). The benchmark process is the supervisor: on exit, whatever the reason,
+it SIGKILLs each process whose pid and /proc start time are still the ones it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from deploy.cluster import (  # noqa: E402
+    ClusterState,
+    NodeRecord,
+    cluster_up,
+    node_alive,
+    wait_until_ready,
+)
+from deploy.transport import PooledTransport  # noqa: E402
+from protocol.messages.metadata import MetadataRequest, MetadataResponse  # noqa: E402
+
+__all__ = [
+    "ROOT",
+    "BenchCluster",
+    "metadata_of",
+    "parse_time",
+    "run_json",
+]
+
+
+def parse_time(iso: str) -> float:
+    """A structlog ISO timestamp ("2026-11-22T02:43:29.123456Z") as epoch seconds."""
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM/SIGHUP turned into the KeyboardInterrupt that Ctrl-C raises, so that the same
+    `finally` blocks kill the cluster."""
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted(f"signal {signal.Signals(signum).name}")
+
+
+class BenchCluster:
+    """A ZK-mode cluster owned by one benchmark run; a context manager that kills it on exit."""
+
+    def __init__(
+        self,
+        *,
+        brokers: int = 3,
+        session_timeout_ms: int = 6000,
+        overrides: Mapping[str, str] | None = None,
+        keep: bool = False,
+        log_level: str = "INFO",
+    ) -> None:
+        self.brokers = brokers
+        self.session_timeout_ms = session_timeout_ms
+        self.overrides = dict(overrides or {})
+        self.keep = keep
+        self.log_level = log_level
+        self.dir: Path | None = None
+        self.state: ClusterState | None = None
+        self._old_handlers: dict[int, Any] = {}
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> BenchCluster:
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            self._old_handlers[signum] = signal.signal(signum, _interrupt)
+        self.dir = Path(tempfile.mkdtemp(prefix="trioka-bench-cluster-"))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill_all()
+        for signum, handler in self._old_handlers.items():
+            signal.signal(signum, handler)
+        if self.dir is not None:
+            if self.keep:
+                print(f"cluster directory kept: {self.dir}", file=sys.stderr)
+            else:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+    def up(self, timeout: float = 120.0) -> ClusterState:
+        assert self.dir is not None, "use BenchCluster as a context manager"
+        # The brokers inherit this environment (deploy.cluster adds TRIOKA_LOG_FORMAT=json):
+        # at least INFO, which cluster_up needs ("broker listening") and which keeps the
+        # controller's timing events.
+        os.environ["TRIOKA_LOG_LEVEL"] = self.log_level
+        self.state = cluster_up(
+            self.dir / "cluster",
+            brokers=self.brokers,
+            session_timeout_ms=self.session_timeout_ms,
+            overrides=self.overrides,
+            timeout=timeout,
+        )
+        return self.state
+
+    def _nodes(self) -> list[NodeRecord]:
+        if self.state is None:
+            # cluster_up failed half-way: it stopped what it started; read what it recorded.
+            return []
+        return [*self.state.brokers, self.state.zookeeper]
+
+    def kill_all(self) -> None:
+        """SIGKILL (after SIGCONT) every process of the cluster that is still the one started,
+        brokers first, then ZooKeeper; reap them."""
+        for node in self._nodes():
+            if node_alive(node):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(node.pid, signal.SIGCONT)
+                    os.kill(node.pid, signal.SIGKILL)
+        for node in self._nodes():
+            deadline = time.monotonic() + 10
+            while node_alive(node) and time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(node.pid, os.WNOHANG)
+                time.sleep(0.02)  # polling a condition under a deadline
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(node.pid, os.WNOHANG)
+
+    # -- the nodes ------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.state is not None
+        return self.state.bootstrap
+
+    def node(self, node_id: int) -> NodeRecord:
+        assert self.state is not None
+        return self.state.broker(node_id)
+
+    def live_ids(self) -> list[int]:
+        assert self.state is not None
+        return [b.node_id for b in self.state.brokers if node_alive(b)]
+
+    def live_bootstrap(self) -> str:
+        assert self.state is not None
+        return ",".join(f"{b.host}:{b.port}" for b in self.state.brokers if node_alive(b))
+
+    def kill(self, node_id: int) -> float:
+        """SIGKILL broker `node_id` by pid; returns the wall-clock time of the kill."""
+        node = self.node(node_id)
+        if not node_alive(node):
+            raise RuntimeError(f"broker {node_id} is not running")
+        at = time.time()
+        os.kill(node.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while node_alive(node) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(node.pid, os.WNOHANG)
+            time.sleep(0.01)  # polling a condition under a deadline
+        return at
+
+    def log_size(self, node_id: int) -> int:
+        path = Path(self.node(node_id).log)
+        return path.stat().st_size if path.exists() else 0
+
+    def events(
+        self, node_id: int, name: str | None = None, *, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Broker `node_id`'s JSON log events from byte `offset` on (all, or those called
+        `name`)."""
+        path = Path(self.node(node_id).log)
+        try:
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in data.splitlines():
+            if name is not None and name.encode() not in line:
+                continue  # cheap filter before parsing: the logs are large at 25k partitions
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict) and (name is None or event.get("event") == name):
+                    out.append(event)
+        return out
+
+    async def wait_ready(self, within: float = 120.0) -> None:
+        await wait_until_ready(self.bootstrap, self.brokers, within=within)
+
+
+async def metadata_of(
+    transport: PooledTransport,
+    host: str,
+    port: int,
+    topics: Sequence[str] | None = None,
+    *,
+    timeout_s: float = 30.0,
+) -> MetadataResponse:
+    """A Metadata request to one broker (not to whichever broker a client would pick)."""
+    response = await transport.send(
+        host, port, MetadataRequest(topics=None if topics is None else tuple(topics)),
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    assert isinstance(response, MetadataResponse)
+    return response
+
+
+def run_json(command: Sequence[str], *, timeout: float) -> dict[str, Any]:
+    """Run a client process (`trioka perf ... --json`) and parse the JSON line it prints last.
+    The process runs in its own session and is killed by pid on timeout or interruption."""
+    proc = subprocess.Popen(
+        list(command),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TRIOKA_LOG_LEVEL": "WARNING"},
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = [line for line in out.decode().splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(
+            f"{' '.join(command[2:6])}... exited with {proc.returncode} without a result:\n"
+            f"{out.decode()[-1500:]}\n{err.decode()[-1500:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["exit_code"] = proc.returncode
+    return result
