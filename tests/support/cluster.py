@@ -47,7 +47,10 @@ class ZkCluster:
         overrides: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
     ) -> None:
+        """`broker_overrides[node_id]`: that broker's own configs on top of `overrides` (its
+        listeners, advertised.listeners, ...)."""
         self.tmp_dir = Path(tmp_dir)
         self.zookeeper_connect = zookeeper_connect
         common = {
@@ -63,7 +66,7 @@ class ZkCluster:
         self.brokers: dict[int, BrokerProcess] = {
             node_id: BrokerProcess(
                 self.tmp_dir / f"broker-{node_id}",
-                common,
+                {**common, **(broker_overrides or {}).get(node_id, {})},
                 node_id=node_id,
                 env=env,
             )
