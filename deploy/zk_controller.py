@@ -72,6 +72,8 @@ REBALANCE_INITIAL_DELAY_S = 5.0
 """Kafka schedules the first auto-rebalance check 5 s after a failover."""
 RETRY_BACKOFF_S = 0.5
 """Wait before reading /brokers/ids again after a failed read (the connection is down)."""
+IDLE_LOG_WITHIN_S = 600.0
+"""How long the "controller requests answered" log waits for the brokers at most."""
 
 
 class _Active:
@@ -239,7 +241,9 @@ class ZkControllerService:
     async def _failover(self, active: _Active, event: BecameController) -> None:
         started = trio.current_time()
         loaded = await load_metadata(self._zk)
+        read_s = trio.current_time() - started
         image = loaded.image()
+        replay_s = trio.current_time() - started - read_s
         metadata_log = ZkMetadataLog.from_loaded(
             self._zk, loaded, epoch=event.epoch, epoch_zk_version=event.epoch_zk_version
         )
@@ -267,14 +271,21 @@ class ZkControllerService:
             channels.send_plan(plan_failover(image, identity))
             await nursery.start(driver.run)
             active.driver, active.log, active.channels = driver, metadata_log, channels
+            # Timing fields for failover benchmarks (bench/run_failover.py): ZooKeeper reads,
+            # replay into the image, and the whole load until the event loop serves.
             log.info(
                 "controller active",
                 broker_id=self.broker_id,
                 epoch=event.epoch,
                 brokers=sorted(image.cluster.brokers),
                 topics=len(image.topics.by_id),
+                partitions=sum(len(t.partitions) for t in image.topics.by_id.values()),
+                records=len(loaded.records),
+                zk_read_s=round(read_s, 3),
+                replay_s=round(replay_s, 3),
                 load_s=round(trio.current_time() - started, 3),
             )
+            nursery.start_soon(self._log_when_idle, channels, "failover", started)
             nursery.start_soon(self._watch_brokers, active, driver)
             if self._config.auto_leader_rebalance_enable:
                 nursery.start_soon(self._rebalance, active, driver)
@@ -297,6 +308,7 @@ class ZkControllerService:
                     log.warning("reading /brokers/ids failed; retrying", error=repr(exc))
                     await trio.sleep(RETRY_BACKOFF_S)
                     continue
+                submitted = trio.current_time()
                 response = await driver.submit(BrokerChange(brokers))
                 if response.error_code:
                     log.warning(
@@ -305,12 +317,19 @@ class ZkControllerService:
                         error=response.error_message,
                     )
                 elif response.new_broker_ids or response.dead_broker_ids:
+                    # event_s: queue + elections + ZooKeeper writes, until committed.
                     log.info(
                         "brokers changed",
                         new=response.new_broker_ids,
                         dead=response.dead_broker_ids,
                         bounced=response.bounced_broker_ids,
+                        event_s=round(trio.current_time() - submitted, 3),
                     )
+                    channels = active.channels
+                    if channels is not None and self._nursery is not None:
+                        self._nursery.start_soon(
+                            self._log_when_idle, channels, "broker change", submitted
+                        )
                 if self._check_log(active):
                     return
                 await wake_receive.receive()
@@ -319,6 +338,19 @@ class ZkControllerService:
                         wake_receive.receive_nowait()
                     except trio.WouldBlock:
                         break
+
+    async def _log_when_idle(
+        self, channels: ControllerChannelManager, trigger: str, since: float
+    ) -> None:
+        """Log once every broker answered what was queued for it (or the term ended): how long
+        after `since` the controller's LeaderAndIsr/UpdateMetadata of `trigger` were through."""
+        with trio.move_on_after(IDLE_LOG_WITHIN_S):  # a channel to a vanished broker
+            await channels.wait_idle()
+        log.info(
+            "controller requests answered",
+            trigger=trigger,
+            since_s=round(trio.current_time() - since, 3),
+        )
 
     async def _read_brokers(self, watch: Any) -> tuple[LiveBroker, ...]:
         children = await self._zk.get_children(BrokerIdsZNode.PATH, watch=watch)
