@@ -32,6 +32,7 @@ from broker.ports import Transport
 from broker.replica.fetch_session import FetchSessionHandler, PartitionRequest
 from broker.replica.follower import FetchStatus, FollowerErrorAction, FollowerFetchState
 from broker.replica.leader import DivergingEpoch
+from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.messages.fetch import (
     FetchPartition,
@@ -159,6 +160,11 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         config = self.manager.config
         now = _now_ms()
+        if failpoints.eval("replica.fetcher.skip_source") == self.source.broker_id:
+            # Failpoint: as if this broker could not reach the source (tests that need a
+            # follower to keep what it has, e.g. KIP-101's scenarios).
+            await self._idle(now)
+            return
         ready = self._ready(now)
         partitions = self.manager.partitions
         wanted: dict[TopicPartition, PartitionRequest] = {}
@@ -282,6 +288,8 @@ class ReplicaFetcher:
             )
             st.delayed_until_ms = _now_ms() + self.manager.config.backoff_ms
             return
+        if failpoints.eval("replica.follower.freeze_hw") is not None:
+            return  # failpoint: the follower's HW lags the leader's (KIP-101's scenario 1)
         if partition.state.update_high_watermark_from_leader(
             part.high_watermark, the_log.log_start_offset
         ):

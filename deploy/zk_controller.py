@@ -127,6 +127,8 @@ class ZkControllerService:
         self._channel_retry_backoff_s = channel_retry_backoff_s
         self._metrics = metrics
         self._election = election if election is not None else ControllerElection(zk, broker_id)
+        # Only with the failpoint controller.zk.ignore_session_loss (tests of fencing).
+        self._election.after_ignored_session_loss = self._act_as_zombie
         self._active: _Active | None = None
         self._nursery: trio.Nursery | None = None
         self.terms = 0
@@ -390,6 +392,25 @@ class ZkControllerService:
             await trio.sleep(self._rebalance_interval_s)
 
     # -- failures ------------------------------------------------------------------------------
+
+    async def _act_as_zombie(self, within_s: float = 10.0) -> None:
+        """Failpoint `controller.zk.ignore_session_loss`: this controller's session expired and
+        another was elected; act once more on the stale state, as a zombie whose event queue was
+        not drained would: a full LeaderAndIsr/UpdateMetadata round with the old epoch (the
+        brokers must refuse it: STALE_CONTROLLER_EPOCH), then the BrokerChange it missed (its
+        writes must fail on the /controller_epoch version check, which makes it resign)."""
+        active = self._active
+        if active is None or active.driver is None or active.channels is None:
+            return
+        driver, channels = active.driver, active.channels
+        identity = ControllerIdentity(self.broker_id, active.epoch, self.inter_broker_listener)
+        log.warning("zombie controller acting on its stale state", epoch=active.epoch)
+        channels.send_plan(plan_failover(driver.state.image, identity))
+        with trio.move_on_after(within_s):
+            await channels.wait_idle()
+        with trio.move_on_after(within_s):
+            await driver.submit(BrokerChange(await self._read_brokers(lambda _e: None)))
+        self._check_log(active)
 
     def _check_log(self, active: _Active) -> bool:
         """True (and resigning) when the metadata log refuses writes: fenced by a newer

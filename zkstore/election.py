@@ -13,7 +13,10 @@ Every broker runs a `ControllerElection`. `elect()`:
 
 The watch on /controller re-elects when it is deleted (the controller's session ended) and
 resigns this broker if it is active and the znode now names someone else. A lost session
-(expired: the ephemeral is gone) resigns at once; the new session re-elects. Resignation is an
+(expired: the ephemeral is gone) resigns at once; the new session re-elects. (The failpoint
+`controller.zk.ignore_session_loss` makes an active controller ignore the loss: on the new
+session it awaits `after_ignored_session_loss` - the service acting as a zombie - and only then
+re-elects, i.e. resigns: so a test sees a zombie's fenced writes on every run.) Resignation is an
 event: the controller stops its event loop and drops its state when it gets `Resigned`.
 
 Events, delivered in order through `events()` (a trio receive channel) and the properties:
@@ -26,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -39,6 +42,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import WatchedEvent
 
+from protocol import failpoints
 from zkstore.client import ZkClient, ZkState, ZkStateEvent
 from zkstore.errors import ControllerMovedError
 from zkstore.znodes import INITIAL_CONTROLLER_EPOCH, ControllerEpochZNode, ControllerZNode
@@ -153,6 +157,10 @@ class ControllerElection:
         self.active_controller_id: int | None = None
         self.epoch: int | None = None
         self.epoch_zk_version: int | None = None
+        self.after_ignored_session_loss: Callable[[], Awaitable[None]] | None = None
+        """Awaited on the new session after a session loss the failpoint
+        `controller.zk.ignore_session_loss` made this (active) controller ignore."""
+        self._session_loss_ignored = False
 
     @property
     def is_active(self) -> bool:
@@ -226,9 +234,18 @@ class ControllerElection:
             async for wakeup in self._wakeup_receive:
                 if isinstance(wakeup, ZkStateEvent):
                     if wakeup.state is ZkState.LOST:
+                        if self.is_active and failpoints.eval("controller.zk.ignore_session_loss"):
+                            log.warning(
+                                "controller ignores its session loss (failpoint)",
+                                broker_id=self.broker_id,
+                                epoch=self.epoch,
+                            )
+                            self._session_loss_ignored = True
+                            continue
                         self._resign("zookeeper session expired")
                         self._set_controller(None)
                     elif wakeup.state is ZkState.CONNECTED:
+                        await self._after_session_loss()
                         await self._elect_quietly()
                     continue
                 # A watch fired (created, changed, deleted). Events may be stale by now (we may
@@ -238,6 +255,17 @@ class ControllerElection:
         finally:
             self._zk.remove_state_listener(self._on_state)
             self._resign("the election stopped")
+
+    async def _after_session_loss(self) -> None:
+        hook = self.after_ignored_session_loss
+        if not self._session_loss_ignored:
+            return
+        self._session_loss_ignored = False
+        if hook is not None and self.is_active:
+            try:
+                await hook()
+            except Exception:
+                log.exception("acting on a stale controller state failed")
 
     async def _elect_quietly(self) -> None:
         try:

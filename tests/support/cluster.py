@@ -16,8 +16,12 @@ its own log dir; the ZooKeeper is the caller's (usually the `zookeeper` fixture'
 clusters of different tests never meet). The session timeout defaults to 3 s (the house rules
 ask for >= 2 s), so a SIGKILLed broker leaves the cluster within seconds.
 
+Environment: `env` goes to every broker, `broker_env={node_id: {...}}` to one broker on top
+(e.g. `TRIOKA_FAILPOINTS`, protocol/failpoints.py); `cluster.brokers[i].extra_env` may be
+changed before a restart.
+
 Fixture (tests/integration/cluster/conftest.py): `zk_cluster_factory(brokers=3, overrides=None,
-start=True, env=None) -> ZkCluster`, every process killed at teardown.
+start=True, env=None, broker_env=None) -> ZkCluster`, every process killed at teardown.
 """
 
 from __future__ import annotations
@@ -48,9 +52,11 @@ class ZkCluster:
         env: Mapping[str, str] | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
+        broker_env: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         """`broker_overrides[node_id]`: that broker's own configs on top of `overrides` (its
-        listeners, advertised.listeners, ...)."""
+        listeners, advertised.listeners, ...); `broker_env[node_id]`: its environment on top
+        of `env` (e.g. TRIOKA_FAILPOINTS)."""
         self.tmp_dir = Path(tmp_dir)
         self.zookeeper_connect = zookeeper_connect
         common = {
@@ -68,7 +74,7 @@ class ZkCluster:
                 self.tmp_dir / f"broker-{node_id}",
                 {**common, **(broker_overrides or {}).get(node_id, {})},
                 node_id=node_id,
-                env=env,
+                env={**(env or {}), **(broker_env or {}).get(node_id, {})},
             )
             for node_id in range(1, brokers + 1)
         }

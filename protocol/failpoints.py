@@ -1,0 +1,221 @@
+"""Failpoints: named places in the code that a test switches on by environment variable, so that
+a race-dependent scenario happens on every run (as etcd's gofail and FreeBSD's fail(9)).
+
+Off by default. A process reads `TRIOKA_FAILPOINTS` once, when this module is imported:
+
+    TRIOKA_FAILPOINTS="replica.follower.freeze_hw=return;replica.fetcher.skip_source=return(2)"
+
+and the code asks at the failpoint:
+
+    if failpoints.eval("replica.follower.freeze_hw") is not None:
+        return  # act as the failpoint says
+
+`eval(name)` is one dict lookup while the failpoint is off (always, in production) and returns
+None; when the failpoint fires it returns its value (`return` gives True, `return(v)` gives v:
+an int when v is one, else the string). The first evaluation of a failpoint that is switched
+on logs the structlog event `failpoint enabled` (name, spec), so test logs show it.
+
+Grammar (one entry per failpoint, `;` between entries, spaces ignored):
+
+    entry  := NAME "=" term ("->" term)*
+    term   := [P "%"] [N "*"] action
+    action := "off" | "return" | "return(" VALUE ")"
+
+- `off`: does not fire (an explicit no-op, useful in a chain: `2*off->return`).
+- `return` / `return(VALUE)`: fires with True / VALUE.
+- `N*term`: the term holds for its first N evaluations, then the next term of the chain (none
+  left: off). Counting is per process.
+- `P%term`: the term fires with probability P percent (0-100) per evaluation (an evaluation that
+  does not fire still counts for `N*`). Not deterministic: prefer `N*` in tests.
+
+Bad input raises ValueError naming the entry and the term (unknown failpoint names too: a typo
+must not silently test nothing).
+
+Failpoints (every name the code evaluates; keep docs/internals.md in step):
+
+| name                                  | where                 | when it fires                          |
+|---------------------------------------|-----------------------|----------------------------------------|
+| `replica.follower.freeze_hw`          | broker.fetcher        | the follower does not take the         |
+|                                       |                       | leader's HW from fetch responses (its  |
+|                                       |                       | HW, and HW checkpoint, lag: KIP-101)   |
+| `replica.fetcher.skip_source`         | broker.fetcher        | `return(ID)`: the follower sends no    |
+|                                       |                       | Fetch to broker ID (as if cut off from |
+|                                       |                       | it); its partitions wait               |
+| `controller.zk.ignore_session_loss`   | zkstore.election,     | an active controller whose ZooKeeper   |
+|                                       | deploy.zk_controller  | session expired does not resign at     |
+|                                       |                       | once: on the new session it first acts |
+|                                       |                       | on its stale state (one LeaderAndIsr / |
+|                                       |                       | UpdateMetadata round, one BrokerChange |
+|                                       |                       | write), then re-elects (a zombie)      |
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+from dataclasses import dataclass, field
+
+import structlog
+
+ENV_VAR = "TRIOKA_FAILPOINTS"
+
+FAILPOINTS: dict[str, str] = {
+    "replica.follower.freeze_hw": "the follower ignores the leader's HW in fetch responses",
+    "replica.fetcher.skip_source": "return(ID): the follower sends no Fetch to broker ID",
+    "controller.zk.ignore_session_loss": (
+        "an active controller whose session expired acts once more on its stale state "
+        "(a LeaderAndIsr round and a BrokerChange write) before it re-elects"
+    ),
+}
+"""Every failpoint the code evaluates, with what it does (the table above)."""
+
+log = structlog.get_logger("protocol.failpoints")
+
+_TERM = re.compile(
+    r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?"
+    r"(?P<action>off|return)(?:\((?P<value>[^()]*)\))?$"
+)
+_NAME = re.compile(r"^[a-z0-9_]+(?:\.[a-z0-9_]+)*$")
+
+
+@dataclass(slots=True)
+class Term:
+    action: str
+    """"off" or "return"."""
+    value: object = True
+    count: int | None = None
+    """Evaluations this term holds for (None: forever)."""
+    percent: float | None = None
+
+
+@dataclass(slots=True)
+class Failpoint:
+    name: str
+    spec: str
+    terms: list[Term]
+    evaluations: int = 0
+    announced: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def evaluate(self, rng: random.Random) -> object | None:
+        with self._lock:
+            if not self.announced:
+                self.announced = True
+                log.warning("failpoint enabled", failpoint=self.name, spec=self.spec)
+            self.evaluations += 1
+            while self.terms:
+                term = self.terms[0]
+                if term.count is not None:
+                    if term.count <= 0:
+                        self.terms.pop(0)
+                        continue
+                    term.count -= 1
+                if term.action == "off":
+                    return None
+                if term.percent is not None and rng.random() * 100 >= term.percent:
+                    return None
+                return term.value
+            return None
+
+
+def _value(raw: str) -> object:
+    raw = raw.strip()
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
+
+
+def parse_term(text: str, *, entry: str = "") -> Term:
+    where = f" in failpoint entry {entry!r}" if entry else ""
+    match = _TERM.match(text)
+    if match is None:
+        raise ValueError(
+            f"bad failpoint term {text!r}{where}: expected [P%][N*]off|return|return(VALUE)"
+        )
+    action, value = match["action"], match["value"]
+    if action == "off" and value is not None:
+        raise ValueError(f"bad failpoint term {text!r}{where}: 'off' takes no value")
+    if value is not None and not value.strip():
+        raise ValueError(f"bad failpoint term {text!r}{where}: empty value in return()")
+    percent = float(match["pct"]) if match["pct"] is not None else None
+    if percent is not None and percent > 100:
+        raise ValueError(f"bad failpoint term {text!r}{where}: {percent:g}% is over 100%")
+    count = int(match["count"]) if match["count"] is not None else None
+    if count == 0:
+        raise ValueError(f"bad failpoint term {text!r}{where}: a count must be at least 1")
+    return Term(
+        action=action,
+        value=True if value is None else _value(value),
+        count=count,
+        percent=percent,
+    )
+
+
+def parse(spec: str) -> dict[str, Failpoint]:
+    """`TRIOKA_FAILPOINTS` text -> failpoints by name; ValueError naming what is wrong."""
+    out: dict[str, Failpoint] = {}
+    for raw_entry in spec.split(";"):
+        entry = "".join(raw_entry.split())
+        if not entry:
+            continue
+        name, sep, body = entry.partition("=")
+        if not sep or not name or not body:
+            raise ValueError(f"bad failpoint entry {entry!r}: expected NAME=TERM[->TERM...]")
+        if not _NAME.match(name):
+            raise ValueError(f"bad failpoint name {name!r} in entry {entry!r}")
+        if name not in FAILPOINTS:
+            raise ValueError(
+                f"unknown failpoint {name!r} in entry {entry!r} (known: {', '.join(sorted(FAILPOINTS))})"
+            )
+        if name in out:
+            raise ValueError(f"failpoint {name!r} is given twice")
+        terms = [parse_term(t, entry=entry) for t in body.split("->")]
+        out[name] = Failpoint(name, body, terms)
+    return out
+
+
+_active: dict[str, Failpoint] = {}
+_rng = random.Random()
+
+
+def configure(spec: str | None) -> None:
+    """Replace the failpoints of this process (None or "": all off). Tests of this module and
+    in-process tests use it; processes get theirs from the environment at import."""
+    global _active
+    _active = parse(spec) if spec else {}
+
+
+def reset() -> None:
+    configure(None)
+
+
+def active() -> dict[str, str]:
+    """The failpoints switched on: name -> spec."""
+    return {name: fp.spec for name, fp in _active.items()}
+
+
+def eval(name: str) -> object | None:  # the name gofail and fail(9) use
+    """The failpoint's value when it fires here, else None (always None while it is off)."""
+    fp = _active.get(name)
+    if fp is None:
+        return None
+    return fp.evaluate(_rng)
+
+
+configure(os.environ.get(ENV_VAR))
+
+__all__ = [
+    "ENV_VAR",
+    "FAILPOINTS",
+    "Failpoint",
+    "Term",
+    "active",
+    "configure",
+    "eval",
+    "parse",
+    "parse_term",
+    "reset",
+]
