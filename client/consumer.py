@@ -8,13 +8,18 @@ One Fetch per leader is kept in flight while the caller works through the record
 fetched (Kafka's pipelining); records below the fetch offset in a first batch are skipped.
 Without a valid position a partition is reset by auto.offset.reset (latest|earliest|none),
 also when the broker answers OFFSET_OUT_OF_RANGE. Consumer groups arrive with issue 5.
+
+KIP-320: a position remembers the leader epoch of the batch its last record came from; when
+metadata names a new leader or leader epoch, the position is checked with OffsetForLeaderEpoch
+before fetching again, and a log truncated under the consumer (an unclean election) is detected
+(client.positions has the rules, as Kafka's SubscriptionState: back to the first offset known to
+diverge, or LogTruncationError from poll() when auto.offset.reset is none).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import structlog
@@ -26,9 +31,20 @@ from client.errors import (
     ClientClosedError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    LogTruncationError,
     NoOffsetForPartitionError,
 )
 from client.lifecycle import ClientBase
+from client.positions import (
+    NO_EPOCH,
+    EpochEndOffset,
+    FetchPosition,
+    LogTruncation,
+    PartitionState,
+    Validation,
+    leader_and_epoch,
+    log_truncation_error,
+)
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.list_offsets import (
@@ -38,6 +54,12 @@ from protocol.messages.list_offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopic,
+)
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
 )
 from protocol.names import TopicPartition
 from protocol.record_batch import (
@@ -75,17 +97,6 @@ class ConsumerRecord(NamedTuple):
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
-
-
-@dataclass(slots=True)
-class _PartitionState:
-    position: int | None = None
-    reset: str | None = None
-    """Pending reset strategy (earliest/latest) set by seek_to_* or OFFSET_OUT_OF_RANGE."""
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    error: KafkaError | None = None
-    """Raised by the next poll() (e.g. OFFSET_OUT_OF_RANGE with auto.offset.reset=none)."""
 
 
 def decode_batch(
@@ -128,6 +139,7 @@ class _CompletedFetch:
         "_idx",
         "_pos",
         "_records",
+        "last_epoch",
         "next_offset",
         "tp",
     )
@@ -143,6 +155,8 @@ class _CompletedFetch:
         self._records: list[ConsumerRecord] = []
         self._idx = 0
         self._batch_next = fetch_offset
+        self.last_epoch = NO_EPOCH
+        """Leader epoch of the batch `next_offset` was reached in (the position's epoch)."""
 
     def take(self, max_records: int, out: list[ConsumerRecord]) -> bool:
         """Append up to `max_records` records to `out`; True when this fetch is used up."""
@@ -159,6 +173,7 @@ class _CompletedFetch:
                 if self._pos + header.size > len(data):
                     # a partial batch at the end: the next fetch starts at it again
                     return True
+                self.last_epoch = header.partition_leader_epoch  # per batch, not per record
                 if header.next_offset > self.next_offset:
                     self._records, end, self._batch_next = decode_batch(
                         topic, partition, data, self._pos, self._check_crc
@@ -202,10 +217,14 @@ class Consumer(ClientBase):
         self._max_poll_records: int = c["max.poll.records"]
         self._check_crcs: bool = c["check.crcs"]
         self._api_timeout_ms: float = c["default.api.timeout.ms"]
-        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._request_timeout_ms: float = c["request.timeout.ms"]
+        self._states: dict[TopicPartition, PartitionState] = {}
         self._completed: deque[_CompletedFetch] = deque()
         self._buffered: set[TopicPartition] = set()
         self._fetching_nodes: set[int] = set()
+        self._validating_nodes: set[int] = set()
+        self._truncation: LogTruncationError | None = None
+        """Found by a validation with auto.offset.reset=none; raised by the next poll()."""
         self._fetched = trio.Event()
         self._generation = 0
         """Bumped by assign() and seeks so that fetches begun before them are dropped."""
@@ -220,7 +239,7 @@ class Consumer(ClientBase):
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Replace the assignment. New partitions start at auto.offset.reset unless sought."""
         wanted = {TopicPartition(*tp) for tp in partitions}
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        self._states = {tp: self._states.get(tp) or PartitionState() for tp in wanted}
         self._drop_buffered(lambda tp: tp not in wanted)
         self._generation += 1
         if self._cluster is not None:
@@ -230,7 +249,7 @@ class Consumer(ClientBase):
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def _state(self, tp: TopicPartition | tuple[str, int]) -> _PartitionState:
+    def _state(self, tp: TopicPartition | tuple[str, int]) -> PartitionState:
         try:
             return self._states[TopicPartition(*tp)]
         except KeyError:
@@ -239,12 +258,19 @@ class Consumer(ClientBase):
                 f"partition {TopicPartition(*tp)} is not assigned to this consumer",
             ) from None
 
-    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
-        """Fetch from `offset` next."""
+    def seek(
+        self, tp: TopicPartition | tuple[str, int], offset: int, *, leader_epoch: int | None = None
+    ) -> None:
+        """Fetch from `offset` next. As Kafka's seek, the position then has no leader epoch
+        (nothing to check after a leader change) unless `leader_epoch` is given: the epoch of
+        the record before `offset` (as a committed offset carries it), which is validated
+        against the leader before fetching (KIP-320)."""
         if offset < 0:
             raise ValueError(f"seek offset must be >= 0, got {offset}")
+        if leader_epoch is not None and leader_epoch < 0:
+            raise ValueError(f"seek leader_epoch must be >= 0 (or None), got {leader_epoch}")
         state = self._state(tp)
-        state.position, state.reset, state.error = offset, None, None
+        state.seek(offset, NO_EPOCH if leader_epoch is None else leader_epoch)
         self._after_seek(TopicPartition(*tp))
 
     def seek_to_beginning(self, *tps: TopicPartition | tuple[str, int]) -> None:
@@ -258,7 +284,8 @@ class Consumer(ClientBase):
     def _seek_to(self, strategy: str, tps: tuple[TopicPartition | tuple[str, int], ...]) -> None:
         for tp in tps or tuple(self._states):
             state = self._state(tp)
-            state.position, state.reset, state.error = None, strategy, None
+            state.request_reset(strategy)
+            state.error = None
             self._after_seek(TopicPartition(*tp))
 
     def _after_seek(self, tp: TopicPartition) -> None:
@@ -420,7 +447,7 @@ class Consumer(ClientBase):
         for tp, (offset, _ts) in found.items():
             state = self._states.get(tp)
             if state is not None and state.position is None:
-                state.position, state.reset = offset, None
+                state.reset_to(offset)
 
     # -- polling ------------------------------------------------------------------------------
 
@@ -436,6 +463,7 @@ class Consumer(ClientBase):
             self._raise_partition_errors()
             if any(s.position is None for s in self._states.values()):
                 await self._update_positions(max(deadline, now_ms() + self._api_timeout_ms))
+            self._check_leaders(cluster)
             records = self._drain(limit)
             self._send_fetches(cluster)
             if records:
@@ -448,6 +476,9 @@ class Consumer(ClientBase):
                 await fetched.wait()
 
     def _raise_partition_errors(self) -> None:
+        if self._truncation is not None:
+            error, self._truncation = self._truncation, None
+            raise error
         for state in self._states.values():
             if state.error is not None:
                 error, state.error = state.error, None
@@ -458,8 +489,10 @@ class Consumer(ClientBase):
         while self._completed and len(out) < limit:
             cf = self._completed[0]
             state = self._states.get(cf.tp)
-            if state is None or state.position != cf.next_offset:
-                self._completed.popleft()  # stale: sought or unassigned since it was fetched
+            if state is None or state.position != cf.next_offset or state.awaiting_validation:
+                # stale: sought or unassigned since it was fetched, or the leader changed and
+                # the position must be validated first (Kafka drops these records too)
+                self._completed.popleft()
                 self._buffered.discard(cf.tp)
                 continue
             try:
@@ -471,7 +504,9 @@ class Consumer(ClientBase):
                     ErrorCode.CORRUPT_MESSAGE,
                     f"corrupt record batch in {cf.tp} after offset {state.position}: {exc}",
                 ) from None
-            state.position = cf.next_offset
+            if cf.next_offset != state.position:
+                state.position = cf.next_offset
+                state.offset_epoch = cf.last_epoch
             if used_up:
                 self._completed.popleft()
                 self._buffered.discard(cf.tp)
@@ -480,17 +515,19 @@ class Consumer(ClientBase):
     def _send_fetches(self, cluster: ClusterClient) -> None:
         """Start a Fetch to every leader that has fetchable partitions and none in flight."""
         assert self._nursery is not None
-        by_node: dict[int, dict[TopicPartition, int]] = {}
+        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         unknown = False
+        leader_for = cluster.metadata.leader_for
         for tp, state in self._states.items():
-            if state.position is None or tp in self._buffered:
+            if state.position is None or state.awaiting_validation or tp in self._buffered:
                 continue
-            leader = cluster.metadata.leader_for(tp.topic, tp.partition)
-            if leader is None:
+            # _check_leaders made current_leader the metadata's leader unless that was stale
+            leader = state.current_leader.leader
+            if leader is None or leader != leader_for(tp.topic, tp.partition):
                 unknown = True
                 continue
             if leader not in self._fetching_nodes:
-                by_node.setdefault(leader, {})[tp] = state.position
+                by_node.setdefault(leader, {})[tp] = (state.position, state.current_leader.epoch)
         if unknown or cluster.needs_update():
             if unknown:
                 cluster.request_update()
@@ -498,6 +535,144 @@ class Consumer(ClientBase):
         for node, parts in by_node.items():
             self._fetching_nodes.add(node)
             self._nursery.start_soon(self._fetch, node, parts, self._generation)
+
+    def _check_leaders(self, cluster: ClusterClient) -> None:
+        """Kafka's validatePositionsIfNeeded: a position whose leader or leader epoch changed
+        in metadata awaits validation; send OffsetForLeaderEpoch to each new leader for the
+        positions due (one request per leader in flight)."""
+        assert self._nursery is not None
+        now = now_ms()
+        metadata = cluster.metadata
+        by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
+        for tp, state in self._states.items():
+            if state.position is None:
+                continue
+            if not state.maybe_validate(leader_and_epoch(metadata, tp)):
+                continue
+            node = state.current_leader.leader
+            position = state.fetch_position()
+            if node is None or position is None or node in self._validating_nodes:
+                continue
+            if state.next_validation_ms <= now:
+                by_node.setdefault(node, {})[tp] = position
+        for node, positions in by_node.items():
+            for tp in positions:
+                # Kafka's setNextAllowedRetry: not again while this request may be answered
+                self._states[tp].next_validation_ms = now + self._request_timeout_ms
+            self._validating_nodes.add(node)
+            self._nursery.start_soon(self._validate, node, positions)
+
+    async def _validate(self, node: int, positions: dict[TopicPartition, FetchPosition]) -> None:
+        """OffsetForLeaderEpoch for `positions` at their new leader `node`, then the rules of
+        client.positions (Kafka's OffsetFetcher.validatePositionsAsync)."""
+        cluster = self._cluster
+        assert cluster is not None
+        topics: dict[str, list[OffsetForLeaderPartition]] = {}
+        for tp, pos in positions.items():
+            topics.setdefault(tp.topic, []).append(
+                OffsetForLeaderPartition(
+                    partition=tp.partition,
+                    leader_epoch=pos.offset_epoch,
+                    current_leader_epoch=pos.current_leader.epoch,
+                )
+            )
+        request = OffsetForLeaderEpochRequest(
+            replica_id=-1,  # a consumer (KIP-320), not a follower
+            topics=tuple(
+                OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()
+            ),
+        )
+        retry: set[TopicPartition] = set()
+        truncations: list[LogTruncation] = []
+        try:
+            try:
+                response: OffsetForLeaderEpochResponse = await cluster.send(node, request)
+            except KafkaError as exc:
+                if self._closed:
+                    return
+                log.info("offset validation failed", node=node, error=str(exc))
+                if isinstance(exc, KafkaConnectionError):
+                    cluster.drop(node)
+                retry.update(positions)
+                response = OffsetForLeaderEpochResponse()
+            if response.error_code:
+                log.info("offset validation refused", node=node, error=response.error_message)
+                retry.update(positions)
+            answered: set[TopicPartition] = set()
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.topic, p.partition)
+                    requested = positions.get(tp)
+                    state = self._states.get(tp)
+                    if requested is None or state is None:
+                        continue
+                    answered.add(tp)
+                    if p.error_code != ErrorCode.NONE:
+                        # Kafka retries every error here (NOT_LEADER_OR_FOLLOWER,
+                        # FENCED/UNKNOWN_LEADER_EPOCH, ...) after a metadata refresh.
+                        log.info(
+                            "offset validation error; retrying",
+                            tp=str(tp),
+                            error=ErrorCode.from_wire(p.error_code).name,
+                        )
+                        retry.add(tp)
+                        continue
+                    outcome, truncation = state.complete_validation(
+                        tp, requested, EpochEndOffset(p.leader_epoch, p.end_offset), self._reset
+                    )
+                    self._after_validation(tp, state, requested, outcome, p.end_offset)
+                    if truncation is not None:
+                        truncations.append(truncation)
+            retry.update(tp for tp in positions if tp not in answered)
+            if truncations and self._truncation is None:
+                self._truncation = log_truncation_error(truncations)
+            if retry:
+                cluster.request_update()
+                self._wake_poll()  # the poll refreshes metadata meanwhile
+                await trio.sleep(cluster.retry_backoff_ms / 1000)
+                for tp in retry:
+                    state = self._states.get(tp)
+                    if state is not None and state.fetch_position() == positions[tp]:
+                        state.next_validation_ms = 0.0  # due again
+        finally:
+            self._validating_nodes.discard(node)
+            self._wake_poll()
+
+    def _after_validation(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        requested: FetchPosition,
+        outcome: Validation,
+        end_offset: int,
+    ) -> None:
+        if outcome is Validation.DIVERGED:
+            log.info(
+                "Truncation detected; resetting offset to the first offset known to diverge",
+                tp=str(tp),
+                offset=requested.offset,
+                offset_epoch=requested.offset_epoch,
+                new_offset=state.position,
+                new_epoch=state.offset_epoch,
+            )
+            self._after_seek(tp)
+        elif outcome is Validation.RESET:
+            log.info(
+                "Truncation detected; resetting offset by auto.offset.reset",
+                tp=str(tp),
+                offset=requested.offset,
+                offset_epoch=requested.offset_epoch,
+                strategy=self._reset,
+            )
+            self._after_seek(tp)
+        elif outcome is Validation.TRUNCATED:
+            log.warning(
+                "Truncation detected, but auto.offset.reset is none",
+                tp=str(tp),
+                offset=requested.offset,
+                offset_epoch=requested.offset_epoch,
+                end_offset=end_offset,
+            )
 
     async def _refresh_metadata(self, cluster: ClusterClient) -> None:
         await cluster.maybe_refresh()
@@ -507,17 +682,22 @@ class Consumer(ClientBase):
         fetched, self._fetched = self._fetched, trio.Event()
         fetched.set()
 
-    async def _fetch(self, node: int, parts: dict[TopicPartition, int], generation: int) -> None:
+    async def _fetch(
+        self, node: int, parts: dict[TopicPartition, tuple[int, int]], generation: int
+    ) -> None:
+        """One Fetch of `parts` ({tp: (fetch offset, current leader epoch)}) from `node`."""
         cluster = self._cluster
         assert cluster is not None
         c = self.config
         topics: dict[str, list[FetchPartition]] = {}
-        for tp, offset in parts.items():
+        for tp, (offset, leader_epoch) in parts.items():
             topics.setdefault(tp.topic, []).append(
                 FetchPartition(
                     index=tp.partition,
                     fetch_offset=offset,
                     partition_max_bytes=c["max.partition.fetch.bytes"],
+                    # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the leader disagrees
+                    current_leader_epoch=leader_epoch,
                 )
             )
         request = FetchRequest(
@@ -552,13 +732,22 @@ class Consumer(ClientBase):
             self._wake_poll()
 
     def _handle_fetch(
-        self, cluster: ClusterClient, parts: dict[TopicPartition, int], response: FetchResponse
+        self,
+        cluster: ClusterClient,
+        parts: dict[TopicPartition, tuple[int, int]],
+        response: FetchResponse,
     ) -> None:
         for t in response.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.index)
                 state = self._states.get(tp)
-                if state is None or state.position != parts.get(tp):
+                sent = parts.get(tp)
+                if (
+                    state is None
+                    or sent is None
+                    or state.position != sent[0]
+                    or state.awaiting_validation  # the leader changed meanwhile
+                ):
                     continue
                 code = ErrorCode.from_wire(p.error_code)
                 if code is ErrorCode.NONE:
@@ -583,7 +772,7 @@ class Consumer(ClientBase):
                             offset=state.position,
                             strategy=self._reset,
                         )
-                        state.position, state.reset = None, self._reset
+                        state.request_reset(self._reset)
                 elif code in _LEADERSHIP_ERRORS or code.retriable:
                     cluster.metadata.invalidate_leader(tp.topic, tp.partition)
                     cluster.request_update()

@@ -6,7 +6,11 @@ message a person can act on, so callers (the CLI above all) catch one type and p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import NamedTuple
+
 from protocol.errors import ErrorCode, KafkaError
+from protocol.names import TopicPartition
 
 
 class KafkaConnectionError(KafkaError):
@@ -35,6 +39,35 @@ class NoOffsetForPartitionError(KafkaError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+
+
+class DivergentOffset(NamedTuple):
+    """Where a consumer's log and the leader's part (Kafka's OffsetAndMetadata with a leader
+    epoch in LogTruncationException.divergentOffsets): the end offset of the consumed epoch on
+    the leader, and that epoch."""
+
+    offset: int
+    leader_epoch: int
+
+
+class LogTruncationError(KafkaError):
+    """The leader's log is shorter than what this consumer already read (an unclean leader
+    election; KIP-320) and auto.offset.reset is none (Kafka's LogTruncationException).
+
+    `fetch_offsets[tp]` is the position that could not be validated; `divergent_offsets[tp]`
+    (when the leader could say) is the first offset known to diverge: `seek()` there to go on
+    with the records the new leader has."""
+
+    def __init__(
+        self,
+        message: str,
+        fetch_offsets: Mapping[TopicPartition, int],
+        divergent_offsets: Mapping[TopicPartition, DivergentOffset],
+    ) -> None:
+        # Kafka's LogTruncationException is an OffsetOutOfRangeException.
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+        self.fetch_offsets = dict(fetch_offsets)
+        self.divergent_offsets = dict(divergent_offsets)
 
 
 def raise_for_code(code: int, message: str | None, context: str = "") -> None:
