@@ -13,6 +13,13 @@ makeFollowers (take the registration, stop the old fetcher, truncate by leader e
 `FollowerFetchState.become_follower` decides, start fetching from the new leader when it is
 live); then one HW checkpoint.
 
+A FULL LeaderAndIsr (type 1: the controller's first request after a failover or after this
+broker registered) names every partition this broker hosts: a local log it does not name, or
+names with another topic id, is a stray (KIP-516; Kafka's findStrayPartitionsFromLeaderAndIsr)
+and is stopped and deleted before the partitions are applied, so a replica of a topic deleted
+(or deleted and recreated) while this broker was down is never served nor revived. An
+INCREMENTAL request naming another topic id than a log's still gets INCONSISTENT_TOPIC_ID.
+
 StopReplica: stop fetching; with delete_partition, drop the partition and delete its log
 (unless the request names another topic id than the log's, KIP-516). A leader epoch older than
 ours -> FENCED_LEADER_EPOCH (-1 skips the check, -2 deletes regardless).
@@ -40,6 +47,7 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LeaderAndIsrTopicError,
+    LeaderAndIsrType,
 )
 from protocol.messages.stop_replica import (
     StopReplicaPartitionError,
@@ -112,6 +120,8 @@ class ControllerRequestHandler:
             code = self._fence_code(request.controller_epoch)
             log.warning("LeaderAndIsr refused", error=code.name, reason=stale)
             return LeaderAndIsrResponse(error_code=int(code), error_message=stale)
+        if request.type == LeaderAndIsrType.FULL:
+            self._delete_strays(request)
         live = {
             leader.broker_id: SourceBroker(leader.broker_id, leader.host_name, leader.port)
             for leader in request.live_leaders
@@ -175,6 +185,34 @@ class ControllerRequestHandler:
                 for topic in request.topic_states
             )
         )
+
+    def _delete_strays(self, request: LeaderAndIsrRequest) -> list[TopicPartition]:
+        """Delete the local logs a FULL LeaderAndIsr does not name (or names with another
+        topic id); returns them."""
+        named: dict[TopicPartition, str] = {
+            TopicPartition(t.topic_name, p.partition_index): t.topic_id
+            for t in request.topic_states
+            for p in t.partition_states
+        }
+        strays: list[TopicPartition] = []
+        for the_log in self.partitions.log_manager.logs():
+            tp = the_log.topic_partition
+            if tp not in named:
+                reason = "not in the controller's full LeaderAndIsr"
+            elif the_log.topic_id and named[tp] and the_log.topic_id != named[tp]:
+                reason = f"log of topic id {the_log.topic_id}, the topic is now {named[tp]}"
+            else:
+                continue
+            log.warning("deleting stray partition", topic_partition=str(tp), reason=reason)
+            self.fetchers.remove_partitions([tp])
+            try:
+                self.partitions.stop(tp, delete=True)
+            except Exception as exc:  # the next FULL request tries again
+                _storage_error(tp, exc)
+                continue
+            self.on_partition_change(tp)
+            strays.append(tp)
+        return strays
 
     def _check_partition(self, change: PartitionChange) -> ErrorCode:
         partition = self.partitions.get(change.tp)

@@ -8,10 +8,14 @@ epoch:
 
 - LeaderAndIsr to the live replicas of every partition created or whose leader, ISR, replicas
   or epochs changed (`is_new` for a replica the partition did not have), and to a broker that
-  just came up (or came back with a new epoch) for every partition it hosts, as Kafka's
-  OnlineReplica transition does;
+  just came up (or came back with a new epoch) a FULL LeaderAndIsr (type 1, KIP-516/KIP-866)
+  with every partition it hosts, as Kafka's OnlineReplica transition does: the broker deletes
+  the logs a FULL request does not name (stray replicas of topics deleted while it was down,
+  or of an older topic with the same name);
 - StopReplica with delete_partition=true to the live replicas of a deleted topic (leader epoch
-  -2, Kafka's EpochDuringDelete) and to replicas a reassignment removed; with
+  -2, Kafka's EpochDuringDelete) unless it was deleted in Kafka's ZK-mode order (in `deleting`:
+  its replicas were stopped and deleted before its RemoveTopicRecord), and to replicas a
+  reassignment removed; with
   delete_partition=false to a broker entering controlled shutdown for the partitions it only
   follows (it stops fetching; its log stays);
 - UpdateMetadata to every live broker whenever partitions or brokers changed, naming the
@@ -19,14 +23,19 @@ epoch:
   brokers; a broker that just came up gets every partition.
 
 `plan_failover(image, controller)` is what a new controller sends: a full LeaderAndIsr
-(type FULL) for every partition to each live broker hosting it and a full UpdateMetadata to
-every live broker. Topic ids ride on every partition, so a broker holding a replica of an
+(type FULL, empty for a broker hosting nothing) to every live broker and a full UpdateMetadata
+to every live broker. Topic ids ride on every partition, so a broker holding a replica of an
 older topic with the same name sees the difference (KIP-516).
+
+Topics queued for deletion (`deleting`, topic ids; controller.topic_deletion) get no
+LeaderAndIsr (a replica must not be recreated while the deletion removes it) and UpdateMetadata
+shows them with leader -2, as Kafka's onTopicDeletion does; `plan_topic_deletion` sends that
+UpdateMetadata to every live broker when a topic is queued, and the deletion's StopReplicas.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from protocol.messages.leader_and_isr import (
@@ -125,6 +134,17 @@ def _um_state(
     )
 
 
+def _during_delete(part: PartitionRegistration) -> PartitionRegistration:
+    """The partition as brokers see it while its topic is deleted (leader -2)."""
+    return PartitionRegistration(
+        replicas=part.replicas,
+        isr=part.isr,
+        leader=LEADER_DURING_DELETE,
+        leader_epoch=part.leader_epoch,
+        partition_epoch=part.partition_epoch,
+    )
+
+
 def _grouped(items: Iterable[tuple[_Key, object]]) -> dict[tuple[str, str], list]:
     by_topic: dict[tuple[str, str], list] = {}
     for (name, topic_id, _), state in sorted(items, key=lambda kv: kv[0]):
@@ -167,7 +187,8 @@ def _build(
     batches: Mapping[int, _Batch],
     metadata: Mapping[_Key, UpdateMetadataPartitionState] | None,
     full_metadata_for: Iterable[int],
-    lai_type: LeaderAndIsrType,
+    full_leader_and_isr_for: Collection[int] = (),
+    deleting: Collection[str] = (),
 ) -> dict[int, BrokerRequests]:
     live = _live(image)
     epoch = controller.controller_epoch
@@ -175,7 +196,9 @@ def _build(
     full_states: dict[_Key, UpdateMetadataPartitionState] | None = None
     if full_for:
         full_states = {
-            (t.name, t.topic_id, pid): _um_state(pid, p, epoch, live)
+            (t.name, t.topic_id, pid): _um_state(
+                pid, _during_delete(p) if t.topic_id in deleting else p, epoch, live
+            )
             for t in image.topics.by_id.values()
             for pid, p in t.partitions.items()
         }
@@ -183,7 +206,8 @@ def _build(
     for broker_id, broker in live.items():
         batch = batches.get(broker_id, _Batch())
         lai = None
-        if batch.leader_and_isr:
+        full = broker_id in full_leader_and_isr_for
+        if batch.leader_and_isr or full:
             topics = _grouped(batch.leader_and_isr.items())
             leaders = sorted({s.leader for s in batch.leader_and_isr.values() if s.leader >= 0})
             lai = LeaderAndIsrRequest(
@@ -199,7 +223,7 @@ def _build(
                     for i in leaders
                     if i in live
                 ),
-                type=int(lai_type),
+                type=int(LeaderAndIsrType.FULL if full else LeaderAndIsrType.INCREMENTAL),
             )
         stop = None
         if batch.stop:
@@ -231,9 +255,14 @@ def _build(
 
 
 def plan_propagation(
-    before: MetadataImage, after: MetadataImage, controller: ControllerIdentity
+    before: MetadataImage,
+    after: MetadataImage,
+    controller: ControllerIdentity,
+    *,
+    deleting: Collection[str] = (),
 ) -> dict[int, BrokerRequests]:
-    """Per live broker (after the event), the requests one event's records call for."""
+    """Per live broker (after the event), the requests one event's records call for.
+    `deleting`: ids of topics queued for deletion (see the module doc)."""
     live = _live(after)
     was_live = _live(before)
     epoch = controller.controller_epoch
@@ -255,14 +284,9 @@ def plan_propagation(
             continue
         for pid, part in topic.partitions.items():
             key = (topic.name, topic_id, pid)
-            deleting = PartitionRegistration(
-                replicas=part.replicas,
-                isr=part.isr,
-                leader=LEADER_DURING_DELETE,
-                leader_epoch=part.leader_epoch,
-                partition_epoch=part.partition_epoch,
-            )
-            metadata[key] = _um_state(pid, deleting, epoch, live)
+            metadata[key] = _um_state(pid, _during_delete(part), epoch, live)
+            if topic_id in deleting:
+                continue  # its replicas were deleted before the RemoveTopicRecord
             for r in part.replicas:
                 if r in live:
                     batch(r).stop[key] = StopReplicaPartitionState(
@@ -272,10 +296,16 @@ def plan_propagation(
                     )
     for topic_id, topic in after.topics.by_id.items():
         old_topic = before.topics.by_id.get(topic_id)
+        being_deleted = topic_id in deleting
         for pid, part in topic.partitions.items():
             key = (topic.name, topic_id, pid)
             old = None if old_topic is None else old_topic.partitions.get(pid)
             changed = old != part
+            if being_deleted:
+                # No LeaderAndIsr may recreate a replica the deletion is removing.
+                if changed:
+                    metadata[key] = _um_state(pid, _during_delete(part), epoch, live)
+                continue
             if changed:
                 metadata[key] = _um_state(pid, part, epoch, live)
             for r in part.replicas:
@@ -308,21 +338,58 @@ def plan_propagation(
         batches,
         metadata if send_metadata else None,
         started,
-        LeaderAndIsrType.INCREMENTAL,
+        started,
+        deleting,
     )
 
 
 def plan_failover(
-    image: MetadataImage, controller: ControllerIdentity
+    image: MetadataImage, controller: ControllerIdentity, *, deleting: Collection[str] = ()
 ) -> dict[int, BrokerRequests]:
-    """What a newly elected controller sends: full LeaderAndIsr and full UpdateMetadata."""
+    """What a newly elected controller sends: a FULL LeaderAndIsr and a full UpdateMetadata to
+    every live broker (topics in `deleting` left out of the LeaderAndIsr, leader -2)."""
     live = _live(image)
     batches: dict[int, _Batch] = {}
     for topic_id, topic in image.topics.by_id.items():
+        if topic_id in deleting:
+            continue
         for pid, part in topic.partitions.items():
             for r in part.replicas:
                 if r in live:
                     batches.setdefault(r, _Batch()).leader_and_isr[(topic.name, topic_id, pid)] = (
                         _lai_state(pid, part, controller.controller_epoch, False)
                     )
-    return _build(image, controller, batches, None, live, LeaderAndIsrType.FULL)
+    return _build(image, controller, batches, None, live, live, deleting)
+
+
+def plan_topic_deletion(
+    image: MetadataImage,
+    controller: ControllerIdentity,
+    *,
+    newly_queued: Collection[str],
+    stop_replicas: Mapping[int, Iterable[tuple[str, str, int]]],
+) -> dict[int, BrokerRequests]:
+    """A deletion step's requests (Kafka's onTopicDeletion / onReplicaDeletion): UpdateMetadata
+    with leader -2 for the partitions of the `newly_queued` topics to every live broker, and
+    StopReplica(delete_partition=true, leader epoch -2) per broker for `stop_replicas`
+    ((topic name, topic id, partition) each)."""
+    live = _live(image)
+    epoch = controller.controller_epoch
+    metadata: dict[_Key, UpdateMetadataPartitionState] = {}
+    for topic_id in newly_queued:
+        topic = image.topics.by_id.get(topic_id)
+        if topic is None:
+            continue
+        for pid, part in topic.partitions.items():
+            metadata[(topic.name, topic_id, pid)] = _um_state(
+                pid, _during_delete(part), epoch, live
+            )
+    batches: dict[int, _Batch] = {}
+    for broker_id, targets in stop_replicas.items():
+        for name, topic_id, pid in targets:
+            batches.setdefault(broker_id, _Batch()).stop[(name, topic_id, pid)] = (
+                StopReplicaPartitionState(
+                    partition_index=pid, leader_epoch=EPOCH_DURING_DELETE, delete_partition=True
+                )
+            )
+    return _build(image, controller, batches, metadata or None, ())

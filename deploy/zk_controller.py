@@ -13,7 +13,16 @@ onControllerFailover:
    for New and Offline partitions) becomes a `BrokerChange` with the registrations' czxids as
    broker epochs, submitted to the driver;
 5. when `auto.leader.rebalance.enable`, an `AutoLeaderRebalance` event 5 s after failover (as
-   Kafka) and then every `leader.imbalance.check.interval.seconds`.
+   Kafka) and then every `leader.imbalance.check.interval.seconds`;
+6. topic deletion in Kafka's ZK-mode order (controller.topic_deletion): DeleteTopics is
+   validated by the controller's own operation but, instead of committing its
+   RemoveTopicRecord, writes /admin/delete_topics/<t> (fenced) and queues the topic; a children
+   watch on /admin/delete_topics queues markers written by anyone else (and drops markers that
+   name no topic, or all of them when delete.topic.enable is false), and the markers loaded on
+   failover are queued at once. Queued topics get UpdateMetadata with leader -2 and no
+   LeaderAndIsr; every live replica gets StopReplica(delete); replicas on dead brokers wait
+   (Ineligible) until the broker is back; once every replica answered without error the
+   DeleteTopics operation runs through the driver and its RemoveTopicRecord removes the znodes.
 
 On `Resigned` (the /controller znode moved, the session expired, or `resign()`) all of that is
 cancelled and dropped: queued and running requests are answered NOT_CONTROLLER, channels close.
@@ -50,21 +59,43 @@ from controller.elect_leaders import AutoLeaderRebalance
 from controller.metrics import ControllerMetrics
 from controller.operations import failed_response
 from controller.ports import BrokerSender
-from controller.propagation import ControllerIdentity, plan_failover, plan_propagation
+from controller.propagation import (
+    ControllerIdentity,
+    plan_failover,
+    plan_propagation,
+    plan_topic_deletion,
+)
 from controller.state import ControllerState
+from controller.topic_deletion import (
+    TopicDeletionManager,
+    liveness_change,
+    stop_replica_answers,
+)
+from controller.topics import delete_topics
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
+from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from protocol.messages.topics import (
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from protocol.metadata.image import MetadataImage
 from zkstore import (
     BecameController,
     ControllerElection,
+    ControllerMovedError,
     Resigned,
     ZkClient,
     ZkMetadataLog,
     load_metadata,
 )
+from zkstore.fenced_writer import FencedWriter
 from zkstore.loader import incarnation_from_czxid
-from zkstore.znodes import BrokerIdsZNode, BrokerIdZNode
+from zkstore.record_writes import deletion_marker_ops
+from zkstore.znodes import BrokerIdsZNode, BrokerIdZNode, DeleteTopicsZNode, DeleteTopicZNode
 
 log = structlog.get_logger("deploy.zk_controller")
 
@@ -88,6 +119,13 @@ class _Active:
         self.channels: ControllerChannelManager | None = None
         self.resigning = False
         self.resign_requested = False
+        # Topic deletion (ZK mode): set up by _failover before any broker request is sent.
+        self.deletions = TopicDeletionManager()
+        self.state_driver: ControllerDriver | None = None
+        self.identity: ControllerIdentity | None = None
+        self.deletion_channels: ControllerChannelManager | None = None
+        self.markers: FencedWriter | None = None
+        self.nursery: trio.Nursery | None = None
 
 
 class ZkControllerService:
@@ -179,8 +217,12 @@ class ZkControllerService:
                 f"broker {self.broker_id} is not the active controller"
                 + (f" (the controller is broker {where})" if where is not None else ""),
             )
+        if isinstance(request, DeleteTopicsRequest):
+            return await self._delete_topics(active, driver, request)
         response = await driver.submit(request)
         self._check_log(active)
+        if isinstance(request, CreateTopicsRequest):
+            response = _explain_marked_for_deletion(response, active.deletions)
         return response
 
     async def resign(self) -> None:
@@ -256,22 +298,39 @@ class ZkControllerService:
             request_timeout_s=self._request_timeout_s,
             retry_backoff_s=self._channel_retry_backoff_s,
             max_retry_backoff_s=max(1.0, self._channel_retry_backoff_s),
-            on_response=self._on_response,
+            on_response=lambda b, req, resp: self._on_response(active, b, req, resp),
         )
+        deletions = active.deletions
+        if self._config.delete_topic_enable:
+            # Kafka's initializeTopicDeletion: resume what the previous controller queued.
+            deletions.enqueue(image, sorted(loaded.topics_to_delete))
+        active.identity = identity
+        active.deletion_channels = channels
+        active.markers = FencedWriter(self._zk, event.epoch_zk_version)
 
         def propagate(before: MetadataImage, after: MetadataImage) -> None:
             channels.update_brokers(after)
-            channels.send_plan(plan_propagation(before, after, identity))
+            channels.send_plan(
+                plan_propagation(before, after, identity, deleting=deletions.deleting_ids())
+            )
+            deletions.forget_removed(after)
+            dead, started = liveness_change(_live_epochs(before), _live_epochs(after))
+            if dead or started:
+                deletions.brokers_changed(dead, started)
+            self._deletion_step(active, after)
 
         driver_kwargs: dict[str, Any] = {"on_commit": propagate}
         if self._metrics is not None:
             driver_kwargs["metrics"] = self._metrics
         driver = ControllerDriver(metadata_log, ControllerState(image), self._ctx, **driver_kwargs)
+        active.state_driver = driver
         async with trio.open_nursery() as nursery:
+            active.nursery = nursery
             await nursery.start(channels.run)
             channels.update_brokers(image)
-            channels.send_plan(plan_failover(image, identity))
+            channels.send_plan(plan_failover(image, identity, deleting=deletions.deleting_ids()))
             await nursery.start(driver.run)
+            self._deletion_step(active, image)
             active.driver, active.log, active.channels = driver, metadata_log, channels
             # Timing fields for failover benchmarks (bench/run_failover.py): ZooKeeper reads,
             # replay into the image, and the whole load until the event loop serves.
@@ -289,6 +348,7 @@ class ZkControllerService:
             )
             nursery.start_soon(self._log_when_idle, channels, "failover", started)
             nursery.start_soon(self._watch_brokers, active, driver)
+            nursery.start_soon(self._watch_deletions, active, driver)
             if self._config.auto_leader_rebalance_enable:
                 nursery.start_soon(self._rebalance, active, driver)
 
@@ -391,6 +451,165 @@ class ZkControllerService:
                 log.info("auto leader rebalance", elected=moved)
             await trio.sleep(self._rebalance_interval_s)
 
+    # -- topic deletion (Kafka's TopicDeletionManager, ZK mode) ------------------------------------
+
+    async def _delete_topics(
+        self, active: _Active, driver: ControllerDriver, request: DeleteTopicsRequest
+    ) -> DeleteTopicsResponse:
+        """Validate as the DeleteTopics operation does, then queue instead of removing: the
+        marker znodes first (fenced), then the deletion starts. Already queued -> success
+        again (Kafka swallows TopicAlreadyMarkedForDeletionException)."""
+        result = delete_topics(driver.state, request, self._ctx)
+        image = driver.state.image
+        names = [
+            topic.name
+            for r in result.records
+            if (topic := image.topics.by_id.get(getattr(r, "topic_id", ""))) is not None
+        ]
+        to_mark = [n for n in names if not active.deletions.is_queued(n)]
+        if to_mark:
+            problem = await self._write_markers(active, create=to_mark)
+            if problem is not None:
+                code, message = problem
+                return failed_response(request, code, message)
+        image = driver.state.image
+        newly = active.deletions.enqueue(image, to_mark)
+        if newly:
+            log.info("topics queued for deletion", topics=to_mark)
+        self._deletion_step(active, image, newly)
+        return result.response
+
+    async def _write_markers(
+        self, active: _Active, *, create: Sequence[str] = (), delete: Sequence[str] = ()
+    ) -> tuple[ErrorCode, str] | None:
+        """Create / delete /admin/delete_topics children (fenced); None when done."""
+        writer = active.markers
+        if writer is None:
+            return ErrorCode.NOT_CONTROLLER, "the controller is not serving yet"
+        try:
+            found = [await self._zk.exists(DeleteTopicZNode.path(n)) for n in create]
+            missing = [n for n, stat in zip(create, found, strict=True) if stat is None]
+            await writer.write(deletion_marker_ops(create=missing, delete=delete))
+        except ControllerMovedError as exc:
+            self._resign_soon(active)
+            return ErrorCode.NOT_CONTROLLER, f"this controller was fenced: {exc}"
+        except Exception as exc:
+            # A marker created by someone else meanwhile fails the multi-op; it is queued all
+            # the same when every marker exists now.
+            if create and not delete:
+                with contextlib.suppress(Exception):
+                    found = [await self._zk.exists(DeleteTopicZNode.path(n)) for n in create]
+                    if all(stat is not None for stat in found):
+                        return None
+            log.warning("writing topic deletion markers failed", error=repr(exc))
+            return (
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"could not write {DeleteTopicsZNode.PATH} markers: {exc!r}",
+            )
+        return None
+
+    def _deletion_step(
+        self, active: _Active, image: MetadataImage, newly_queued: Sequence[str] = ()
+    ) -> None:
+        """resumeDeletions: send what it calls for, commit the topics it completes."""
+        channels, identity = active.deletion_channels, active.identity
+        if channels is None or identity is None or active.resigning:
+            return
+        step = active.deletions.resume(image, _live_epochs(image).keys(), newly_queued)
+        if step.stop_replicas or step.newly_queued:
+            channels.send_plan(
+                plan_topic_deletion(
+                    image,
+                    identity,
+                    newly_queued=step.newly_queued,
+                    stop_replicas={
+                        b: [(t.topic_name, t.topic_id, t.partition) for t in targets]
+                        for b, targets in step.stop_replicas.items()
+                    },
+                )
+            )
+            for broker_id, targets in step.stop_replicas.items():
+                log.info(
+                    "StopReplica(delete) for topic deletion",
+                    broker_id=broker_id,
+                    partitions=[f"{t.topic_name}-{t.partition}" for t in targets],
+                )
+        if step.complete and active.nursery is not None:
+            for topic_id in step.complete:
+                topic = image.topics.by_id.get(topic_id)
+                if topic is not None:
+                    active.nursery.start_soon(self._complete_deletion, active, topic_id, topic.name)
+
+    async def _complete_deletion(self, active: _Active, topic_id: str, name: str) -> None:
+        """Every replica is deleted: the DeleteTopics operation's RemoveTopicRecord removes the
+        topic's znodes (and the marker) and the topic from the controller's state."""
+        driver = active.state_driver
+        if driver is None:
+            return
+        while True:
+            topic = driver.state.image.topics.by_name.get(name)
+            if topic is None or topic.topic_id != topic_id:
+                active.deletions.forget([topic_id])
+                return
+            response = await driver.submit(DeleteTopicsRequest(topic_names=(name,)))
+            if self._check_log(active):
+                return
+            code = response.responses[0].error_code if response.responses else 0
+            if code == 0 and not response.error_code:
+                log.info("topic deletion completed", topic=name, topic_id=topic_id)
+                active.deletions.forget([topic_id])
+                return
+            log.warning(
+                "removing a deleted topic failed; retrying",
+                topic=name,
+                error_code=code or response.error_code,
+            )
+            await trio.sleep(RETRY_BACKOFF_S)
+
+    async def _watch_deletions(self, active: _Active, driver: ControllerDriver) -> None:
+        """Kafka's TopicDeletionHandler: a children watch on /admin/delete_topics."""
+        wake_send, wake_receive = trio.open_memory_channel[None](math.inf)
+
+        def watch(_event: object) -> None:
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                wake_send.send_nowait(None)
+
+        with wake_send, wake_receive:
+            while True:
+                try:
+                    children = await self._zk.get_children(DeleteTopicsZNode.PATH, watch=watch)
+                except Exception as exc:
+                    log.warning("reading /admin/delete_topics failed; retrying", error=repr(exc))
+                    await trio.sleep(RETRY_BACKOFF_S)
+                    continue
+                image = driver.state.image
+                if self._config.delete_topic_enable:
+                    stale = sorted(c for c in children if c not in image.topics.by_name)
+                    wanted = sorted(c for c in children if c in image.topics.by_name)
+                else:
+                    stale, wanted = sorted(children), []
+                if stale:
+                    log.info(
+                        "removing deletion markers",
+                        topics=stale,
+                        reason="no such topic"
+                        if self._config.delete_topic_enable
+                        else "delete.topic.enable is false",
+                    )
+                    await self._write_markers(active, delete=stale)
+                newly = active.deletions.enqueue(driver.state.image, wanted)
+                if newly:
+                    log.info("topics queued for deletion", topics=wanted)
+                    self._deletion_step(active, driver.state.image, newly)
+                if active.resign_requested:
+                    return
+                await wake_receive.receive()
+                while True:
+                    try:
+                        wake_receive.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+
     # -- failures ------------------------------------------------------------------------------
 
     async def _act_as_zombie(self, within_s: float = 10.0) -> None:
@@ -442,7 +661,32 @@ class ZkControllerService:
             # Not connected: the session's end removes /controller anyway.
             log.warning("controller resignation failed", error=repr(exc))
 
-    def _on_response(self, broker_id: int, request: Request, response: Response) -> None:
+    def _on_response(
+        self, active: _Active, broker_id: int, request: Request, response: Response
+    ) -> None:
+        if isinstance(request, StopReplicaRequest) and isinstance(response, StopReplicaResponse):
+            answers = stop_replica_answers(
+                (
+                    (
+                        t.topic_name,
+                        t.topic_id,
+                        [
+                            (p.partition_index, p.leader_epoch, p.delete_partition)
+                            for p in t.partition_states
+                        ],
+                    )
+                    for t in request.topic_states
+                ),
+                response.error_code,
+                (
+                    (e.topic_name, e.partition_index, e.error_code)
+                    for e in response.partition_errors
+                ),
+            )
+            driver = active.state_driver
+            if answers and driver is not None:
+                active.deletions.stop_replica_answered(broker_id, answers)
+                self._deletion_step(active, driver.state.image)
         code = getattr(response, "error_code", 0)
         if code:
             log.warning(
@@ -454,6 +698,34 @@ class ZkControllerService:
             )
         for topic in _partition_errors(response):
             log.warning("broker refused partitions", broker_id=broker_id, errors=topic)
+
+
+def _live_epochs(image: MetadataImage) -> dict[int, int]:
+    """{broker id: broker epoch} of the live (registered, unfenced) brokers."""
+    return {b.broker_id: b.epoch for b in image.cluster.brokers.values() if not b.fenced}
+
+
+def _explain_marked_for_deletion(
+    response: CreateTopicsResponse, deletions: TopicDeletionManager
+) -> CreateTopicsResponse:
+    """TOPIC_ALREADY_EXISTS for a topic queued for deletion says so (Kafka's AdminZkClient)."""
+    if not any(
+        r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and deletions.is_queued(r.name)
+        for r in response.topics
+    ):
+        return response
+    return CreateTopicsResponse(
+        topics=tuple(
+            CreatableTopicResult(
+                name=r.name,
+                error_code=r.error_code,
+                error_message=f"Topic '{r.name}' is marked for deletion.",
+            )
+            if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and deletions.is_queued(r.name)
+            else r
+            for r in response.topics
+        )
+    )
 
 
 def _partition_errors(response: Response) -> Sequence[object]:

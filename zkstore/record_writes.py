@@ -16,7 +16,9 @@ Mapping (Kafka's znodes, see znodes.py):
   ZooKeeper bumps the version as the record bumps the partition epoch); the topic znode too
   when replicas / adding / removing changed.
 - RemoveTopicRecord: the topic's znodes (children first, as found in ZooKeeper), its config
-  znode and /admin/delete_topics/<t> when present.
+  znode and /admin/delete_topics/<t> when present. In ZK mode it is committed only once every
+  replica answered StopReplica(delete) (controller.topic_deletion); the deletion's first phase,
+  the /admin/delete_topics/<t> marker, is not a record (`deletion_marker_ops`).
 - ConfigRecord: /config/topics/<t> (or /config/brokers/<id|<default>>) with the resource's
   configs after the change, plus a /config/changes/config_change_ notification (none for a
   topic created in the same append: brokers read a new topic's config with it).
@@ -49,6 +51,7 @@ from protocol.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from protocol.names import topic_name_problem
 from zkstore.fenced_writer import CreateOp, DeleteOp, SetDataOp, ZkOp
 from zkstore.znodes import (
     DEFAULT_CONFIG_ENTITY,
@@ -414,6 +417,25 @@ def plan_writes(
     return planner.finish()
 
 
+def deletion_marker_ops(create: Sequence[str] = (), delete: Sequence[str] = ()) -> tuple[ZkOp, ...]:
+    """The ops that queue topics for deletion (/admin/delete_topics/<t>, Kafka's
+    DeleteTopicsTopicZNode) and that drop markers naming no topic or written while
+    delete.topic.enable is false. Not a record: queueing is the ZK backend's first phase of a
+    deletion (see controller.topic_deletion); the RemoveTopicRecord at its end deletes the
+    marker with the topic's znodes. The caller leaves out markers that exist already (a create
+    of an existing znode fails the whole multi-op)."""
+    for name in create:
+        problem = topic_name_problem(name)
+        if problem is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"deletion marker {name!r}: {problem}"
+            )
+    return tuple(
+        [CreateOp(DeleteTopicZNode.path(n)) for n in create]
+        + [DeleteOp(DeleteTopicZNode.path(n)) for n in delete]
+    )
+
+
 def topics_to_read(mirror: ZkMirror, records: Sequence[MetadataRecord]) -> list[str]:
     """Names of the topics whose znodes must be read before planning `records` (those removed
     that existed before this append)."""
@@ -433,6 +455,7 @@ __all__ = [
     "WritePlan",
     "ZkMirror",
     "config_entity",
+    "deletion_marker_ops",
     "plan_writes",
     "state_data",
     "topic_assignment",

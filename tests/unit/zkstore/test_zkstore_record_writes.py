@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from protocol.metadata.records import (
@@ -290,3 +290,17 @@ def test_an_op_too_large_alone_is_a_clear_error() -> None:
     with pytest.raises(ZNodeTooLargeError, match=r"jute\.maxbuffer"):
         split_ops([CreateOp("/big", b"x" * JUTE_MAXBUFFER)], epoch_check(1))
     assert split_ops([], epoch_check(1)) == []
+
+
+def test_deletion_marker_ops() -> None:
+    from zkstore.fenced_writer import CreateOp, DeleteOp
+    from zkstore.record_writes import deletion_marker_ops
+
+    assert deletion_marker_ops(create=["a"], delete=["gone", "x y"]) == (
+        CreateOp("/admin/delete_topics/a"),
+        DeleteOp("/admin/delete_topics/gone"),
+        DeleteOp("/admin/delete_topics/x y"),  # a bad marker can still be removed
+    )
+    with pytest.raises(KafkaError, match="deletion marker 'a/b'") as info:
+        deletion_marker_ops(create=["a/b"])
+    assert info.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
