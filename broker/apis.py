@@ -644,25 +644,28 @@ class KafkaApis:
 
     # -- Metadata -------------------------------------------------------------------------
 
-    def _advertised(self, listener: str) -> tuple[str, int]:
-        """This broker's advertised address for `listener` (bound port when 0 was asked)."""
+    def _advertised(self, listener: str) -> tuple[str, int] | None:
+        """This broker's advertised address for `listener` (bound port when 0 was asked), or
+        None when advertised.listeners is set without it (Kafka does not advertise it)."""
         bound = {b.name: b for b in self.bound}
-        for adv in self.config.advertised_listeners:
+        for adv in self.config.effective_advertised_listeners:
             if adv.name == listener:
                 port = adv.port or (bound[listener].port if listener in bound else 0)
-                return adv.host or socket.getfqdn(), port
-        b = bound.get(listener)
-        if b is None:
-            return socket.getfqdn(), 0
-        host = b.host if b.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
-        return host, b.port
+                host = adv.host if adv.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+                return host, port
+        return None
 
     def _brokers(self, listener: str) -> tuple[MetadataBroker, ...]:
-        host, port = self._advertised(listener)
+        """The live brokers with an endpoint on `listener` (the one the request arrived on), at
+        that endpoint: a client on EXTERNAL learns only EXTERNAL addresses, and a broker
+        lacking the listener is left out of the answer, as Kafka's getAliveBrokerNodes."""
         rack = self.config["broker.rack"] or None
-        brokers = {
-            self.node_id: MetadataBroker(node_id=self.node_id, host=host, port=port, rack=rack)
-        }
+        brokers = {}
+        own = self._advertised(listener)
+        if own is not None:
+            brokers[self.node_id] = MetadataBroker(
+                node_id=self.node_id, host=own[0], port=own[1], rack=rack
+            )
         for broker_id, reg in self.publisher.image.cluster.brokers.items():
             if broker_id == self.node_id or reg.fenced:
                 continue
@@ -676,7 +679,15 @@ class KafkaApis:
     def _alive(self, broker_id: int) -> bool:
         return broker_id == self.node_id or self.publisher.image.cluster.is_usable(broker_id)
 
-    def _topic_metadata(self, name: str) -> MetadataTopic | None:
+    def _leader_error(self, leader: int, reachable: set[int]) -> int:
+        """Kafka's MetadataCache.getPartitionMetadata: no leader -> LEADER_NOT_AVAILABLE; a live
+        leader without the request's listener -> LISTENER_NOT_FOUND."""
+        if leader < 0 or not self._alive(leader):
+            return int(ErrorCode.LEADER_NOT_AVAILABLE)
+        return 0 if leader in reachable else int(ErrorCode.LISTENER_NOT_FOUND)
+
+    def _topic_metadata(self, name: str, reachable: set[int]) -> MetadataTopic | None:
+        """`reachable`: the brokers in the answer (those with the request's listener)."""
         topic = self.publisher.image.topics.get_topic(name)
         if topic is None:
             return None
@@ -685,7 +696,7 @@ class KafkaApis:
             reg = topic.partitions[pid]
             parts.append(
                 MetadataPartition(
-                    error_code=0 if reg.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                    error_code=self._leader_error(reg.leader, reachable),
                     index=pid,
                     leader_id=reg.leader,
                     leader_epoch=reg.leader_epoch,
@@ -724,6 +735,8 @@ class KafkaApis:
                 for r in response.topics
                 if r.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
             }
+        brokers = self._brokers(conn.listener)
+        reachable = {b.node_id for b in brokers}
         topics = []
         for name in dict.fromkeys(names):
             problem = topic_name_problem(name)
@@ -736,7 +749,7 @@ class KafkaApis:
                     )
                 )
                 continue
-            described = self._topic_metadata(name)
+            described = self._topic_metadata(name, reachable)
             if described is None:
                 failed = creation_errors.get(name)
                 topics.append(
@@ -752,7 +765,7 @@ class KafkaApis:
                 continue
             topics.append(described)
         return MetadataResponse(
-            brokers=self._brokers(conn.listener),
+            brokers=brokers,
             cluster_id=self.publisher.image.cluster_id or self.cluster_id,
             controller_id=self.controller_id(),
             topics=tuple(topics),

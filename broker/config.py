@@ -45,6 +45,9 @@ from protocol.config_defs import (
 )
 
 _MS_PER_HOUR = 3_600_000
+# Kafka's SecurityProtocol names; its default listener.security.protocol.map maps each to itself.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_DEFAULT_PROTOCOL_MAP = tuple(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 _MS_PER_MINUTE = 60_000
 
 BROKER_CONFIGS = ConfigDefs(
@@ -63,7 +66,11 @@ BROKER_CONFIGS = ConfigDefs(
         ConfigDef("advertised.listeners", "list", (), "addresses given to clients (default: "
                   "listeners)", read_only=True),
         ConfigDef("inter.broker.listener.name", "string", "PLAINTEXT", "listener brokers use "
-                  "between themselves", read_only=True),
+                  "between themselves (replica fetchers, controller requests, forwarding); "
+                  "must be one of the advertised listeners", read_only=True),
+        ConfigDef("listener.security.protocol.map", "list", _DEFAULT_PROTOCOL_MAP, "listener "
+                  "name -> security protocol, as NAME:PROTOCOL; every listener needs an entry "
+                  "(trioka serves PLAINTEXT only)", read_only=True),
         ConfigDef("controller.listener.names", "list", (), "listeners of the controller",
                   read_only=True),
         ConfigDef("broker.rack", "string", "", "rack of this broker (empty: none)",
@@ -259,6 +266,25 @@ class Listener:
         return f"{self.name}://{host}:{self.port}"
 
 
+def _check_unique_ports(listeners: tuple[Listener, ...]) -> None:
+    """Kafka refuses two listeners on one port, except one IPv4 and one IPv6 host (KIP-797);
+    port 0 (a free port each) never clashes."""
+    by_port: dict[int, list[Listener]] = {}
+    for listener in listeners:
+        if listener.port:
+            by_port.setdefault(listener.port, []).append(listener)
+    for port, same in by_port.items():
+        if len(same) == 1:
+            continue
+        families = {":" in listener.host for listener in same}
+        if len(same) == 2 and len(families) == 2 and all(x.host for x in same):
+            continue
+        raise ConfigError(
+            f"listeners: each listener must have a different port, but "
+            f"{', '.join(str(x) for x in same)} share port {port}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Typed broker config. `values` holds every key of BROKER_CONFIGS."""
@@ -275,25 +301,53 @@ class BrokerConfig:
         return config
 
     def _check(self) -> None:
+        """Kafka's listener rules (KafkaConfig.validateValues and listenerListToEndPoints)."""
         listeners = self.listeners
         if not listeners:
             raise ConfigError("listeners: at least one listener is required")
         names = [listener.name for listener in listeners]
         if len(set(names)) != len(names):
             raise ConfigError(f"listeners: listener names must be unique, got {names}")
-        for adv in self.advertised_listeners:
+        _check_unique_ports(listeners)
+        protocols = self.listener_security_protocol_map
+        for listener in listeners:
+            protocol = protocols.get(listener.name)
+            if protocol is None:
+                raise ConfigError(
+                    f"listeners: no security protocol defined for listener {listener.name} in "
+                    f"listener.security.protocol.map (e.g. {listener.name}:PLAINTEXT)"
+                )
+            if protocol != "PLAINTEXT":
+                raise ConfigError(
+                    f"listener.security.protocol.map: listener {listener.name} uses {protocol}; "
+                    "trioka serves PLAINTEXT only"
+                )
+        advertised = self.advertised_listeners
+        advertised_names = [a.name for a in advertised]
+        if len(set(advertised_names)) != len(advertised_names):
+            raise ConfigError(
+                f"advertised.listeners: listener names must be unique, got {advertised_names}"
+            )
+        for adv in advertised:
             if adv.name not in names:
                 raise ConfigError(
                     f"advertised.listeners: {adv.name} is not one of the listeners {names}"
+                )
+            if adv.host in ("0.0.0.0", "::"):
+                raise ConfigError(
+                    f"advertised.listeners: {adv} uses the nonroutable meta-address "
+                    f"{adv.host}; advertise a routable address"
                 )
 
         if self.values["metadata.mode"] == "zk":
             if not self.values["zookeeper.connect"]:
                 raise ConfigError("zookeeper.connect: required when metadata.mode is zk")
             inter = self.inter_broker_listener_name
-            if inter not in names:
+            effective = [a.name for a in self.effective_advertised_listeners]
+            if inter not in effective:
                 raise ConfigError(
-                    f"inter.broker.listener.name: {inter} is not one of the listeners {names}"
+                    f"inter.broker.listener.name: {inter} must be one of the advertised "
+                    f"listeners {effective}"
                 )
         if self.values["replica.socket.timeout.ms"] < self.values["replica.fetch.wait.max.ms"]:
             raise ConfigError(
@@ -319,6 +373,31 @@ class BrokerConfig:
         return tuple(
             Listener.parse("advertised.listeners", s) for s in self.values["advertised.listeners"]
         )
+
+    @property
+    def effective_advertised_listeners(self) -> tuple[Listener, ...]:
+        """advertised.listeners when set, else listeners (as Kafka: a listener missing from a
+        set advertised.listeners is not advertised, so clients never learn its address)."""
+        return self.advertised_listeners or self.listeners
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map parsed; ConfigError names a malformed entry."""
+        out: dict[str, str] = {}
+        for entry in self.values["listener.security.protocol.map"]:
+            name, sep, protocol = str(entry).partition(":")
+            name, protocol = name.strip().upper(), protocol.strip().upper()
+            if not sep or not name or not protocol:
+                raise ConfigError(f"listener.security.protocol.map: {entry!r} is not NAME:PROTOCOL")
+            if protocol not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listener.security.protocol.map: {entry!r} names an unknown security "
+                    f"protocol {protocol} (known: {', '.join(SECURITY_PROTOCOLS)})"
+                )
+            if name in out:
+                raise ConfigError(f"listener.security.protocol.map: {name} is mapped twice")
+            out[name] = protocol
+        return out
 
     @property
     def metadata_mode(self) -> str:

@@ -310,10 +310,11 @@ def registered_endpoints(
     machine's name, as Kafka does)."""
     by_name = {b.name: b for b in bound}
     out = []
-    for a in config.advertised_listeners or config.listeners:
+    for a in config.effective_advertised_listeners:
         b = by_name.get(a.name)
         port = a.port or (b.port if b is not None else 0)
-        host = a.host or socket.getfqdn()
+        # A wildcard listener (no advertised.listeners) is not an address others can dial.
+        host = a.host if a.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
         out.append(BrokerEndpoint(name=a.name, host=host, port=port))
     return tuple(out)
 

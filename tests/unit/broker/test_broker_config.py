@@ -113,6 +113,7 @@ def test_zk_mode_needs_zookeeper_connect_and_a_known_inter_broker_listener() -> 
                 "metadata.mode": "zk",
                 "zookeeper.connect": "127.0.0.1:2181",
                 "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+                "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
             }
         )
     c = BrokerConfig.from_values(
@@ -121,6 +122,7 @@ def test_zk_mode_needs_zookeeper_connect_and_a_known_inter_broker_listener() -> 
             "zookeeper.connect": "127.0.0.1:2181/trioka",
             "zookeeper.connection.timeout.ms": 6000,
             "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
             "inter.broker.listener.name": "internal",
         }
     )
