@@ -23,6 +23,12 @@ Two keys are trioka's own, each documented as such:
   and `inter.broker.listener.name` must name one of the listeners.
 - `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
   back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
+Named listeners follow Kafka's rules (KafkaConfig.validateValues): every listener needs an entry
+in `listener.security.protocol.map` (default Kafka's: each protocol name mapped to itself; trioka
+serves PLAINTEXT only), listener names and ports are unique, advertised.listeners names a subset
+of the listeners and never the 0.0.0.0 meta-address, and in ZK mode inter.broker.listener.name is
+one of the advertised listeners (other brokers dial it).
+
 - `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
   127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
   its metrics through JMX and has no such key, hence the trioka prefix.
