@@ -9,7 +9,7 @@ LogConfig synonyms: `log.retention.ms` -> `retention.ms`, `log.segment.bytes` ->
 `segment.bytes`, ...): `BrokerConfig.topic_defaults()` gives the TOPIC_CONFIGS defaults with
 the broker's values overlaid, and `topic_config_sources()` says which came from the broker.
 
-Two keys are trioka's own, each documented as such:
+Some keys are trioka's own, each documented as such:
 - `queued.max.requests.per.connection` (default 5): requests read from one connection and not
   yet answered. Kafka reads one request per connection at a time (the channel is muted while it
   is served); trioka serves a connection's requests concurrently up to this limit, answering
@@ -20,18 +20,18 @@ Two keys are trioka's own, each documented as such:
 - `metadata.mode` (standalone | zk, default standalone): where the metadata lives. Kafka says
   this with `zookeeper.connect` vs `process.roles`; trioka names it because a standalone broker
   (its own single-node controller) is a third choice. In zk mode `zookeeper.connect` is required
-  and `inter.broker.listener.name` must name one of the listeners.
+  and `inter.broker.listener.name` must name one of the advertised listeners.
 - `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
   back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
+- `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
+  127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
+  its metrics through JMX and has no such key, hence the trioka prefix.
+
 Named listeners follow Kafka's rules (KafkaConfig.validateValues): every listener needs an entry
 in `listener.security.protocol.map` (default Kafka's: each protocol name mapped to itself; trioka
 serves PLAINTEXT only), listener names and ports are unique, advertised.listeners names a subset
 of the listeners and never the 0.0.0.0 meta-address, and in ZK mode inter.broker.listener.name is
 one of the advertised listeners (other brokers dial it).
-
-- `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
-  127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
-  its metrics through JMX and has no such key, hence the trioka prefix.
 """
 
 from __future__ import annotations
