@@ -73,9 +73,7 @@ async def read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     return values
 
 
-async def test_delete_with_all_brokers_up(
-    zk_cluster_factory: ZkClusterFactory, tmp_path: Path
-) -> None:
+async def test_delete_with_all_brokers_up(zk_cluster_factory: ZkClusterFactory) -> None:
     cluster = zk_cluster_factory(3, NO_REBALANCE)
     await cluster.wait_ready()
     async with cluster.admin() as admin:
@@ -202,3 +200,64 @@ async def test_marker_written_by_a_tool_starts_the_deletion(
         await wait_until(done, within=30)
         for b in (1, 2):
             assert log_dirs(cluster, b, "tool") == []
+
+
+async def test_stale_replica_of_a_recreated_topic_is_deleted_and_never_served(
+    zk_cluster_factory: ZkClusterFactory,
+) -> None:
+    cluster = zk_cluster_factory(3, NO_REBALANCE)
+    await cluster.wait_ready()
+    controller = await cluster.controller_id()
+    stale, other = [b for b in (1, 2, 3) if b != controller]
+    tp = TopicPartition("phoenix", 0)
+    async with cluster.admin() as admin:
+        await admin.create_topics([NewTopic("phoenix", replica_assignment={0: [other, stale]})])
+    await cluster.wait_partition("phoenix", 0, lambda p: len(p.isr) == 2)
+    await produce(cluster, "phoenix", b"old", 10)
+    await wait_until(lambda: log_dirs(cluster, stale, "phoenix") != [], within=10)
+    await cluster.brokers[stale].astop(within=60)
+    await cluster.wait_partition("phoenix", 0, lambda p: stale not in p.isr, within=30)
+
+    # While `stale` is down the topic moves off it, is deleted and is created again: nothing
+    # ever told `stale` that its log belongs to a topic that no longer exists.
+    async with (
+        ZkClient(cluster.zookeeper_connect, session_timeout_s=4) as zk,
+        cluster.admin() as admin,
+    ):
+        await admin.alter_partition_reassignments({tp: [other, controller]})
+
+        async def moved() -> bool:
+            return not await admin.list_partition_reassignments([tp])
+
+        await wait_until(moved, within=45, every=0.1)
+        await admin.delete_topics(["phoenix"])
+
+        async def znodes_gone() -> bool:
+            return not await existing(zk, topic_znodes("phoenix"))
+
+        await wait_until(znodes_gone, within=30)
+        await admin.create_topics(
+            [NewTopic("phoenix", replica_assignment={0: [other, controller]})]
+        )
+    await cluster.wait_partition("phoenix", 0, lambda p: len(p.isr) == 2)
+    await produce(cluster, "phoenix", b"new", 3)
+    assert log_dirs(cluster, stale, "phoenix") != []  # the stale log is still on disk
+
+    await cluster.brokers[stale].astart(within=60)
+    # Its first LeaderAndIsr is FULL and does not name phoenix on it: a stray, deleted.
+    await wait_until(lambda: not log_dirs(cluster, stale, "phoenix"), within=30)
+
+    # Hosting the new topic again, it replicates only the new records, and as the leader it
+    # serves only them.
+    async with cluster.admin() as admin:
+        await admin.alter_partition_reassignments({tp: [stale, other, controller]})
+
+        async def joined() -> bool:
+            return not await admin.list_partition_reassignments([tp])
+
+        await wait_until(joined, within=45, every=0.1)
+        await cluster.wait_partition("phoenix", 0, lambda p: stale in p.isr, within=30)
+        await admin.elect_leaders("preferred", [tp])
+    await cluster.wait_partition("phoenix", 0, lambda p: p.leader == stale, within=30)
+    values = await read_all(cluster.brokers[stale].bootstrap, "phoenix", 3)
+    assert values == [b"new-000", b"new-001", b"new-002"]
