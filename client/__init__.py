@@ -15,8 +15,10 @@ from client.admin import (
 from client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
 from client.errors import (
     ClientClosedError,
+    DivergentOffset,
     KafkaConnectionError,
     KafkaTimeoutError,
+    LogTruncationError,
     NoOffsetForPartitionError,
 )
 from client.futures import RecordFuture, RecordMetadata
@@ -34,10 +36,12 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "CreatedTopic",
+    "DivergentOffset",
     "ElectionType",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
+    "LogTruncationError",
     "NewTopic",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
