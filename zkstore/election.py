@@ -234,7 +234,10 @@ class ControllerElection:
             async for wakeup in self._wakeup_receive:
                 if isinstance(wakeup, ZkStateEvent):
                     if wakeup.state is ZkState.LOST:
-                        if self.is_active and failpoints.eval("controller.zk.ignore_session_loss"):
+                        if (
+                            self.is_active
+                            and failpoints.eval("controller.zk.ignore_session_loss") is not None
+                        ):
                             log.warning(
                                 "controller ignores its session loss (failpoint)",
                                 broker_id=self.broker_id,
