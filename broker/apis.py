@@ -824,7 +824,7 @@ class KafkaApis:
                 leader_epoch=leader_epoch,
                 end_offset=the_log.log_end_offset,
             )
-        found = the_log.end_offset_for_epoch(leader_epoch)
+        found = state.end_offset_for_epoch(leader_epoch, the_log)
         if found is None:
             return OffsetForLeaderPartitionResult(error_code=0, partition=tp.partition)
         return OffsetForLeaderPartitionResult(

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from broker.replica.epochs import EpochLookup
+from broker.replica.epochs import EpochEndOffset, EpochLookup
 from broker.replica.leader import (
     UNKNOWN_OFFSET,
     AlterPartitionProposal,
@@ -45,6 +45,7 @@ from broker.replica.leader import (
     IsrState,
     PendingExpandIsr,
     PendingShrinkIsr,
+    _end_offset_for,
     check_current_leader_epoch,
     diverging_epoch,
 )
@@ -316,6 +317,16 @@ class PartitionState:
             log_start_offset=log_start_offset,
             current_epoch_start=start,
         )
+
+    def end_offset_for_epoch(self, leader_epoch: int, epochs: EpochLookup) -> EpochEndOffset | None:
+        """The leader's OffsetForLeaderEpoch answer (Kafka's lastOffsetForLeaderEpoch), counting
+        our current epoch from its start even if the log has no batch of it yet: Kafka writes
+        it into the epoch cache on becoming leader, so an epoch between the log's latest and
+        ours ends where ours starts (a consumer's KIP-320 check after an unclean election)."""
+        start = None
+        if self.leader_epoch_start_offset is not None:
+            start = (self.leader_epoch, self.leader_epoch_start_offset)
+        return _end_offset_for(epochs, leader_epoch, start)
 
     def update_follower_fetch(
         self,
