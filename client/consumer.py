@@ -547,7 +547,10 @@ class Consumer(ClientBase):
         for tp, state in self._states.items():
             if state.position is None:
                 continue
-            if not state.maybe_validate(leader_and_epoch(metadata, tp)):
+            current = leader_and_epoch(metadata, tp)
+            if not state.maybe_validate(current):
+                if state.awaiting_validation and current.leader is None:
+                    cluster.request_update()  # the poll refreshes metadata to find the leader
                 continue
             node = state.current_leader.leader
             position = state.fetch_position()
