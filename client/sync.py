@@ -11,6 +11,7 @@ the caller's thread unchanged (KafkaError and friends).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -173,8 +174,12 @@ class SyncConsumer(_SyncBase):
     def assignment(self) -> set[TopicPartition]:
         return self._portal.call_sync(self._consumer.assignment)
 
-    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
-        self._portal.call_sync(self._consumer.seek, tp, offset)
+    def seek(
+        self, tp: TopicPartition | tuple[str, int], offset: int, *, leader_epoch: int | None = None
+    ) -> None:
+        self._portal.call_sync(
+            functools.partial(self._consumer.seek, leader_epoch=leader_epoch), tp, offset
+        )
 
     def seek_to_beginning(self, *tps: TopicPartition | tuple[str, int]) -> None:
         self._portal.call_sync(self._consumer.seek_to_beginning, *tps)
