@@ -31,3 +31,14 @@ bench: setup-dev
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+
+# Issue 3's benchmarks (docs/benchmarks.md): a 3-broker ZooKeeper-mode cluster of real processes.
+.PHONY: bench-cluster bench-failover
+BENCH_CLUSTER_ARGS ?= --runs 3
+FAILOVER_PARTITIONS ?= 3000
+
+bench-cluster: setup-dev
+	$(BIN)/python bench/run_cluster.py $(BENCH_CLUSTER_ARGS)
+
+bench-failover: setup-dev
+	$(BIN)/python bench/run_failover.py --partitions $(FAILOVER_PARTITIONS)

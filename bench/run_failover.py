@@ -265,7 +265,12 @@ async def kill_and_measure(
         result["sample_all_s_after_kill"] = max(first_after.values()) - t_kill
         result["sample_gap_median_s"] = statistics.median(gaps)
         result["sample_gap_max_s"] = gaps[-1]
-        result["sample_errors"] = sum(1 for x in lines if not x["ok"])
+        # Writes that failed although the producer retries within delivery.timeout.ms (e.g. a
+        # Metadata request that timed out); those before the kill say the cluster was slow.
+        result["sample_errors"] = sum(1 for x in lines if not x["ok"] and x["done"] > t_kill)
+        result["sample_errors_before_kill"] = sum(
+            1 for x in lines if not x["ok"] and x["done"] <= t_kill
+        )
     finally:
         sampler.stop()
 
@@ -381,7 +386,8 @@ def describe(result: dict[str, Any], session_s: float, label: str) -> list[str]:
         f"{t_kill + result['sample_all_s_after_kill'] - expiry:.2f} s after the expiry "
         f"({result['sample_all_s_after_kill']:.2f} s after the kill); per-partition "
         f"unavailability median {result['sample_gap_median_s']:.2f} s, max "
-        f"{result['sample_gap_max_s']:.2f} s; {result['sample_errors']} failed writes"
+        f"{result['sample_gap_max_s']:.2f} s; failed writes: {result['sample_errors']} after "
+        f"the kill, {result['sample_errors_before_kill']} before it"
     )
     result["expiry_time"] = expiry
     return out
