@@ -21,7 +21,8 @@ async def test_old_leader_truncates_exactly_its_unreplicated_suffix_and_rejoins(
     cluster = zk_cluster_factory(3)
     await cluster.wait_ready()
     await create_topic(cluster, "diverge", 1)
-    leader = (await cluster.partition("diverge", 0)).leader
+    before = await cluster.partition("diverge", 0)
+    leader = before.leader
     followers = [b for b in cluster.brokers if b != leader]
 
     async with Producer(bootstrap_servers=cluster.live_bootstrap(), acks="all") as producer:
@@ -55,19 +56,22 @@ async def test_old_leader_truncates_exactly_its_unreplicated_suffix_and_rejoins(
     await cluster.wait_partition(
         "diverge", 0, lambda p: leader in p.isr and len(p.isr) == 3, within=60
     )
-    truncations = [
-        e
-        for e in cluster.brokers[leader].events(since_start=True)
-        if str(e.get("event", "")).startswith("truncating")
-    ]
+    # The old leader, now a follower, sends last_fetched_epoch = the suffix's epoch; the new
+    # leader answers diverging_epoch with where that epoch ends in its own log, and the
+    # follower cuts there (broker.fetcher's "truncating on diverging epoch" event).
+    events = cluster.brokers[leader].events(since_start=True)
+    truncations = [e for e in events if e.get("event") == "truncating on diverging epoch"]
     assert truncations, cluster.brokers[leader].log_tail()
+    assert not [e for e in events if e.get("event") == "truncating on becoming follower"]
     first = truncations[0]
+    assert first["topic_partition"] == "diverge-0", first
+    assert first["diverging_epoch"] == before.leader_epoch, first
     # A fetch the followers had parked on the leader may have carried the first suffix records
     # to their sockets before they froze: those reached the new leader. The old leader cuts
     # exactly at the end of the new leader's copy of the old epoch, never below its HW.
-    kept = first["truncate_to"] - COMMITTED
+    kept = first["leader_end_offset"] - COMMITTED
     assert 0 <= kept < SUFFIX, first
-    assert first.get("leader_end_offset", first["truncate_to"]) == first["truncate_to"], first
+    assert first["truncate_to"] == first["leader_end_offset"], first
     assert first["log_end_offset"] == COMMITTED + SUFFIX, first
     assert new.leader != leader
 
