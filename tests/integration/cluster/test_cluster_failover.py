@@ -2,7 +2,8 @@
 
 - RF=3, min.insync.replicas=2, acks=all: SIGKILL the partition leader while producing; a new
   leader comes from the ISR; every acknowledged record is read back (at least once), in send
-  order, and nothing is read that was not sent.
+  order, and nothing is read that was not sent. Metadata lists the killed broker's replica
+  as offline until it restarts.
 - SIGKILL of the controller's broker: another broker becomes the controller and the cluster
   keeps serving (topic creation goes through the new controller).
 - Controlled shutdown (SIGTERM): leadership moves to another ISR member before the broker exits.
@@ -99,6 +100,9 @@ async def test_leader_sigkill_with_acks_all_keeps_every_acknowledged_record(
             )
             failover_done = True
             assert after.leader in before.isr
+            # The Metadata that names the new leader lists the killed broker as offline.
+            assert before.offline_replicas == ()
+            assert after.offline_replicas == (old_leader,), after
             with trio.fail_after(60):
                 await acked_after_failover.wait()
             stop.set()
@@ -113,6 +117,13 @@ async def test_leader_sigkill_with_acks_all_keeps_every_acknowledged_record(
         first_seen.setdefault(value, index)
     positions = [first_seen[v] for v in acked]
     assert positions == sorted(positions)
+
+    # Restarted, the broker is live again: no offline replica, and it rejoins the ISR.
+    await cluster.brokers[old_leader].astart(within=60)
+    back = await cluster.wait_partition(
+        "events", 0, lambda p: not p.offline_replicas and old_leader in p.isr, within=60
+    )
+    assert back.offline_replicas == ()
 
 
 async def test_controller_sigkill_elects_another_controller(
