@@ -103,6 +103,8 @@ class DriverChannel:
 FORWARDED_CLIENT_ID = "trioka-forwarded"
 """client_id of requests a broker forwards to the active controller: the receiver answers them
 itself or with NOT_CONTROLLER, never forwards them again (at most one hop)."""
+ZK_GIL_SWITCH_INTERVAL_S = 0.001
+"""sys.setswitchinterval in a ZK-mode broker (see run_zk_broker; bench/run_failover.py)."""
 
 ControllerLocator = Callable[[int], Awaitable[tuple[str, int] | None]]
 """`await locate(broker_id) -> (host, port)` of that broker's inter-broker listener, or None."""
@@ -487,6 +489,10 @@ async def run_zk_broker(
     candidate. SIGTERM: controlled shutdown (in the broker), drain, then the ZooKeeper session
     is closed, which removes the registration at once."""
     session_timeout_s = int(config["zookeeper.session.timeout.ms"]) / 1000
+    # kazoo reads ZooKeeper's answers in its own threads, which wait for the GIL while the trio
+    # thread is busy (replicating thousands of partitions). 25,000 znode reads with a CPU-busy
+    # trio thread: 26-96 s at Python's default 5 ms switch interval, ~18 s at 1 ms (~6 s idle).
+    sys.setswitchinterval(ZK_GIL_SWITCH_INTERVAL_S)
     zk = await _connect_zookeeper(config)
     try:
         await ensure_persistent_paths(zk)
