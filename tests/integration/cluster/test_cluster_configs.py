@@ -1,0 +1,205 @@
+"""Topic configs changed in the cluster reach every broker (Kafka's `/config/topics/<t>` plus
+`/config/changes/config_change_<seq>` notifications, read by deploy.broker_app.ZkTopicConfigSync),
+on 3 real broker processes and a real ZooKeeper.
+
+IncrementalAlterConfigs goes to a broker that is not the controller (it forwards it); then each
+broker is asked on its own connection: DescribeConfigs, which every broker answers from its own
+metadata image (broker.apis.describe_configs, not forwarded), and a Produce to the partition it
+leads, which its own log refuses once max.message.bytes is lower than the batch. A broker that
+was down while the config changed reads it at start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import trio
+
+from client import NewTopic, TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages.configs import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigSource,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    IncrementalAlterConfigsRequest,
+    ResourceType,
+)
+from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
+from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.support.cluster import ZkCluster
+from tests.support.waiting import wait_until
+from tests.support.wire import WireClient, batch
+from zkstore import ZkClient
+from zkstore.znodes import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+)
+
+TOPIC = "configured"
+# Each broker leads one partition (the first replica is the preferred leader).
+ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+KEYS = ("retention.ms", "max.message.bytes")
+NO_REBALANCE = {"auto.leader.rebalance.enable": False}
+
+
+async def alter(cluster: ZkCluster, via: int, changes: Mapping[str, str]) -> None:
+    """IncrementalAlterConfigs SET on TOPIC, sent on a connection to broker `via`."""
+    request = IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=int(ResourceType.TOPIC),
+                resource_name=TOPIC,
+                configs=tuple(
+                    AlterableConfig(name=k, config_operation=int(AlterConfigOp.SET), value=v)
+                    for k, v in changes.items()
+                ),
+            ),
+        )
+    )
+    broker = cluster.brokers[via]
+    async with await WireClient.connect(broker.host, broker.port) as wire:
+        response = await wire.request(request)
+    assert response.error_code == 0, response
+    (result,) = response.responses
+    assert result.error_code == 0, result
+
+
+async def described(cluster: ZkCluster, node_id: int) -> dict[str, tuple[str | None, int]]:
+    """Broker `node_id`'s own answer: {key: (value, config source)} for KEYS."""
+    broker = cluster.brokers[node_id]
+    async with await WireClient.connect(broker.host, broker.port) as wire:
+        response = await wire.request(
+            DescribeConfigsRequest(
+                resources=(
+                    DescribeConfigsResource(
+                        resource_type=int(ResourceType.TOPIC),
+                        resource_name=TOPIC,
+                        configuration_keys=KEYS,
+                    ),
+                )
+            )
+        )
+    (result,) = response.results
+    assert result.error_code == 0, result
+    return {e.name: (e.value, e.config_source) for e in result.configs}
+
+
+async def produce_one(cluster: ZkCluster, node_id: int, partition: int, size: int) -> int:
+    """acks=1 Produce of one record of `size` bytes to `partition`, sent to broker `node_id`
+    (its leader); the partition's error code."""
+    broker = cluster.brokers[node_id]
+    request = ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topics=(
+            ProduceTopic(
+                name=TOPIC,
+                partitions=(ProducePartition(index=partition, records=batch([b"x" * size])),),
+            ),
+        ),
+    )
+    async with await WireClient.connect(broker.host, broker.port) as wire:
+        response = await wire.request(request)
+    ((part,),) = (t.partitions for t in response.topics)
+    return int(part.error_code)
+
+
+async def wait_all_show(
+    cluster: ZkCluster, brokers: list[int], wanted: Mapping[str, str], within: float = 30
+) -> None:
+    """Until every broker in `brokers` answers DescribeConfigs with `wanted` as dynamic topic
+    configs."""
+    expected = {k: (v, int(ConfigSource.DYNAMIC_TOPIC_CONFIG)) for k, v in wanted.items()}
+    last: dict[int, object] = {}
+
+    async def everyone() -> bool:
+        for node_id in brokers:
+            last[node_id] = got = await described(cluster, node_id)
+            if got != expected:
+                return False
+        return True
+
+    try:
+        await wait_until(everyone, within=within, every=0.1)
+    except trio.TooSlowError as exc:
+        raise AssertionError(f"wanted {expected} on every broker, last answers {last}") from exc
+
+
+async def test_topic_configs_reach_every_broker_and_a_restarted_one(
+    zk_cluster_factory: ZkClusterFactory,
+) -> None:
+    cluster = zk_cluster_factory(3, NO_REBALANCE)
+    await cluster.wait_ready()
+    async with cluster.admin() as admin:
+        await admin.create_topics([NewTopic(TOPIC, replica_assignment=ASSIGNMENT)])
+    for p, replicas in ASSIGNMENT.items():
+        await cluster.wait_partition(
+            TOPIC, p, lambda i, r=replicas: i.leader == r[0] and len(i.isr) == 3
+        )
+    controller = await cluster.controller_id()
+    via = next(b for b in cluster.brokers if b != controller)  # forwards to the controller
+    everyone = sorted(cluster.brokers)
+    leaders = {replicas[0]: p for p, replicas in ASSIGNMENT.items()}
+
+    # Defaults first: nothing set, a 2 KB record is fine everywhere.
+    for node_id in everyone:
+        got = await described(cluster, node_id)
+        assert {s for _, s in got.values()} == {int(ConfigSource.DEFAULT_CONFIG)}, got
+    for node_id, p in leaders.items():
+        assert await produce_one(cluster, node_id, p, 2000) == 0
+
+    first = {"retention.ms": "3600000", "max.message.bytes": "100000"}
+    await alter(cluster, via, first)
+    await wait_all_show(cluster, everyone, first)
+
+    second = {"retention.ms": "7200000", "max.message.bytes": "1000"}
+    await alter(cluster, via, second)
+    await wait_all_show(cluster, everyone, second)
+    # Applied by each leader's own log: a batch over max.message.bytes is refused.
+    for node_id, p in leaders.items():
+        assert await produce_one(cluster, node_id, p, 2000) == ErrorCode.MESSAGE_TOO_LARGE
+        assert await produce_one(cluster, node_id, p, 100) == 0
+
+    # The way there: /config/topics/<t> holds the configs and each change left a numbered
+    # notification naming the topic; every broker logged reading the topic's configs from
+    # ZooKeeper (ZkTopicConfigSync) rather than learning them some other way.
+    async with ZkClient(cluster.zookeeper_connect, session_timeout_s=4) as zk:
+        data, _ = await zk.get(ConfigEntityZNode.path("topics", TOPIC))
+        assert ConfigEntityZNode.decode(data) == second
+        changes = await zk.get_children(ConfigEntityChangeNotificationZNode.PATH)
+        named = [
+            ConfigEntityChangeNotificationSequenceZNode.decode(
+                (await zk.get(f"{ConfigEntityChangeNotificationZNode.PATH}/{c}"))[0]
+            )
+            for c in sorted(changes)
+        ]
+        assert named.count(f"topics/{TOPIC}") >= 2, named
+    for node_id in everyone:
+        seen = [
+            e["configs"]
+            for e in cluster.brokers[node_id].events()
+            if e.get("event") == "topic config from zookeeper" and e.get("topic") == TOPIC
+        ]
+        assert seen[-2:] == [first, second], (node_id, seen)
+
+    # A broker down while the config changes reads it when it starts again.
+    down = next(b for b in everyone if b not in (controller, via))
+    await cluster.brokers[down].astop(within=60)
+    await cluster.wait_ready(brokers=2)
+    third = {"retention.ms": "10800000", "max.message.bytes": "500"}
+    await alter(cluster, via, third)
+    await wait_all_show(cluster, [controller, via], third)
+    await cluster.brokers[down].astart(within=60)
+    await wait_all_show(cluster, [down], third)
+    await cluster.wait_partition(TOPIC, leaders[down], lambda i: down in i.isr, within=30)
+    # Its replicas' logs have it too: once it leads again (preferred election), it refuses a
+    # batch over the new limit that the second config allowed.
+    async with cluster.admin() as admin:
+        await admin.elect_leaders("preferred", [TopicPartition(TOPIC, leaders[down])])
+    await cluster.wait_partition(TOPIC, leaders[down], lambda i: i.leader == down, within=30)
+    assert await produce_one(cluster, down, leaders[down], 800) == ErrorCode.MESSAGE_TOO_LARGE
+    assert await produce_one(cluster, down, leaders[down], 100) == 0
