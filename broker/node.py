@@ -22,6 +22,7 @@ import trio
 from broker.alter_partition import AlterPartitionManager
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
+from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shutdown
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_cache import with_topic_configs
@@ -31,12 +32,8 @@ from broker.ports import ControllerChannel, MetadataSource, Transport
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache
 from broker.server import BoundListener, BrokerServer, ServerLimits
+from protocol import failpoints
 from protocol.config_defs import LONG_MAX, ConfigError
-from protocol.errors import ErrorCode
-from protocol.messages.controlled_shutdown import (
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-)
 
 if TYPE_CHECKING:
     from storage.log_manager import LogManager
@@ -189,40 +186,38 @@ class Broker:
         self.purgatory.notify(tp)  # type: ignore[arg-type]
         self.produce_purgatory.notify(tp)  # type: ignore[arg-type]
 
-    async def controlled_shutdown(self) -> bool:
-        """Kafka's controlledShutdown: ask the controller to move this broker's leaderships
-        away, up to controlled.shutdown.max.retries attempts (plus the first) with
-        controlled.shutdown.retry.backoff.ms between them. True once the controller says no
-        partition is left; False when it gave up (the broker shuts down anyway)."""
+    def controlled_shutdown_policy(self) -> ControlledShutdownPolicy:
         c = self.config
-        attempts = int(c["controlled.shutdown.max.retries"]) + 1
-        backoff_s = int(c["controlled.shutdown.retry.backoff.ms"]) / 1000
-        timeout_s = int(c["request.timeout.ms"]) / 1000
-        for attempt in range(1, attempts + 1):
-            request = ControlledShutdownRequest(
-                broker_id=c.node_id, broker_epoch=self.broker_epoch_fn()
+        return ControlledShutdownPolicy(
+            enable=bool(c["controlled.shutdown.enable"]),
+            max_retries=int(c["controlled.shutdown.max.retries"]),
+            retry_backoff_s=int(c["controlled.shutdown.retry.backoff.ms"]) / 1000,
+            request_timeout_s=int(c["request.timeout.ms"]) / 1000,
+        )
+
+    async def controlled_shutdown(self) -> bool | None:
+        """Kafka's controlledShutdown (broker.controlled_shutdown): True once the controller
+        says no partition is led here, False when every attempt failed (the broker shuts down
+        anyway), None when controlled.shutdown.enable is false.
+
+        Failpoint `broker.shutdown.pause_after_controlled_shutdown` (`return(S)`): after a
+        success, wait S seconds before going on, so that a test sees the leaders moved while
+        this process and its ZooKeeper session are still up (the session closes only after
+        the broker stopped): proof that the controlled path, not BrokerChange, moved them."""
+        done = await controlled_shutdown(
+            self.controller,
+            self.config.node_id,
+            self.broker_epoch_fn,
+            self.controlled_shutdown_policy(),
+        )
+        hold = failpoints.eval("broker.shutdown.pause_after_controlled_shutdown")
+        if done and hold is not None:
+            hold_s = float(hold) if isinstance(hold, int | float) and hold is not True else 10.0
+            log.warning(
+                "failpoint: holding the broker after its controlled shutdown", hold_s=hold_s
             )
-            reason: str
-            try:
-                with trio.fail_after(timeout_s):
-                    response = await self.controller.submit(request)
-                assert isinstance(response, ControlledShutdownResponse)
-                if response.error_code == 0 and not response.remaining_partitions:
-                    log.info("controlled shutdown succeeded", attempt=attempt)
-                    return True
-                if response.error_code != 0:
-                    reason = (
-                        f"{ErrorCode.from_wire(response.error_code).name}: {response.error_message}"
-                    )
-                else:
-                    reason = f"{len(response.remaining_partitions)} partitions still led here"
-            except Exception as exc:  # the channel may fail in any way; retry
-                reason = str(exc) or repr(exc)
-            log.warning("controlled shutdown attempt failed", attempt=attempt, reason=reason)
-            if attempt < attempts:
-                await trio.sleep(backoff_s)
-        log.warning("controlled shutdown gave up; shutting down anyway", attempts=attempts)
-        return False
+            await trio.sleep(hold_s)
+        return done
 
     def _start_storage(self) -> None:
         clean = [
@@ -283,7 +278,7 @@ class Broker:
             task_status.started(bound)
             await self._shutdown.wait()
             log.info("broker shutting down")
-            if self.config.zk_mode and self.config["controlled.shutdown.enable"]:
+            if self.config.zk_mode:
                 await self.controlled_shutdown()
             if self.fetchers is not None:
                 self.fetchers.remove_partitions(list(self.partitions.partitions))

@@ -74,6 +74,7 @@ from controller.topic_deletion import (
 from controller.topics import delete_topics
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.topics import (
     CreatableTopicResult,
@@ -221,6 +222,14 @@ class ZkControllerService:
             return await self._delete_topics(active, driver, request)
         response = await driver.submit(request)
         self._check_log(active)
+        if isinstance(request, ControlledShutdownRequest):
+            # Tests check that this comes before the broker change of the broker's exit.
+            log.info(
+                "controlled shutdown processed",
+                broker_id=request.broker_id,
+                error_code=response.error_code,
+                remaining=len(response.remaining_partitions),
+            )
         if isinstance(request, CreateTopicsRequest):
             response = _explain_marked_for_deletion(response, active.deletions)
         return response

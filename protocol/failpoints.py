@@ -47,6 +47,13 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | on its stale state (one LeaderAndIsr / |
 |                                       |                       | UpdateMetadata round, one BrokerChange |
 |                                       |                       | write), then re-elects (a zombie)      |
+| `broker.shutdown.pause_after_controlled_shutdown`                                               |
+|                                       | broker.node           | `return(S)`: a broker whose controlled |
+|                                       |                       | shutdown succeeded waits S seconds     |
+|                                       |                       | (`return`: 10) before it drains and    |
+|                                       |                       | closes its ZooKeeper session: process  |
+|                                       |                       | and registration stay up while a test  |
+|                                       |                       | looks at the leaders that moved        |
 """
 
 from __future__ import annotations
@@ -67,6 +74,10 @@ FAILPOINTS: dict[str, str] = {
     "controller.zk.ignore_session_loss": (
         "an active controller whose session expired acts once more on its stale state "
         "(a LeaderAndIsr round and a BrokerChange write) before it re-elects"
+    ),
+    "broker.shutdown.pause_after_controlled_shutdown": (
+        "return(S): after a successful controlled shutdown the broker waits S seconds "
+        "(return: 10) before it drains and closes its ZooKeeper session"
     ),
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""

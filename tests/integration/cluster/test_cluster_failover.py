@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import trio
 
+from broker.controlled_shutdown import ATTEMPT_FAILED, GAVE_UP, SUCCEEDED
 from client import Consumer, Producer
-from client.metadata import PartitionInfo
 from protocol.errors import KafkaError
+from protocol.messages.metadata import MetadataRequest
 from protocol.names import TopicPartition
 from tests.integration.cluster.conftest import ZkClusterFactory
 from tests.support.cluster import ZkCluster
+from tests.support.waiting import wait_until
+from tests.support.wire import WireClient
+from zkstore import ZkClient
+from zkstore.znodes import BrokerIdZNode
 
 
 async def create_topic(cluster: ZkCluster, name: str, partitions: int, **configs: str) -> None:
@@ -148,7 +153,12 @@ async def test_controller_sigkill_elects_another_controller(
 async def test_controlled_shutdown_moves_leadership_before_exit(
     zk_cluster_factory: ZkClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3)
+    # A clean SIGTERM also closes the ZooKeeper session, whose BrokerChange moves leadership
+    # too: to tell the controlled path from that one, the failpoint holds the broker (process
+    # and session up) for a while after its controlled shutdown succeeded, and the leaders are
+    # looked at from another broker during the hold.
+    hold = "broker.shutdown.pause_after_controlled_shutdown=return(15)"
+    cluster = zk_cluster_factory(3, env={"TRIOKA_FAILPOINTS": hold})
     await cluster.wait_ready()
     await create_topic(cluster, "moving", 3)
     controller = await cluster.controller_id()
@@ -158,16 +168,51 @@ async def test_controlled_shutdown_moves_leadership_before_exit(
         info = await cluster.partition("moving", p)
         led.setdefault(info.leader, []).append(p)
     victim = next(b for b in sorted(led) if b != controller)
-    await cluster.brokers[victim].astop(within=60)
-    assert cluster.brokers[victim].events()  # it logged before exiting
-    for p in led[victim]:
+    witness = next(b for b in cluster.brokers if b not in (victim, controller))
+    proc = cluster.brokers[victim]
+    proc.terminate()  # SIGTERM
+    await trio.to_thread.run_sync(lambda: proc.wait_for_event(SUCCEEDED, timeout=60))
 
-        def moved(info: PartitionInfo) -> bool:
-            return info.leader >= 0 and info.leader != victim
+    async def moved_on_witness() -> bool:
+        # Metadata straight from another broker (not through a client that might ask the
+        # victim): every partition the victim led has another leader and left its ISR.
+        async with await WireClient.connect("127.0.0.1", cluster.brokers[witness].port) as c:
+            meta = await c.request(MetadataRequest(topics=("moving",)))
+        parts = {p.index: p for p in meta.topics[0].partitions}
+        return all(
+            parts[p].leader_id not in (-1, victim) and victim not in parts[p].isr_nodes
+            for p in led[victim]
+        )
 
-        info = await cluster.wait_partition("moving", p, moved, within=10)
-        assert victim not in info.isr
-    # Leadership moved during the controlled shutdown, not after the session expired: the
-    # broker's log says its controlled shutdown succeeded.
-    names = [e.get("event") for e in cluster.brokers[victim].events()]
-    assert any("controlled shutdown" in str(n) for n in names), names
+    await wait_until(moved_on_witness, within=20, every=0.05)
+    # ...and only now: the victim still runs and its registration (session) still exists, so
+    # the leaders above moved before its session closed: the controlled path moved them.
+    assert proc.running
+    async with ZkClient(cluster.zookeeper_connect, session_timeout_s=3) as zk:
+        assert await zk.exists(BrokerIdZNode.path(victim)) is not None
+    assert await proc.await_exit(within=60) == 0
+
+    names = [e.get("event") for e in proc.events(since_start=True)]
+    assert ATTEMPT_FAILED not in names and GAVE_UP not in names, names
+    assert names.index(SUCCEEDED) < names.index("broker shut down"), names
+    # The controller processed the ControlledShutdown (nothing left led there) before the
+    # BrokerChange of the victim's session ending.
+    ctl = cluster.brokers[controller]
+    await trio.to_thread.run_sync(
+        lambda: ctl.wait_for_event("brokers changed", timeout=30, dead=[victim])
+    )
+    events = ctl.events(since_start=True)
+    shutdown_at = next(
+        i
+        for i, e in enumerate(events)
+        if e.get("event") == "controlled shutdown processed"
+        and e.get("broker_id") == victim
+        and e.get("remaining") == 0
+        and e.get("error_code") == 0
+    )
+    change_at = next(
+        i
+        for i, e in enumerate(events)
+        if e.get("event") == "brokers changed" and victim in e.get("dead", ())
+    )
+    assert shutdown_at < change_at
