@@ -177,9 +177,9 @@ class BenchCluster:
         os.kill(node.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while node_alive(node) and time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(node.pid, os.WNOHANG)
             time.sleep(0.01)  # polling a condition under a deadline
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(node.pid, os.WNOHANG)  # our child: reap the zombie
         return at
 
     def log_size(self, node_id: int) -> int:
