@@ -35,7 +35,7 @@ Standalone wiring (deploy), in this order:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import structlog
@@ -43,13 +43,13 @@ import trio
 
 from controller.brokers import RegisterBroker, RegisterBrokerResponse
 from controller.context import ControllerContext
-from controller.metrics import ControllerMetrics, default_metrics
-from controller.operations import ELECTION_REQUESTS, failed_response, operation_for
+from controller.metrics import ControllerMetrics, default_metrics, state_for_request
+from controller.operations import failed_response, operation_for
 from controller.ports import MetadataLog
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.image import MetadataImage, MetadataReplayError
-from protocol.metadata.records import MetadataRecord
+from protocol.metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
 
 log = structlog.get_logger("controller")
 
@@ -104,6 +104,13 @@ class ControllerDriver:
         self._running = False
         self._closed = False
         self._commit_hooks: list[CommitHook] = [] if on_commit is None else [on_commit]
+        self._excluded_topic_ids: Callable[[], Collection[str]] = frozenset
+
+    def set_excluded_topics(self, topic_ids: Callable[[], Collection[str]]) -> None:
+        """Topics queued for deletion (ZK mode: the TopicDeletionManager's), left out of the
+        OfflinePartitionsCount and PreferredReplicaImbalanceCount gauges."""
+        self._excluded_topic_ids = topic_ids
+        self._metrics.set_excluded_topics(self, topic_ids)
 
     def add_commit_hook(self, hook: CommitHook) -> None:
         """Call `hook(before, after)` after every event whose records committed."""
@@ -175,6 +182,8 @@ class ControllerDriver:
             raise RuntimeError("ControllerDriver.run is already running")
         self._running = True
         current: _Event | None = None
+        # The KafkaController gauges follow the running driver (a new term binds its own).
+        self._metrics.bind(self, lambda: self._state.image, self._excluded_topic_ids)
         try:
             task_status.started()
             async for event in self._receive:
@@ -194,6 +203,7 @@ class ControllerDriver:
                 )
                 current = None
         finally:
+            self._metrics.unbind(self)
             self._closed = True
             if current is not None:
                 current.fail(ErrorCode.NOT_CONTROLLER, "the controller stopped")
@@ -206,16 +216,17 @@ class ControllerDriver:
                 pending.fail(ErrorCode.NOT_CONTROLLER, "the controller stopped")
 
     async def _process(self, event: _Event) -> None:
-        if type(event.request) not in ELECTION_REQUESTS:
+        # Kafka's ControllerStats: each event type (ControllerEvent.state) has its own
+        # rate-and-time timer; BrokerChange's is LeaderElectionRateAndTimeMs.
+        state = state_for_request(event.request)
+        if state is None:
             await self._run_event(event)
             return
         started = trio.current_time()
         try:
             await self._run_event(event)
         finally:
-            self._metrics.leader_election_rate_and_time_ms.observe(
-                (trio.current_time() - started) * 1000
-            )
+            self._metrics.timer(state).observe((trio.current_time() - started) * 1000)
 
     async def _run_event(self, event: _Event) -> None:
         request = event.request
@@ -249,6 +260,14 @@ class ControllerDriver:
                 log.exception("metadata append failed")
                 event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata append failed: {exc!r}")
                 return
+            unclean = sum(
+                1
+                for r in result.records
+                if isinstance(r, PartitionChangeRecord)
+                and r.leader_recovery_state == LeaderRecoveryState.RECOVERING
+            )
+            if unclean:  # only an unclean election sets RECOVERING
+                self._metrics.unclean_leader_elections.inc(unclean)
             self._run_commit_hooks(before, self._state.image)
         event.finish(result.response)
 

@@ -1,19 +1,88 @@
-"""The controller's metrics, with Kafka's names (kafka.controller:type=ControllerEventManager).
+"""The controller's metrics, with Kafka's names.
+
+- kafka.controller:type=ControllerEventManager: `EventQueueSize`, `EventQueueTimeMs`,
+  `EventQueueProcessingTimeMs`.
+- kafka.controller:type=ControllerStats: one rate-and-time timer per controller state that has
+  one (Kafka's ControllerState.rateAndTimeMetricName: `<State>RateAndTimeMs`, except
+  BrokerChange, whose timer kept its historical name `LeaderElectionRateAndTimeMs`), and
+  `UncleanLeaderElectionsPerSec` (a counter: Prometheus derives the rate).
+- kafka.controller:type=KafkaController gauges: `ActiveControllerCount`,
+  `OfflinePartitionsCount`, `PreferredReplicaImbalanceCount`, `GlobalTopicCount`,
+  `GlobalPartitionCount`, computed at scrape time from the image of the driver bound with
+  `bind` (0 on a broker whose controller is not active, as Kafka's).
+
+Which event feeds which timer is `ControllerStateName.for_request` (Kafka's
+ControllerEvent.state): BrokerChange -> LeaderElectionRateAndTimeMs, ControlledShutdown ->
+ControlledShutdownRateAndTimeMs, ElectLeaders -> ManualLeaderBalanceRateAndTimeMs, the
+rebalance check -> AutoLeaderBalanceRateAndTimeMs, AlterPartition -> IsrChangeRateAndTimeMs,
+CreateTopics / CreatePartitions -> TopicChangeRateAndTimeMs, DeleteTopics ->
+TopicDeletionRateAndTimeMs, reassignments -> PartitionReassignmentRateAndTimeMs, a failover or
+resignation -> ControllerChangeRateAndTimeMs (timed by the ZK driver, not an event here).
 
 Metrics live in a prometheus_client registry; the default instance is created once per process
 on the global registry (served on /metrics by deploy.metrics_server), tests pass their own
 registry. Every ControllerDriver without an explicit `metrics` shares that one instance: a ZK-mode
 broker builds a new driver each time it is elected, and registering the same names again on one
-registry would raise (duplicated timeseries), so terms reuse, never re-create, the metrics.
+registry would raise (duplicated timeseries), so terms reuse, never re-create, the metrics; a new
+term `bind`s the gauges to its own driver.
 """
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, CollectorRegistry, Gauge, Histogram
+import threading
+from collections.abc import Callable, Collection
+from enum import Enum
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from controller.state_machines import Liveness, PartitionState, partition_state
+from protocol.metadata.image import MetadataImage
 
 _MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 PREFIX = "kafka_controller_ControllerEventManager_"
 STATS_PREFIX = "kafka_controller_ControllerStats_"
+CONTROLLER_PREFIX = "kafka_controller_KafkaController_"
+
+
+class ControllerStateName(Enum):
+    """Kafka's ControllerState values that have a rate-and-time metric; the value is the
+    metric's name (`rateAndTimeMetricName` + "Ms")."""
+
+    CONTROLLER_CHANGE = "ControllerChangeRateAndTimeMs"
+    BROKER_CHANGE = "LeaderElectionRateAndTimeMs"  # kept for compatibility, as Kafka's
+    TOPIC_CHANGE = "TopicChangeRateAndTimeMs"
+    TOPIC_DELETION = "TopicDeletionRateAndTimeMs"
+    PARTITION_REASSIGNMENT = "PartitionReassignmentRateAndTimeMs"
+    AUTO_LEADER_BALANCE = "AutoLeaderBalanceRateAndTimeMs"
+    MANUAL_LEADER_BALANCE = "ManualLeaderBalanceRateAndTimeMs"
+    CONTROLLED_SHUTDOWN = "ControlledShutdownRateAndTimeMs"
+    ISR_CHANGE = "IsrChangeRateAndTimeMs"
+    LEADER_AND_ISR_RESPONSE_RECEIVED = "LeaderAndIsrResponseReceivedRateAndTimeMs"
+    LOG_DIR_CHANGE = "LogDirChangeRateAndTimeMs"
+    CONTROLLER_SHUTDOWN = "ControllerShutdownRateAndTimeMs"
+    UNCLEAN_LEADER_ELECTION_ENABLE = "UncleanLeaderElectionEnableRateAndTimeMs"
+    TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnableRateAndTimeMs"
+
+
+_REQUEST_STATES: dict[str, ControllerStateName] = {
+    "BrokerChange": ControllerStateName.BROKER_CHANGE,
+    "ControlledShutdownRequest": ControllerStateName.CONTROLLED_SHUTDOWN,
+    "ElectLeadersRequest": ControllerStateName.MANUAL_LEADER_BALANCE,
+    "AutoLeaderRebalance": ControllerStateName.AUTO_LEADER_BALANCE,
+    "AlterPartitionRequest": ControllerStateName.ISR_CHANGE,
+    "CreateTopicsRequest": ControllerStateName.TOPIC_CHANGE,
+    "CreatePartitionsRequest": ControllerStateName.TOPIC_CHANGE,
+    "DeleteTopicsRequest": ControllerStateName.TOPIC_DELETION,
+    "AlterPartitionReassignmentsRequest": ControllerStateName.PARTITION_REASSIGNMENT,
+}
+"""Request type name -> Kafka's ControllerEvent.state. Requests not listed have no timer:
+DescribeConfigs, IncrementalAlterConfigs and ListPartitionReassignments (Kafka answers them
+outside the ZK controller's queue) and RegisterBroker (KRaft's broker registration, the
+standalone mode's; ZK mode registers brokers by BrokerChange)."""
+
+
+def state_for_request(request: object) -> ControllerStateName | None:
+    return _REQUEST_STATES.get(type(request).__name__)
 
 
 class ControllerMetrics:
@@ -36,14 +105,125 @@ class ControllerMetrics:
             buckets=_MS_BUCKETS,
             registry=registry,
         )
-        self.leader_election_rate_and_time_ms = Histogram(
-            STATS_PREFIX + "LeaderElectionRateAndTimeMs",
-            "Time an event that elects leaders (broker change, controlled shutdown, "
-            "ElectLeaders, rebalance) took from the election to the commit of its records, ms; "
-            "the count gives the rate (LeaderElectionRateAndTimeMs).",
-            buckets=_MS_BUCKETS,
+        self.rate_and_time_ms: dict[ControllerStateName, Histogram] = {
+            state: Histogram(
+                STATS_PREFIX + state.value,
+                f"Time the controller took to process a {state.name} event, from its start to "
+                f"the commit of its records, ms; the count gives the rate ({state.value}).",
+                buckets=_MS_BUCKETS,
+                registry=registry,
+            )
+            for state in ControllerStateName
+        }
+        self.leader_election_rate_and_time_ms = self.rate_and_time_ms[
+            ControllerStateName.BROKER_CHANGE
+        ]
+        """BrokerChange events (LeaderElectionRateAndTimeMs, Kafka's name for them)."""
+        self.unclean_leader_elections = Counter(
+            STATS_PREFIX + "UncleanLeaderElectionsPerSec",
+            "Leaders elected out of the ISR (UncleanLeaderElectionsPerSec; the rate is "
+            "Prometheus' rate() of this counter).",
             registry=registry,
         )
+        self._lock = threading.Lock()
+        self._image: Callable[[], MetadataImage] | None = None
+        self._excluded: Callable[[], Collection[str]] = frozenset
+        self._owner: object | None = None
+        gauges = {
+            "ActiveControllerCount": (
+                "1 on the active controller, else 0.",
+                lambda: 0 if self._bound() is None else 1,
+            ),
+            "OfflinePartitionsCount": (
+                "Partitions whose leader is not live, topics queued for deletion left out "
+                "(OfflinePartitionsCount).",
+                lambda: self._count(_offline),
+            ),
+            "PreferredReplicaImbalanceCount": (
+                "Partitions not led by their preferred replica, topics queued for deletion "
+                "left out (PreferredReplicaImbalanceCount).",
+                lambda: self._count(_imbalanced),
+            ),
+            "GlobalTopicCount": (
+                "Topics in the cluster (GlobalTopicCount).",
+                lambda: self._count(lambda image, _: len(image.topics.by_id)),
+            ),
+            "GlobalPartitionCount": (
+                "Partitions in the cluster, led or not (GlobalPartitionCount, as KRaft's).",
+                lambda: self._count(
+                    lambda image, _: sum(len(t.partitions) for t in image.topics.by_id.values())
+                ),
+            ),
+        }
+        self.gauges: dict[str, Gauge] = {}
+        for name, (doc, fn) in gauges.items():
+            gauge = Gauge(CONTROLLER_PREFIX + name, doc, registry=registry)
+            gauge.set_function(fn)
+            self.gauges[name] = gauge
+
+    def timer(self, state: ControllerStateName) -> Histogram:
+        return self.rate_and_time_ms[state]
+
+    def bind(
+        self,
+        owner: object,
+        image: Callable[[], MetadataImage],
+        excluded_topic_ids: Callable[[], Collection[str]] | None = None,
+    ) -> None:
+        """The KafkaController gauges read `image()` (at scrape time, from the metrics server's
+        thread: images are immutable) until `unbind(owner)`; `excluded_topic_ids()` (topics
+        queued for deletion) are left out of OfflinePartitionsCount and
+        PreferredReplicaImbalanceCount, as Kafka's."""
+        with self._lock:
+            self._owner = owner
+            self._image = image
+            self._excluded = excluded_topic_ids or frozenset
+
+    def set_excluded_topics(self, owner: object, excluded: Callable[[], Collection[str]]) -> None:
+        with self._lock:
+            if self._owner is owner:
+                self._excluded = excluded
+
+    def unbind(self, owner: object) -> None:
+        """Gauges back to 0, unless another owner bound them since."""
+        with self._lock:
+            if self._owner is owner:
+                self._owner = self._image = None
+                self._excluded = frozenset
+
+    def _bound(self) -> tuple[Callable[[], MetadataImage], Callable[[], Collection[str]]] | None:
+        with self._lock:
+            return None if self._image is None else (self._image, self._excluded)
+
+    def _count(self, fn: Callable[[MetadataImage, Collection[str]], int]) -> int:
+        bound = self._bound()
+        if bound is None:
+            return 0
+        image_fn, excluded_fn = bound
+        return fn(image_fn(), excluded_fn())
+
+
+def _offline(image: MetadataImage, excluded: Collection[str]) -> int:
+    """OfflinePartition state (New ones, never led, do not count), topics queued for deletion
+    left out: Kafka's ControllerContext.offlinePartitionCount."""
+    liveness = Liveness.from_image(image)
+    return sum(
+        1
+        for topic_id, topic in image.topics.by_id.items()
+        if topic_id not in excluded
+        for part in topic.partitions.values()
+        if partition_state(part, liveness) is PartitionState.OFFLINE
+    )
+
+
+def _imbalanced(image: MetadataImage, excluded: Collection[str]) -> int:
+    return sum(
+        1
+        for topic_id, topic in image.topics.by_id.items()
+        if topic_id not in excluded
+        for part in topic.partitions.values()
+        if part.replicas and part.leader != part.preferred_replica
+    )
 
 
 _default: ControllerMetrics | None = None

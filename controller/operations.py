@@ -84,11 +84,6 @@ OPERATIONS: dict[type, Operation] = {
     ListPartitionReassignmentsRequest: list_partition_reassignments,
 }
 
-ELECTION_REQUESTS: frozenset[type] = frozenset(
-    {BrokerChange, ControlledShutdownRequest, ElectLeadersRequest, AutoLeaderRebalance}
-)
-"""Requests whose processing is an election batch (timed as LeaderElectionRateAndTimeMs)."""
-
 
 def operation_for(request: object) -> Operation:
     """The operation for a request; TypeError for a request the controller does not handle."""

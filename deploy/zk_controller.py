@@ -56,7 +56,7 @@ from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.driver import ControllerDriver
 from controller.elect_leaders import AutoLeaderRebalance
-from controller.metrics import ControllerMetrics
+from controller.metrics import ControllerMetrics, ControllerStateName, default_metrics
 from controller.operations import failed_response
 from controller.ports import BrokerSender
 from controller.propagation import (
@@ -234,6 +234,9 @@ class ZkControllerService:
             response = _explain_marked_for_deletion(response, active.deletions)
         return response
 
+    def _controller_metrics(self) -> ControllerMetrics:
+        return self._metrics if self._metrics is not None else default_metrics()
+
     async def resign(self) -> None:
         """Give up the controllership (delete /controller so that the brokers elect again)."""
         await self._election.resign()
@@ -273,8 +276,13 @@ class ZkControllerService:
             "controller resigning", broker_id=self.broker_id, epoch=active.epoch, reason=reason
         )
         active.resigning = True
+        started = trio.current_time()
         active.scope.cancel()
         await active.finished.wait()
+        # Kafka's ControllerChange event (onControllerResignation).
+        self._controller_metrics().timer(ControllerStateName.CONTROLLER_CHANGE).observe(
+            (trio.current_time() - started) * 1000
+        )
 
     async def _serve(self, active: _Active, event: BecameController) -> None:
         try:
@@ -332,6 +340,7 @@ class ZkControllerService:
         if self._metrics is not None:
             driver_kwargs["metrics"] = self._metrics
         driver = ControllerDriver(metadata_log, ControllerState(image), self._ctx, **driver_kwargs)
+        driver.set_excluded_topics(deletions.deleting_ids)
         active.state_driver = driver
         async with trio.open_nursery() as nursery:
             active.nursery = nursery
@@ -354,6 +363,10 @@ class ZkControllerService:
                 zk_read_s=round(read_s, 3),
                 replay_s=round(replay_s, 3),
                 load_s=round(trio.current_time() - started, 3),
+            )
+            # Kafka's ControllerChange event (onControllerFailover) ends here.
+            self._controller_metrics().timer(ControllerStateName.CONTROLLER_CHANGE).observe(
+                (trio.current_time() - started) * 1000
             )
             nursery.start_soon(self._log_when_idle, channels, "failover", started)
             nursery.start_soon(self._watch_brokers, active, driver)

@@ -2,8 +2,11 @@
 
 Every broker serves Prometheus' text format with the default process collectors and the
 controller's metrics (Kafka's names); the active controller's
-LeaderElectionRateAndTimeMs count moves when a broker leading a partition is SIGKILLed and the
-controller elects new leaders for its partitions.
+LeaderElectionRateAndTimeMs count (Kafka's timer of BrokerChange events) moves when a broker
+leading a partition is SIGKILLed and the controller elects new leaders for its partitions, and
+no other event type's timer moves for it; the KafkaController gauges (ActiveControllerCount,
+GlobalTopicCount, GlobalPartitionCount, OfflinePartitionsCount) are the active controller's
+view, zero elsewhere.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from tests.support.waiting import wait_until
 ELECTIONS = "kafka_controller_ControllerStats_LeaderElectionRateAndTimeMs_count"
 QUEUE_SIZE = "kafka_controller_ControllerEventManager_EventQueueSize"
 QUEUE_TIME = "kafka_controller_ControllerEventManager_EventQueueTimeMs_count"
+STATS = "kafka_controller_ControllerStats_"
+GAUGES = "kafka_controller_KafkaController_"
 
 
 def metrics_port(cluster: ZkCluster, node_id: int) -> int:
@@ -77,6 +82,21 @@ async def test_every_broker_serves_metrics_and_elections_move_the_controllers_co
     before_text = await scrape(ports[controller])
     before = sample(before_text, ELECTIONS)
     assert sample(before_text, QUEUE_TIME) > 0  # the controller has processed events
+    assert sample(before_text, STATS + "ControllerChangeRateAndTimeMs_count") >= 1
+    assert sample(before_text, STATS + "TopicChangeRateAndTimeMs_count") >= 1  # CreateTopics
+    assert sample(before_text, GAUGES + "ActiveControllerCount") == 1
+    assert sample(before_text, GAUGES + "GlobalTopicCount") == 1
+    assert sample(before_text, GAUGES + "GlobalPartitionCount") == 6
+    others_before = {
+        name: sample(before_text, STATS + name + "_count")
+        # (not AutoLeaderBalance: the periodic check may run meanwhile, it did count as an
+        # election before event types had their own timers)
+        for name in (
+            "ControlledShutdownRateAndTimeMs",
+            "ManualLeaderBalanceRateAndTimeMs",
+            "TopicDeletionRateAndTimeMs",
+        )
+    }
 
     await cluster.brokers[victim].akill()
     for p in led:
@@ -86,6 +106,15 @@ async def test_every_broker_serves_metrics_and_elections_move_the_controllers_co
         return sample(await scrape(ports[controller]), ELECTIONS) > before
 
     await wait_until(elections_counted, within=30, every=0.1)
-    # The other survivor serves metrics too, and its controller count did not move.
+    after_text = await scrape(ports[controller])
+    # A broker kill is a BrokerChange: no other event type's timer counted it.
+    for name, value in others_before.items():
+        assert sample(after_text, STATS + name + "_count") == value, name
+    assert sample(after_text, GAUGES + "OfflinePartitionsCount") == 0
+    # The other survivor serves metrics too: its controller is not active, so its counts did
+    # not move and its KafkaController gauges are 0.
     other = ({1, 2, 3} - {controller, victim}).pop()
-    assert sample(await scrape(ports[other]), ELECTIONS) == 0
+    other_text = await scrape(ports[other])
+    assert sample(other_text, ELECTIONS) == 0
+    assert sample(other_text, GAUGES + "ActiveControllerCount") == 0
+    assert sample(other_text, GAUGES + "GlobalPartitionCount") == 0
