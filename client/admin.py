@@ -32,6 +32,12 @@ from protocol.messages.configs import (
     IncrementalAlterConfigsResponse,
     ResourceType,
 )
+from protocol.messages.create_partitions import (
+    CreatePartitionsAssignment,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+)
 from protocol.messages.elect_leaders import (
     ElectionType,
     ElectLeadersRequest,
@@ -71,6 +77,7 @@ __all__ = [
     "ConfigSource",
     "CreatedTopic",
     "ElectionType",
+    "NewPartitions",
     "NewTopic",
     "PartitionReassignment",
     "ResourceType",
@@ -88,6 +95,16 @@ class NewTopic:
     configs: Mapping[str, str] = field(default_factory=dict)
     replica_assignment: Mapping[int, Sequence[int]] | None = None
     """Manual placement: partition -> broker ids, preferred leader first."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """Kafka's NewPartitions.increaseTo(total_count, new_assignments): grow a topic to
+    `total_count` partitions; `new_assignments` gives the replicas of each new partition in
+    order (preferred leader first), None lets the controller place them."""
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +317,62 @@ class Admin(ClientBase):
                 if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     message = f"topic {name!r} does not exist"
                 raise KafkaError(code, message or f"cannot delete {name!r}")
+
+    async def create_partitions(
+        self,
+        new_partitions: Mapping[str, int | NewPartitions],
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = 30000,
+    ) -> None:
+        """Grow topics to a new total partition count (Kafka's Admin.createPartitions):
+        `{topic: total}` or `{topic: NewPartitions(total, new_assignments)}`; `assignments`
+        (`{topic: [[broker ids of each new partition], ...]}`) is the same as NewPartitions'.
+        Partitions can only be added: a count that does not grow is INVALID_PARTITIONS. Raises
+        KafkaError for the first topic the controller refused, its message naming the topic.
+        Returns once the controller has created them; their leaders reach the brokers'
+        metadata shortly after."""
+        wanted: dict[str, NewPartitions] = {}
+        for name, value in new_partitions.items():
+            validate_topic_name(name)
+            spec = value if isinstance(value, NewPartitions) else NewPartitions(value)
+            if isinstance(spec.total_count, bool) or not isinstance(spec.total_count, int):
+                raise ValueError(f"{name}: the new partition count must be an int, not "
+                                 f"{spec.total_count!r}")  # fmt: skip
+            if assignments and name in assignments:
+                if spec.new_assignments is not None:
+                    raise ValueError(f"{name}: assignments given twice (NewPartitions and "
+                                     "assignments=)")  # fmt: skip
+                spec = NewPartitions(spec.total_count, assignments[name])
+            wanted[name] = spec
+        unknown = sorted(set(assignments or ()) - set(wanted))
+        if unknown:
+            raise ValueError(f"assignments for topics without a new count: {', '.join(unknown)}")
+        if not wanted:
+            return
+
+        def build(pending: Sequence[str] | None) -> Request:
+            return CreatePartitionsRequest(
+                topics=tuple(_partitions_topic(n, wanted[n]) for n in (pending or list(wanted))),
+                timeout_ms=timeout_ms,
+                validate_only=validate_only,
+            )
+
+        def results_of(response: CreatePartitionsResponse) -> dict[str, ItemResult]:
+            return {
+                r.name: (ErrorCode.from_wire(r.error_code), r.error_message)
+                for r in response.results
+            }
+
+        answers = await self._call_per_item(list(wanted), build, results_of)
+        for name in wanted:
+            code, message = answers.get(name, (ErrorCode.NONE, None))
+            if code is not ErrorCode.NONE:
+                if not message and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    message = f"topic {name!r} does not exist"
+                message = message or code.name
+                raise KafkaError(code, message if name in message else f"{name}: {message}")
 
     async def list_topics(self, *, include_internal: bool = False) -> list[str]:
         await self._refresh(None)
@@ -563,6 +636,19 @@ def _source(value: int) -> ConfigSource:
         return ConfigSource(value)
     except ValueError:
         return ConfigSource.UNKNOWN
+
+
+def _partitions_topic(name: str, spec: NewPartitions) -> CreatePartitionsTopic:
+    return CreatePartitionsTopic(
+        name=name,
+        count=spec.total_count,
+        assignments=None
+        if spec.new_assignments is None
+        else tuple(
+            CreatePartitionsAssignment(broker_ids=tuple(int(b) for b in ids))
+            for ids in spec.new_assignments
+        ),
+    )
 
 
 def _creatable(topic: NewTopic) -> CreatableTopic:

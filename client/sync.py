@@ -26,6 +26,7 @@ from client.admin import (
     ConfigEntry,
     ConfigResource,
     CreatedTopic,
+    NewPartitions,
     NewTopic,
     TopicDescription,
 )
@@ -240,6 +241,20 @@ class SyncAdmin(_SyncBase):
 
     def delete_topics(self, names: Iterable[str]) -> None:
         self._portal.call(self._admin.delete_topics, list(names))
+
+    def create_partitions(
+        self,
+        new_partitions: Mapping[str, int | NewPartitions],
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        async def call() -> None:
+            await self._admin.create_partitions(
+                new_partitions, assignments, validate_only=validate_only
+            )
+
+        self._portal.call(call)
 
     def list_topics(self, *, include_internal: bool = False) -> list[str]:
         async def call() -> list[str]:

@@ -18,11 +18,12 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from client import Admin, AlterConfigOp, ConfigResource
+from client import Admin, AlterConfigOp, ConfigResource, NewPartitions
 from client.metadata import PartitionInfo
 from deploy.cli_options import (
     bootstrap_option,
     parse_key_values,
+    parse_replica_assignment,
     property_option,
 )
 from deploy.logging_config import configure_logging
@@ -119,7 +120,7 @@ def _startup_error(exc: BaseException) -> BaseException | None:
 
 @cli.group()
 def topic() -> None:
-    """Create, list, describe, delete topics and alter their configs."""
+    """Create, list, describe, delete topics, add partitions and alter their configs."""
 
 
 @topic.command("create")
@@ -289,6 +290,45 @@ def topic_alter_config(name: str, bootstrap_server: str, configs: tuple[str, ...
     run(go)
     verb = "Validated" if validate_only else "Altered"
     click.echo(f"{verb} configs of topic {name}.", err=True)
+
+
+@topic.command("alter")
+@click.option("--topic", "-t", "name", required=True, help="The topic to alter.")
+@bootstrap_option
+@click.option(
+    "--partitions",
+    "-p",
+    type=int,
+    required=True,
+    help="The new total number of partitions (partitions can only be added).",
+)
+@click.option(
+    "--replica-assignment",
+    metavar="B:B,B:B",
+    help="Replicas of each new partition, preferred leader first: partitions separated by ',', "
+    "broker ids by ':' (default: the controller places them).",
+)
+@click.option("--validate-only", is_flag=True, help="Check the change without applying it.")
+@property_option
+def topic_alter(name: str, bootstrap_server: str, partitions: int,
+                replica_assignment: str | None, validate_only: bool,
+                properties: tuple[str, ...]) -> None:  # fmt: skip
+    """Add partitions to a topic (kafka-topics.sh --alter --partitions N)."""
+    assignment = (
+        None
+        if replica_assignment is None
+        else parse_replica_assignment(replica_assignment, "--replica-assignment")
+    )
+
+    async def go() -> None:
+        async with Admin(admin_props(bootstrap_server, properties)) as admin:
+            await admin.create_partitions(
+                {name: NewPartitions(partitions, assignment)}, validate_only=validate_only
+            )
+
+    run(go)
+    verb = "Validated" if validate_only else "Altered"
+    click.echo(f"{verb} topic {name}: {partitions} partitions.", err=True)
 
 
 def admin_props(bootstrap_server: str, properties: Sequence[str]) -> dict[str, Any]:

@@ -44,3 +44,21 @@ def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:
             raise click.UsageError(f"{flag} {item!r} is not KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
+
+
+def parse_replica_assignment(text: str, flag: str) -> list[list[int]]:
+    """kafka-topics.sh's --replica-assignment: partitions separated by `,`, the broker ids of
+    one partition by `:`, preferred leader first: `"1:2,2:3"` -> [[1, 2], [2, 3]]; a usage
+    error names the bad part."""
+    out: list[list[int]] = []
+    for index, part in enumerate(text.split(",")):
+        ids = [i.strip() for i in part.split(":")]
+        if not all(i.lstrip("-").isdigit() for i in ids):
+            raise click.UsageError(
+                f"{flag} {text!r}: partition {index} ({part!r}) is not broker ids joined by ':'"
+            )
+        brokers = [int(i) for i in ids]
+        if len(set(brokers)) != len(brokers):
+            raise click.UsageError(f"{flag} {text!r}: partition {index} names a broker twice")
+        out.append(brokers)
+    return out
