@@ -4,6 +4,11 @@ broker processes and a real ZooKeeper.
 - Preferred election gives leadership back: the preferred leader's broker stops, a follower
   leads; the broker restarts and rejoins the ISR; `trioka leader-election --election-type
   preferred` (the CLI, as a process) makes it the leader again.
+- Unclean election through the CLI: RF=2 on (L, F), F never fetches (failpoint
+  `replica.fetcher.skip_source`), so L drops it from the ISR; L is SIGKILLed and the partition
+  is offline (unclean.leader.election.enable=false). A preferred election cannot help; `trioka
+  leader-election --election-type unclean` elects F, reports it as kafka-leader-election.sh
+  does, and F serves from its own (empty) log: L's records are gone.
 - Reassignment moves a partition without loss: RF=2 on brokers (1,2) with acknowledged
   records, `trioka reassign --execute ... --replicas 2,3`; once ListPartitionReassignments is
   empty the replicas are (2,3) and every acknowledged record is read from the new leader.
@@ -20,6 +25,7 @@ from pathlib import Path
 import trio
 
 from client import Consumer, NewTopic, Producer, TopicPartition
+from client.metadata import PartitionInfo
 from tests.integration.cluster.conftest import ZkClusterFactory
 from tests.support.cluster import ZkCluster
 from tests.support.waiting import wait_until
@@ -92,6 +98,92 @@ async def test_preferred_election_gives_leadership_back_after_restart(
     assert missing.returncode == 1
     assert "UNKNOWN_TOPIC_OR_PARTITION" in missing.stdout.decode()
     assert missing.stderr.decode().startswith("error: ")
+
+
+async def test_unclean_election_through_the_cli_elects_a_replica_out_of_the_isr(
+    zk_cluster_factory: ZkClusterFactory,
+) -> None:
+    leader, follower = 1, 2
+    cluster = zk_cluster_factory(
+        3,
+        {**NO_REBALANCE, "replica.lag.time.max.ms": 1500},
+        broker_env={
+            follower: {"TRIOKA_FAILPOINTS": f"replica.fetcher.skip_source=return({leader})"}
+        },
+    )
+    await cluster.wait_ready()
+    async with cluster.admin() as admin:
+        await admin.create_topics(
+            [
+                NewTopic(
+                    "unclean",
+                    replica_assignment={0: [leader, follower]},
+                    configs={"unclean.leader.election.enable": "false"},
+                )
+            ]
+        )
+    # The follower never fetches, so the leader drops it from the ISR.
+    await cluster.wait_partition(
+        "unclean", 0, lambda p: p.leader == leader and p.isr == (leader,), within=30
+    )
+    async with Producer(
+        bootstrap_servers=cluster.live_bootstrap(), acks="1", linger_ms=1
+    ) as producer:
+        for i in range(5):
+            await producer.send_and_wait("unclean", b"only-on-the-leader-%d" % i, partition=0)
+
+    await cluster.brokers[leader].akill()
+
+    def offline(p: PartitionInfo) -> bool:
+        return p.leader == -1 and p.offline_replicas == (leader,)
+
+    stuck = await cluster.wait_partition("unclean", 0, offline, within=30)
+    assert follower not in stuck.isr  # a clean election has no candidate
+
+    preferred = await trioka(
+        cluster, "leader-election", "--election-type", "preferred", "--topic", "unclean",
+        "--partition", "0",
+    )  # fmt: skip
+    assert preferred.returncode == 1
+    assert (
+        "Error completing leader election (PREFERRED) for partition unclean-0: "
+        "PREFERRED_LEADER_NOT_AVAILABLE"
+    ) in preferred.stdout.decode()
+    assert (await cluster.partition("unclean", 0)).leader == -1
+
+    done = await trioka(
+        cluster, "leader-election", "--election-type", "unclean", "--topic", "unclean",
+        "--partition", "0",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert done.stdout.decode() == (
+        "Successfully completed leader election (UNCLEAN) for partitions unclean-0\n"
+    )
+    after = await cluster.wait_partition("unclean", 0, lambda p: p.leader == follower, within=30)
+    assert after.isr == (follower,) and after.leader_epoch > stuck.leader_epoch
+
+    # The new leader serves its own log: the records only the old leader had are gone.
+    async with Producer(
+        bootstrap_servers=cluster.live_bootstrap(), acks="all", linger_ms=1
+    ) as producer:
+        written = await producer.send_and_wait("unclean", b"after", partition=0)
+    assert written.offset == 0
+    tp = TopicPartition("unclean", 0)
+    async with Consumer(
+        bootstrap_servers=cluster.live_bootstrap(), auto_offset_reset="earliest"
+    ) as consumer:
+        consumer.assign([tp])
+        with trio.fail_after(30):
+            records = []
+            while not records:
+                records = await consumer.poll(1000)
+    assert [(r.offset, r.value) for r in records] == [(0, b"after")]
+
+    again = await trioka(
+        cluster, "leader-election", "--type", "unclean", "--topic", "unclean", "--partition", "0"
+    )
+    assert again.returncode == 0, again.stderr.decode()
+    assert "Valid replica already elected for partitions unclean-0" in again.stdout.decode()
 
 
 async def test_reassignment_moves_a_partition_without_loss(
