@@ -104,11 +104,13 @@ class ControllerDriver:
         self._running = False
         self._closed = False
         self._commit_hooks: list[CommitHook] = [] if on_commit is None else [on_commit]
-        self._excluded_topic_ids: Callable[[], Collection[str]] = frozenset
+        self._excluded_topic_ids: Callable[[], Collection[str]] = (
+            self._ctx.topics_queued_for_deletion
+        )
 
     def set_excluded_topics(self, topic_ids: Callable[[], Collection[str]]) -> None:
-        """Topics queued for deletion (ZK mode: the TopicDeletionManager's), left out of the
-        OfflinePartitionsCount and PreferredReplicaImbalanceCount gauges."""
+        """Topics left out of the OfflinePartitionsCount and PreferredReplicaImbalanceCount
+        gauges (by default the context's `topics_queued_for_deletion`)."""
         self._excluded_topic_ids = topic_ids
         self._metrics.set_excluded_topics(self, topic_ids)
 

@@ -1,21 +1,33 @@
 """ElectLeaders (preferred | unclean) and the automatic preferred-leader rebalance.
 
-Per partition, as Kafka's controller: an unknown partition is UNKNOWN_TOPIC_OR_PARTITION; a
-preferred election for a partition its preferred replica already leads, or an unclean one for
-a partition with a live leader, is ELECTION_NOT_NEEDED; otherwise the PartitionChangeBuilder
-elects (PREFERRED, or UNCLEAN: an out-of-sync live replica when no in-sync one is) and when
-nothing changes the answer is PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE.
-Electing for all partitions (partitions=None) leaves out those answering ELECTION_NOT_NEEDED.
+Per partition, as Kafka's controller: an unknown partition is UNKNOWN_TOPIC_OR_PARTITION; one
+of a topic queued for deletion is INVALID_TOPIC_EXCEPTION "The topic is being deleted" (ZK
+Kafka's processReplicaLeaderElection); a preferred election for a partition its preferred
+replica already leads, or an unclean one for a partition with a live leader, is
+ELECTION_NOT_NEEDED; otherwise the PartitionChangeBuilder elects (PREFERRED, or UNCLEAN: an
+out-of-sync live replica when no in-sync one is) and when nothing changes the answer is
+PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE. Electing for all partitions
+(partitions=None) leaves out those answering ELECTION_NOT_NEEDED (Kafka's KafkaApis).
 
-The rebalance check (Kafka's checkAndTriggerAutoLeaderRebalance): partitions are grouped by
-preferred replica; a broker whose group is led elsewhere for more than
-leader.imbalance.per.broker.percentage gets a preferred election for those of its partitions
-where the preferred replica is live and in the ISR.
+PREFERRED follows KRaft's PartitionChangeBuilder.electPreferredLeader: the preferred replica
+when it is a valid leader (live, in the ISR); else the current leader stays when it is valid
+(no record: PREFERRED_LEADER_NOT_AVAILABLE); else the next valid replica in assignment order
+(an offline partition gets a leader). In that last case the record is written but the answer
+is PREFERRED_LEADER_NOT_AVAILABLE, since the preferred replica does not lead: ZK-mode Kafka
+answers that whenever the preferred replica cannot be elected (its preferred strategy elects
+nobody else), while KRaft's ReplicationControlManager.electLeader answers NONE for any record.
+Success therefore always means "the preferred replica leads now".
+
+The rebalance check (Kafka's checkAndTriggerAutoLeaderRebalance): partitions of topics queued
+for deletion are left out altogether; the others are grouped by preferred replica; a broker
+whose group is led elsewhere for more than leader.imbalance.per.broker.percentage gets a
+preferred election for those of its partitions where the preferred replica is live and in the
+ISR.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from controller.broker_lifecycle import iter_partitions
@@ -33,7 +45,12 @@ from protocol.messages.elect_leaders import (
     ElectLeadersResponse,
     ReplicaElectionResult,
 )
-from protocol.metadata.records import NO_LEADER, MetadataRecord
+from protocol.metadata.records import (
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    MetadataRecord,
+    PartitionChangeRecord,
+)
 from protocol.names import TopicPartition
 
 
@@ -44,14 +61,20 @@ class AutoLeaderRebalance:
 
 
 def _elect_one(
-    state: ControllerState, tp: TopicPartition, election_type: ElectionType, live: Liveness
-) -> tuple[KafkaError | None, MetadataRecord | None]:
+    state: ControllerState,
+    tp: TopicPartition,
+    election_type: ElectionType,
+    live: Liveness,
+    deleting: Collection[str],
+) -> tuple[KafkaError | None, PartitionChangeRecord | None]:
     topic = state.topic(tp.topic)
     part = None if topic is None else topic.partitions.get(tp.partition)
     if topic is None or part is None:
         return KafkaError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The partition {tp} does not exist."
         ), None
+    if topic.topic_id in deleting:
+        return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted"), None
     if election_type is ElectionType.PREFERRED:
         if part.leader == part.preferred_replica:
             return KafkaError(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"), None
@@ -77,11 +100,23 @@ def _elect_one(
             f"Failed to elect leader for partition {tp} under strategy "
             "OfflinePartitionLeaderElectionStrategy(true)",
         ), None
+    new_leader = part.leader if record.leader == NO_LEADER_CHANGE else record.leader
+    if election_type is ElectionType.PREFERRED and new_leader != part.preferred_replica:
+        # An offline partition got a leader, but not its preferred replica: the record stays
+        # (KRaft's electPreferredLeader), the answer says the preferred one is not available.
+        return KafkaError(
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"Failed to elect the preferred replica {part.preferred_replica} for partition "
+            f"{tp}: it is not live or not in the ISR; replica {new_leader} leads instead",
+        ), record
     return None, record
 
 
 def _run(
-    state: ControllerState, election_type: ElectionType, partitions: Sequence[TopicPartition] | None
+    state: ControllerState,
+    election_type: ElectionType,
+    partitions: Sequence[TopicPartition] | None,
+    deleting: Collection[str],
 ) -> ControllerResult[ElectLeadersResponse]:
     live = Liveness.from_image(state.image)
     all_partitions = partitions is None
@@ -93,7 +128,7 @@ def _run(
     records: list[MetadataRecord] = []
     by_topic: dict[str, list[ElectLeadersPartitionResult]] = {}
     for tp in targets:
-        error, record = _elect_one(state, tp, election_type, live)
+        error, record = _elect_one(state, tp, election_type, live, deleting)
         if record is not None:
             records.append(record)
         if error is not None and error.code is ErrorCode.ELECTION_NOT_NEEDED and all_partitions:
@@ -131,15 +166,18 @@ def elect_leaders(
         if request.topic_partitions is None
         else [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     )
-    return _run(state, election_type, partitions)
+    return _run(state, election_type, partitions, frozenset(ctx.topics_queued_for_deletion()))
 
 
-def rebalance_candidates(state: ControllerState, percentage: int) -> list[TopicPartition]:
-    """Partitions that get a preferred election from the rebalance check."""
+def rebalance_candidates(
+    state: ControllerState, percentage: int, excluded_topic_ids: Collection[str] = frozenset()
+) -> list[TopicPartition]:
+    """Partitions that get a preferred election from the rebalance check; topics in
+    `excluded_topic_ids` (queued for deletion) count neither for the ratio nor as candidates."""
     live = Liveness.from_image(state.image)
     by_preferred: dict[int, list[tuple[TopicPartition, int, tuple[int, ...], tuple[int, ...]]]] = {}
-    for name, _, pid, part in iter_partitions(state.image):
-        if part.replicas:
+    for name, topic_id, pid, part in iter_partitions(state.image):
+        if part.replicas and topic_id not in excluded_topic_ids:
             by_preferred.setdefault(part.preferred_replica, []).append(
                 (TopicPartition(name, pid), part.leader, part.replicas, part.isr)
             )
@@ -159,5 +197,8 @@ def rebalance_candidates(state: ControllerState, percentage: int) -> list[TopicP
 def auto_leader_rebalance(
     state: ControllerState, request: AutoLeaderRebalance, ctx: ControllerContext
 ) -> ControllerResult[ElectLeadersResponse]:
-    candidates = rebalance_candidates(state, ctx.config.leader_imbalance_per_broker_percentage)
-    return _run(state, ElectionType.PREFERRED, candidates)
+    deleting = frozenset(ctx.topics_queued_for_deletion())
+    candidates = rebalance_candidates(
+        state, ctx.config.leader_imbalance_per_broker_percentage, deleting
+    )
+    return _run(state, ElectionType.PREFERRED, candidates, deleting)

@@ -16,7 +16,9 @@ ControllerEvent.state): BrokerChange -> LeaderElectionRateAndTimeMs, ControlledS
 ControlledShutdownRateAndTimeMs, ElectLeaders -> ManualLeaderBalanceRateAndTimeMs, the
 rebalance check -> AutoLeaderBalanceRateAndTimeMs, AlterPartition -> IsrChangeRateAndTimeMs,
 CreateTopics / CreatePartitions -> TopicChangeRateAndTimeMs, DeleteTopics ->
-TopicDeletionRateAndTimeMs, reassignments -> PartitionReassignmentRateAndTimeMs, a failover or
+TopicDeletionRateAndTimeMs, reassignments -> PartitionReassignmentRateAndTimeMs (Kafka's
+AlterPartitionReassignment state keeps that name), ListPartitionReassignments ->
+ListPartitionReassignmentRateAndTimeMs, a failover or
 resignation -> ControllerChangeRateAndTimeMs (timed by the ZK driver, not an event here).
 
 Metrics live in a prometheus_client registry; the default instance is created once per process
@@ -62,6 +64,7 @@ class ControllerStateName(Enum):
     CONTROLLER_SHUTDOWN = "ControllerShutdownRateAndTimeMs"
     UNCLEAN_LEADER_ELECTION_ENABLE = "UncleanLeaderElectionEnableRateAndTimeMs"
     TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnableRateAndTimeMs"
+    LIST_PARTITION_REASSIGNMENT = "ListPartitionReassignmentRateAndTimeMs"
 
 
 _REQUEST_STATES: dict[str, ControllerStateName] = {
@@ -74,10 +77,11 @@ _REQUEST_STATES: dict[str, ControllerStateName] = {
     "CreatePartitionsRequest": ControllerStateName.TOPIC_CHANGE,
     "DeleteTopicsRequest": ControllerStateName.TOPIC_DELETION,
     "AlterPartitionReassignmentsRequest": ControllerStateName.PARTITION_REASSIGNMENT,
+    "ListPartitionReassignmentsRequest": ControllerStateName.LIST_PARTITION_REASSIGNMENT,
 }
 """Request type name -> Kafka's ControllerEvent.state. Requests not listed have no timer:
-DescribeConfigs, IncrementalAlterConfigs and ListPartitionReassignments (Kafka answers them
-outside the ZK controller's queue) and RegisterBroker (KRaft's broker registration, the
+DescribeConfigs and IncrementalAlterConfigs (Kafka answers them outside the ZK controller's
+queue) and RegisterBroker (KRaft's broker registration, the
 standalone mode's; ZK mode registers brokers by BrokerChange)."""
 
 

@@ -43,6 +43,7 @@ ElectLeaders, ...) on the active controller, or answers NOT_CONTROLLER (the cont
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -339,8 +340,10 @@ class ZkControllerService:
         driver_kwargs: dict[str, Any] = {"on_commit": propagate}
         if self._metrics is not None:
             driver_kwargs["metrics"] = self._metrics
-        driver = ControllerDriver(metadata_log, ControllerState(image), self._ctx, **driver_kwargs)
-        driver.set_excluded_topics(deletions.deleting_ids)
+        # The deletion queue is this term's (not replayed state): operations read it through
+        # the context when they run (the rebalance check skips those topics, as Kafka's).
+        ctx = dataclasses.replace(self._ctx, topics_queued_for_deletion=deletions.deleting_ids)
+        driver = ControllerDriver(metadata_log, ControllerState(image), ctx, **driver_kwargs)
         active.state_driver = driver
         async with trio.open_nursery() as nursery:
             active.nursery = nursery
