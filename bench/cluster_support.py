@@ -93,6 +93,8 @@ class BenchCluster:
     def __enter__(self) -> BenchCluster:
         for signum in (signal.SIGTERM, signal.SIGHUP):
             self._old_handlers[signum] = signal.signal(signum, _interrupt)
+        # Ctrl-C too when started in the background of a shell script, which ignores SIGINT.
+        self._old_handlers[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
         self.dir = Path(tempfile.mkdtemp(prefix="trioka-bench-cluster-"))
         return self
 
