@@ -36,6 +36,28 @@ async def test_requests_and_watches_are_delivered_in_trio(zookeeper: ZooKeeperCh
             raise AssertionError("NoNodeError expected")
 
 
+async def test_get_many_reads_batches_in_order_with_absent_znodes(
+    zookeeper: ZooKeeperChroot,
+) -> None:
+    """Several pipelined batches (max_in_flight), each awaited as one: every answer lands at
+    its own index, absent znodes are None, already answered requests do not hang a batch."""
+    async with ZkClient(zookeeper.hosts, session_timeout_s=2.0) as zk:
+        await zk.ensure_paths(["/many"])
+        present = [f"/many/n{i}" for i in range(0, 250, 2)]
+        for path in present:
+            await zk.create(path, path.encode())
+        paths = [f"/many/n{i}" for i in range(250)]
+        with trio.fail_after(30):
+            got = await zk.get_many(paths, max_in_flight=40)
+            children = await zk.get_children_many(["/many", "/none", "/many/n0"], max_in_flight=2)
+            assert await zk.get_many([]) == []
+        assert [None if g is None else g[0] for g in got] == [
+            p.encode() if p in present else None for p in paths
+        ]
+        assert sorted(children[0] or ()) == sorted(p.rsplit("/", 1)[1] for p in present)
+        assert children[1:] == [None, []]
+
+
 async def test_connection_states_reach_trio_and_the_session_survives_a_restart(
     zookeeper_factory,
 ) -> None:
