@@ -21,7 +21,7 @@ from controller.context import ControllerContext
 from controller.partition_change import Election, PartitionChangeBuilder
 from controller.result import ControllerResult
 from controller.state import ControllerState
-from controller.state_machines import Liveness
+from controller.state_machines import Liveness, StateChangeLog, reassignment_states
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionPartition,
@@ -108,6 +108,7 @@ def alter_partition(
         )
     live = Liveness.from_image(image)
     records: list[MetadataRecord] = []
+    sm = StateChangeLog()
     topics = []
     for topic_data in request.topics:
         topic = (
@@ -154,7 +155,9 @@ def alter_partition(
             record: PartitionChangeRecord | None = builder.build()
             if record is not None:
                 records.append(record)
-                part = part.merge(record)
+                before, part = part, part.merge(record)
+                # The ISR reaching the adding replicas completes a reassignment.
+                reassignment_states(sm, topic.name, pid, before, part, live)
                 if record.leader not in (NO_LEADER_CHANGE, request.broker_id):
                     results.append(_failed(pid, ErrorCode.NEW_LEADER_ELECTED))
                     continue
@@ -166,4 +169,8 @@ def alter_partition(
                 partitions=tuple(results),
             )
         )
-    return ControllerResult(records=records, response=AlterPartitionResponse(topics=tuple(topics)))
+    return ControllerResult(
+        records=records,
+        response=AlterPartitionResponse(topics=tuple(topics)),
+        state_changes=sm.changes,
+    )

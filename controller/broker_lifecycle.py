@@ -30,7 +30,15 @@ from controller.election import controlled_shutdown_leader
 from controller.partition_change import Election, PartitionChangeBuilder
 from controller.result import ControllerResult
 from controller.state import ControllerState
-from controller.state_machines import Liveness
+from controller.state_machines import (
+    Liveness,
+    PartitionState,
+    ReplicaState,
+    StateChange,
+    StateChangeLog,
+    partition_state,
+    replica_state,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
@@ -210,6 +218,14 @@ def broker_change(
             live=live_after.__contains__,
             up=up_after.__contains__,
         )
+    state_changes = _broker_change_states(
+        changes,
+        Liveness.from_image(image),
+        Liveness(frozenset(up_after), frozenset(shutting_down)),
+        gone,
+        went_away={*dead, *bounced},
+        came_up={*new, *bounced},
+    )
     return ControllerResult(
         records=records + changes.records,
         response=BrokerChangeResponse(
@@ -217,7 +233,43 @@ def broker_change(
             dead_broker_ids=tuple(dead),
             bounced_broker_ids=tuple(bounced),
         ),
+        state_changes=state_changes,
     )
+
+
+def _broker_change_states(
+    changes: _Changes,
+    before: Liveness,
+    after: Liveness,
+    gone: Callable[[int], bool],
+    *,
+    went_away: set[int],
+    came_up: set[int],
+) -> list[StateChange]:
+    """The state machines' view of a BrokerChange, per partition in Kafka's order:
+    onBrokerFailure moves partitions whose leader went away to OfflinePartition and the
+    replicas on brokers that went away to OfflineReplica; onBrokerStartup moves the replicas
+    on brokers that came up (bounced ones: after going Offline) to OnlineReplica; then
+    triggerOnlinePartitionStateChange moves every New or Offline partition to OnlinePartition,
+    which fails (the partition stays where it was) when the election found no leader."""
+    sm = StateChangeLog()
+    for name, topic_id, pid, old in iter_partitions(changes.image):
+        state = partition_state(old, before)
+        if state is PartitionState.ONLINE and gone(old.leader):
+            state = sm.partition(name, pid, state, PartitionState.OFFLINE)
+        if went_away or came_up:
+            for r in old.replicas:
+                if r in went_away:
+                    sm.replica(name, pid, r, replica_state(old, r, before), ReplicaState.OFFLINE)
+                if r in came_up:
+                    current = (
+                        ReplicaState.OFFLINE if r in went_away else replica_state(old, r, before)
+                    )
+                    sm.replica(name, pid, r, current, ReplicaState.ONLINE)
+        if state is PartitionState.NEW or state is PartitionState.OFFLINE:
+            new = changes.current.get((topic_id, pid), old)
+            sm.partition(name, pid, state, PartitionState.ONLINE, partition_state(new, after))
+    return sm.changes
 
 
 def controlled_shutdown(
@@ -250,12 +302,14 @@ def controlled_shutdown(
     before = Liveness.from_image(image)
     liveness = replace(before, shutting_down=before.shutting_down | {broker_id})
     changes = _Changes(image)
+    sm = StateChangeLog()
     remaining: list[RemainingPartition] = []
     for name, topic_id, pid, part in changes.partitions():
         if broker_id not in part.replicas:
             continue
         if len(part.replicas) > 1:
             builder: PartitionChangeBuilder | None = None
+            leads = part.leader == broker_id
             if part.leader == broker_id:
                 new_leader = controlled_shutdown_leader(
                     part.replicas,
@@ -276,9 +330,26 @@ def controlled_shutdown(
                 builder.set_target_isr([r for r in part.isr if r != broker_id])
             if builder is not None:
                 changes.add(topic_id, pid, part, builder.build())
+            # Kafka's doControlledShutdown: led partitions -> OnlinePartition (controlled
+            # shutdown election; failed when nobody else can lead), followed ones: the
+            # broker's replica -> OfflineReplica.
+            after = changes.current.get((topic_id, pid), part)
+            if leads:
+                sm.partition(
+                    name,
+                    pid,
+                    partition_state(part, before),
+                    PartitionState.ONLINE,
+                    partition_state(after, liveness),
+                    failed=after.leader == broker_id,
+                )
+            elif part.leader != NO_LEADER:
+                current = replica_state(part, broker_id, before)
+                sm.replica(name, pid, broker_id, current, ReplicaState.OFFLINE)
         if changes.current.get((topic_id, pid), part).leader == broker_id:
             remaining.append(RemainingPartition(topic_name=name, partition_index=pid))
     return ControllerResult(
         records=records + changes.records,
         response=ControlledShutdownResponse(remaining_partitions=tuple(remaining)),
+        state_changes=sm.changes,
     )

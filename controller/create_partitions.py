@@ -18,6 +18,8 @@ from controller.election import new_partition_leadership
 from controller.placement import assign_replicas
 from controller.result import ControllerResult
 from controller.state import ControllerState
+from controller.state_machines import Liveness, StateChangeLog
+from controller.topics import new_partition_states
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.create_partitions import (
     CreatePartitionsRequest,
@@ -108,6 +110,8 @@ def create_partitions(
 ) -> ControllerResult[CreatePartitionsResponse]:
     counts = Counter(t.name for t in request.topics)
     records: list[MetadataRecord] = []
+    sm = StateChangeLog()
+    liveness = Liveness.from_image(state.image)
     results = []
     for topic in request.topics:
         try:
@@ -119,6 +123,7 @@ def create_partitions(
             topic_id, parts = _new_partitions(state, topic, ctx)
             if not request.validate_only:
                 records.extend(p.to_record(topic_id, pid) for pid, p in parts)
+                new_partition_states(sm, topic.name, parts, liveness)
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=0))
         except KafkaError as exc:
             results.append(
@@ -127,5 +132,7 @@ def create_partitions(
                 )
             )
     return ControllerResult(
-        records=records, response=CreatePartitionsResponse(results=tuple(results))
+        records=records,
+        response=CreatePartitionsResponse(results=tuple(results)),
+        state_changes=sm.changes,
     )

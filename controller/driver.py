@@ -35,6 +35,8 @@ Standalone wiring (deploy), in this order:
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -47,11 +49,14 @@ from controller.metrics import ControllerMetrics, default_metrics, state_for_req
 from controller.operations import failed_response, operation_for
 from controller.ports import MetadataLog
 from controller.state import ControllerState
+from controller.state_machines import StateChange
 from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.image import MetadataImage, MetadataReplayError
 from protocol.metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
 
 log = structlog.get_logger("controller")
+state_change_log = structlog.get_logger("controller.state_change")
+"""Kafka's state.change.logger."""
 
 CommitHook = Callable[[MetadataImage, MetadataImage], None]
 """`hook(before, after)`: the controller's images around one event's committed records."""
@@ -271,6 +276,8 @@ class ControllerDriver:
             if unclean:  # only an unclean election sets RECOVERING
                 self._metrics.unclean_leader_elections.inc(unclean)
             self._run_commit_hooks(before, self._state.image)
+        if result.state_changes:
+            _log_state_changes(type(request).__name__, result.state_changes)
         event.finish(result.response)
 
     def _run_commit_hooks(self, before: MetadataImage, after: MetadataImage) -> None:
@@ -282,3 +289,37 @@ class ControllerDriver:
 
     def queue_length(self) -> int:
         return self._receive.statistics().current_buffer_used
+
+
+FAILED_CHANGES_LOGGED = 20
+"""At most this many failed state changes are named in one warning."""
+
+
+def _log_state_changes(trigger: str, changes: Sequence[StateChange]) -> None:
+    """Kafka's state-change log: every change at debug (it can be one per partition and
+    replica of a broker: tens of thousands), one summary per event at info (counts by
+    transition), and the changes that failed (a partition left without a leader) at warning."""
+    counts: Counter[str] = Counter()
+    failed: list[StateChange] = []
+    debug = state_change_log.is_enabled_for(logging.DEBUG)
+    for change in changes:
+        counts[change.transition] += 1
+        if not change.reached:
+            failed.append(change)
+        if debug:
+            state_change_log.debug(
+                "state change",
+                trigger=trigger,
+                what=change.what,
+                from_state=change.current.value,
+                to_state=change.target.value,
+                reached=change.reached,
+            )
+    state_change_log.info("state changes", trigger=trigger, changes=dict(sorted(counts.items())))
+    if failed:
+        state_change_log.warning(
+            "state changes failed",
+            trigger=trigger,
+            count=len(failed),
+            changes=[f"{c.what} {c.transition}" for c in failed[:FAILED_CHANGES_LOGGED]],
+        )

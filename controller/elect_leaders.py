@@ -36,7 +36,12 @@ from controller.election import preferred_replica_leader
 from controller.partition_change import Election, PartitionChangeBuilder
 from controller.result import ControllerResult
 from controller.state import ControllerState
-from controller.state_machines import Liveness
+from controller.state_machines import (
+    Liveness,
+    PartitionState,
+    StateChangeLog,
+    partition_state,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.elect_leaders import (
     ElectionType,
@@ -66,6 +71,7 @@ def _elect_one(
     election_type: ElectionType,
     live: Liveness,
     deleting: Collection[str],
+    sm: StateChangeLog,
 ) -> tuple[KafkaError | None, PartitionChangeRecord | None]:
     topic = state.topic(tp.topic)
     part = None if topic is None else topic.partitions.get(tp.partition)
@@ -87,6 +93,17 @@ def _elect_one(
         PartitionChangeBuilder(part, topic.topic_id, tp.partition, live.is_live)
         .set_election(election)
         .build()
+    )
+    # Kafka's onReplicaElection: the partition -> OnlinePartition with the election's strategy
+    # (failed when it elects nobody: the partition keeps its state and leader).
+    after = part if record is None else part.merge(record)
+    sm.partition(
+        tp.topic,
+        tp.partition,
+        partition_state(part, live),
+        PartitionState.ONLINE,
+        partition_state(after, live),
+        failed=record is None,
     )
     if record is None:
         if election_type is ElectionType.PREFERRED:
@@ -119,6 +136,7 @@ def _run(
     deleting: Collection[str],
 ) -> ControllerResult[ElectLeadersResponse]:
     live = Liveness.from_image(state.image)
+    sm = StateChangeLog()
     all_partitions = partitions is None
     targets = (
         [TopicPartition(name, pid) for name, _, pid, _ in iter_partitions(state.image)]
@@ -128,7 +146,7 @@ def _run(
     records: list[MetadataRecord] = []
     by_topic: dict[str, list[ElectLeadersPartitionResult]] = {}
     for tp in targets:
-        error, record = _elect_one(state, tp, election_type, live, deleting)
+        error, record = _elect_one(state, tp, election_type, live, deleting, sm)
         if record is not None:
             records.append(record)
         if error is not None and error.code is ErrorCode.ELECTION_NOT_NEEDED and all_partitions:
@@ -148,6 +166,7 @@ def _run(
                 for t, r in by_topic.items()
             )
         ),
+        state_changes=sm.changes,
     )
 
 

@@ -21,7 +21,7 @@ from controller.context import ControllerContext
 from controller.partition_change import Election, PartitionChangeBuilder
 from controller.result import ControllerResult
 from controller.state import ControllerState
-from controller.state_machines import Liveness
+from controller.state_machines import Liveness, StateChangeLog, reassignment_states
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -91,6 +91,8 @@ def alter_partition_reassignments(
     state: ControllerState, request: AlterPartitionReassignmentsRequest, ctx: ControllerContext
 ) -> ControllerResult[AlterPartitionReassignmentsResponse]:
     records: list[MetadataRecord] = []
+    sm = StateChangeLog()
+    liveness = Liveness.from_image(state.image)
     responses = []
     for topic_req in request.topics:
         topic = state.topic(topic_req.name)
@@ -106,6 +108,10 @@ def alter_partition_reassignments(
                 record = _reassign(state, topic, p.partition_index, p.replicas, ctx)
                 if record is not None:
                     records.append(record)
+                    part = topic.partitions[p.partition_index]
+                    reassignment_states(
+                        sm, topic.name, p.partition_index, part, part.merge(record), liveness
+                    )
             except KafkaError as exc:
                 error = exc
             results.append(
@@ -117,7 +123,9 @@ def alter_partition_reassignments(
             )
         responses.append(ReassignableTopicResponse(name=topic_req.name, partitions=tuple(results)))
     return ControllerResult(
-        records=records, response=AlterPartitionReassignmentsResponse(responses=tuple(responses))
+        records=records,
+        response=AlterPartitionReassignmentsResponse(responses=tuple(responses)),
+        state_changes=sm.changes,
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from controller.state_machines import StateChange
 from protocol.metadata.records import MetadataRecord
 
 T = TypeVar("T")
@@ -17,3 +18,6 @@ class ControllerResult(Generic[T]):
     """Records to append; the response holds only once they are committed."""
     response: T
     """The answer to send once the records are committed."""
+    state_changes: Sequence[StateChange] = ()
+    """The partition / replica state changes the records make (checked against Kafka's
+    state machines when the operation ran); logged once the records are committed."""

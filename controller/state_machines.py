@@ -6,6 +6,16 @@ standby and a freshly failed-over controller agree on it without storing it. The
 tables are Kafka's (PartitionState.validPreviousStates, ReplicaState.validPreviousStates) and
 `check_*_transition` refuse anything else, naming both states.
 
+The operations go through the machines where Kafka's controller does (`StateChangeLog`, one
+per operation, result in `ControllerResult.state_changes`, logged by the driver after commit):
+CreateTopics / CreatePartitions (onNewPartitionCreation), BrokerChange (onBrokerFailure,
+onBrokerStartup, triggerOnlinePartitionStateChange), ControlledShutdown, ElectLeaders and the
+rebalance (onReplicaElection), reassignment steps in AlterPartitionReassignments and
+AlterPartition (onPartitionReassignment: `reassignment_states`) and DeleteTopics (Offline then
+NonExistent). The current state is derived from the image before the operation, the target is
+Kafka's for that step and the reached state is derived from the partition the records produce;
+an invalid transition raises `IllegalStateTransition` before any record is written (a bug).
+
 The replica deletion states (ReplicaDeletionStarted/Successful/Ineligible) are not derivable
 from records: they follow StopReplica responses during a ZK-mode topic deletion.
 `TopicDeletionReplicas` tracks them for one topic, with the same transition checks.
@@ -182,3 +192,133 @@ class TopicDeletionReplicas:
 
     def all_successful(self) -> bool:
         return all(s is ReplicaState.DELETION_SUCCESSFUL for s in self._states.values())
+
+
+# -- the state-change log of one operation -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One state change an operation made, as a line of Kafka's state-change log.
+
+    `replica` is None for a partition change. `reached` is False when the change was attempted
+    but failed (Kafka's logFailedStateChange: e.g. no leader could be elected for an Offline
+    partition, which then stays Offline)."""
+
+    topic: str
+    partition: int
+    replica: int | None
+    current: PartitionState | ReplicaState
+    target: PartitionState | ReplicaState
+    reached: bool = True
+
+    @property
+    def what(self) -> str:
+        if self.replica is None:
+            return f"{self.topic}-{self.partition}"
+        return f"[Topic={self.topic},Partition={self.partition},Replica={self.replica}]"
+
+    @property
+    def transition(self) -> str:
+        return f"{self.current.value}->{self.target.value}"
+
+
+class StateChangeLog:
+    """Kafka's PartitionStateMachine / ReplicaStateMachine handleStateChanges, over derived
+    states: an operation says which state each partition or replica it touches is in (derived
+    from the image before it, `partition_state` / `replica_state`) and which state Kafka's
+    controller would move it to at that step; the move is checked against Kafka's tables (an
+    invalid one is a bug in the operation: `IllegalStateTransition` naming the partition or
+    replica and both states, which fails the whole operation before any record is written)
+    and kept for the driver to log once the operation's records are committed."""
+
+    def __init__(self) -> None:
+        self.changes: list[StateChange] = []
+
+    def partition(
+        self,
+        topic: str,
+        partition: int,
+        current: PartitionState,
+        target: PartitionState,
+        reached: PartitionState | None = None,
+        *,
+        failed: bool = False,
+    ) -> PartitionState:
+        """Move a partition from `current` to `target`; `reached` is the state the records
+        produce (derived from the partition after the change): `target`, or `current` when
+        the change failed; `failed` marks a failed Online -> Online change (an election that
+        found no leader, so the current one stays). Returns the state it is in afterwards."""
+        check_partition_transition(f"{topic}-{partition}", current, target)
+        if reached is None:
+            reached = current if failed else target
+        if reached is not target and reached is not current:
+            raise IllegalStateTransition(
+                f"Partition {topic}-{partition} ends in {reached.value} state after a change "
+                f"from {current.value} to {target.value} state"
+            )
+        ok = reached is target and not failed
+        self.changes.append(StateChange(topic, partition, None, current, target, ok))
+        return reached
+
+    def replica(
+        self,
+        topic: str,
+        partition: int,
+        replica: int,
+        current: ReplicaState,
+        target: ReplicaState,
+    ) -> ReplicaState:
+        check_replica_transition(
+            f"[Topic={topic},Partition={partition},Replica={replica}]", current, target
+        )
+        self.changes.append(StateChange(topic, partition, replica, current, target))
+        return target
+
+
+def reassignment_states(
+    sm: StateChangeLog,
+    topic: str,
+    partition: int,
+    before: PartitionRegistration,
+    after: PartitionRegistration,
+    liveness: Liveness,
+) -> None:
+    """The replica (and partition) state changes of a reassignment step, as Kafka's
+    onPartitionReassignment: replicas being added NonExistent -> New when it starts; at its end
+    (or when it is cancelled) the target replicas -> Online, a leader not among them moved
+    (OnlinePartition with the reassign election) and the removed replicas through Kafka's
+    stopRemovedReplicasOfReassignedPartition: Offline -> DeletionStarted -> DeletionSuccessful
+    -> NonExistent. Nothing when `after` changes none of replicas / adding / removing."""
+    if (
+        before.replicas == after.replicas
+        and before.adding_replicas == after.adding_replicas
+        and before.removing_replicas == after.removing_replicas
+    ):
+        return
+    for r in after.adding_replicas:
+        if r not in before.replicas:
+            sm.replica(topic, partition, r, ReplicaState.NON_EXISTENT, ReplicaState.NEW)
+    if after.adding_replicas or after.removing_replicas:
+        return  # started (or still going): the rest happens when it completes
+    for r in after.replicas:
+        sm.replica(topic, partition, r, replica_state(before, r, liveness), ReplicaState.ONLINE)
+    if after.leader != before.leader:
+        sm.partition(
+            topic,
+            partition,
+            partition_state(before, liveness),
+            PartitionState.ONLINE,
+            partition_state(after, liveness),
+        )
+    for r in before.replicas:
+        if r not in after.replicas:
+            state = sm.replica(
+                topic, partition, r, replica_state(before, r, liveness), ReplicaState.OFFLINE
+            )
+            for target in (
+                ReplicaState.DELETION_STARTED,
+                ReplicaState.DELETION_SUCCESSFUL,
+                ReplicaState.NON_EXISTENT,
+            ):
+                state = sm.replica(topic, partition, r, state, target)

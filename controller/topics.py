@@ -10,6 +10,7 @@ the records of those that succeed are committed together.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from controller.assignment import validate_manual_assignment
 from controller.configs import parse_topic_configs
@@ -18,6 +19,13 @@ from controller.election import new_partition_leadership
 from controller.placement import assign_replicas
 from controller.result import ControllerResult
 from controller.state import ControllerState, has_collision_chars, unify_collision_chars
+from controller.state_machines import (
+    Liveness,
+    PartitionState,
+    ReplicaState,
+    StateChangeLog,
+    partition_state,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.configs import ResourceType
 from protocol.messages.topics import (
@@ -136,6 +144,26 @@ def _new_topic_id(state: ControllerState, ctx: ControllerContext, taken: set[str
             return topic_id
 
 
+def new_partition_states(
+    sm: StateChangeLog,
+    topic: str,
+    partitions: Iterable[tuple[int, PartitionRegistration]],
+    liveness: Liveness,
+) -> None:
+    """Kafka's onNewPartitionCreation: NonExistent -> New for the partition and its replicas,
+    then New -> Online (failing, the partition staying New, when none of its replicas is up to
+    lead) and the replicas New -> Online."""
+    for pid, part in partitions:
+        sm.partition(topic, pid, PartitionState.NON_EXISTENT, PartitionState.NEW)
+        for r in part.replicas:
+            sm.replica(topic, pid, r, ReplicaState.NON_EXISTENT, ReplicaState.NEW)
+        sm.partition(
+            topic, pid, PartitionState.NEW, PartitionState.ONLINE, partition_state(part, liveness)
+        )
+        for r in part.replicas:
+            sm.replica(topic, pid, r, ReplicaState.NEW, ReplicaState.ONLINE)
+
+
 def create_topics(
     state: ControllerState, request: CreateTopicsRequest, ctx: ControllerContext
 ) -> ControllerResult[CreateTopicsResponse]:
@@ -183,6 +211,8 @@ def create_topics(
         except KafkaError as exc:
             errors[i] = exc
     records: list[MetadataRecord] = []
+    sm = StateChangeLog()
+    liveness = Liveness.from_image(state.image)
     results: dict[int, CreatableTopicResult] = {}
     created: dict[str, str] = {}
     taken_ids: set[str] = set()
@@ -220,6 +250,7 @@ def create_topics(
                 )
             records.append(TopicRecord(name=topic.name, topic_id=topic_id))
             records.extend(p.to_record(topic_id, pid) for pid, p in enumerate(partitions))
+            new_partition_states(sm, topic.name, enumerate(partitions), liveness)
         results[i] = CreatableTopicResult(
             name=topic.name,
             error_code=0,
@@ -237,7 +268,7 @@ def create_topics(
             for i, t in enumerate(topics)
         )
     )
-    return ControllerResult(records=records, response=response)
+    return ControllerResult(records=records, response=response, state_changes=sm.changes)
 
 
 def delete_topics(
@@ -246,6 +277,8 @@ def delete_topics(
     """RemoveTopicRecord per existing topic; its partitions and configs go with it on replay."""
     counts = Counter(request.topic_names)
     records: list[MetadataRecord] = []
+    sm = StateChangeLog()
+    liveness = Liveness.from_image(state.image)
     results = []
     for name in request.topic_names:
         topic = state.topic(name)
@@ -271,7 +304,14 @@ def delete_topics(
             )
             continue
         records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+        # Kafka's onPartitionDeletion: OfflinePartition, then NonExistentPartition.
+        for pid in sorted(topic.partitions):
+            current = partition_state(topic.partitions[pid], liveness)
+            offline = sm.partition(name, pid, current, PartitionState.OFFLINE)
+            sm.partition(name, pid, offline, PartitionState.NON_EXISTENT)
         results.append(DeletableTopicResult(name=name, error_code=0, topic_id=topic.topic_id))
     return ControllerResult(
-        records=records, response=DeleteTopicsResponse(responses=tuple(results))
+        records=records,
+        response=DeleteTopicsResponse(responses=tuple(results)),
+        state_changes=sm.changes,
     )
