@@ -20,19 +20,27 @@ from protocol.names import TopicPartition
 class FetchPurgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[trio.Event]] = {}
+        self._fired: dict[trio.Event, set[TopicPartition]] = {}
         self._closed = False
 
-    def watch(self, partitions: Iterable[TopicPartition]) -> trio.Event:
-        """An event set at the next append to any of `partitions`. Call `unwatch` after."""
+    def watch(
+        self, partitions: Iterable[TopicPartition], fired: set[TopicPartition] | None = None
+    ) -> trio.Event:
+        """An event set at the next append to any of `partitions`. Call `unwatch` after.
+        `fired`, when given, collects every watched partition notified until `unwatch`, so a
+        fetch of thousands of partitions re-reads only those."""
         event = trio.Event()
         if self._closed:
             event.set()
             return event
         for tp in partitions:
             self._watchers.setdefault(tp, set()).add(event)
+        if fired is not None:
+            self._fired[event] = fired
         return event
 
     def unwatch(self, partitions: Iterable[TopicPartition], event: trio.Event) -> None:
+        self._fired.pop(event, None)
         for tp in partitions:
             watchers = self._watchers.get(tp)
             if watchers is not None:
@@ -44,11 +52,15 @@ class FetchPurgatory:
         watchers = self._watchers.pop(tp, None)
         if watchers:
             for event in watchers:
+                fired = self._fired.get(event)
+                if fired is not None:
+                    fired.add(tp)
                 event.set()
 
     def wake_all(self) -> None:
         """Answer every waiting fetch now and from now on (shutdown)."""
         self._closed = True
+        self._fired.clear()
         watchers, self._watchers = self._watchers, {}
         for events in watchers.values():
             for event in events:
