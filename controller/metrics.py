@@ -18,7 +18,8 @@ rebalance check -> AutoLeaderBalanceRateAndTimeMs, AlterPartition -> IsrChangeRa
 CreateTopics / CreatePartitions -> TopicChangeRateAndTimeMs, DeleteTopics ->
 TopicDeletionRateAndTimeMs, reassignments -> PartitionReassignmentRateAndTimeMs (Kafka's
 AlterPartitionReassignment state keeps that name), ListPartitionReassignments ->
-ListPartitionReassignmentRateAndTimeMs, a failover or
+ListPartitionReassignmentRateAndTimeMs, IncrementalAlterConfigs of a topic's
+unclean.leader.election.enable -> TopicUncleanLeaderElectionEnableRateAndTimeMs, a failover or
 resignation -> ControllerChangeRateAndTimeMs (timed by the ZK driver, not an event here).
 
 Metrics live in a prometheus_client registry; the default instance is created once per process
@@ -38,6 +39,7 @@ from enum import Enum
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from controller.state_machines import Liveness, PartitionState, partition_state
+from controller.unclean_enable import enables_unclean_election
 from protocol.metadata.image import MetadataImage
 
 _MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -81,11 +83,14 @@ _REQUEST_STATES: dict[str, ControllerStateName] = {
 }
 """Request type name -> Kafka's ControllerEvent.state. Requests not listed have no timer:
 DescribeConfigs and IncrementalAlterConfigs (Kafka answers them outside the ZK controller's
-queue) and RegisterBroker (KRaft's broker registration, the
+queue; one that sets a topic's unclean.leader.election.enable is Kafka's
+TopicUncleanLeaderElectionEnable event, `state_for_request`) and RegisterBroker (KRaft's broker registration, the
 standalone mode's; ZK mode registers brokers by BrokerChange)."""
 
 
 def state_for_request(request: object) -> ControllerStateName | None:
+    if enables_unclean_election(request):
+        return ControllerStateName.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
     return _REQUEST_STATES.get(type(request).__name__)
 
 

@@ -13,7 +13,7 @@ from controller.broker_lifecycle import (
     controlled_shutdown,
 )
 from controller.brokers import RegisterBroker, RegisterBrokerResponse, register_broker
-from controller.configs import describe_configs, incremental_alter_configs
+from controller.configs import describe_configs
 from controller.context import ControllerContext
 from controller.create_partitions import create_partitions
 from controller.elect_leaders import AutoLeaderRebalance, auto_leader_rebalance, elect_leaders
@@ -24,6 +24,7 @@ from controller.reassignment import (
 from controller.result import ControllerResult
 from controller.state import ControllerState
 from controller.topics import create_topics, delete_topics
+from controller.unclean_enable import alter_configs_and_elect
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.messages.configs import (
@@ -71,7 +72,7 @@ Operation = Callable[[ControllerState, Any, ControllerContext], ControllerResult
 OPERATIONS: dict[type, Operation] = {
     CreateTopicsRequest: create_topics,
     DeleteTopicsRequest: delete_topics,
-    IncrementalAlterConfigsRequest: incremental_alter_configs,
+    IncrementalAlterConfigsRequest: alter_configs_and_elect,
     DescribeConfigsRequest: describe_configs,
     RegisterBroker: register_broker,
     BrokerChange: broker_change,

@@ -151,3 +151,46 @@ def test_an_old_term_stopping_does_not_unbind_a_newer_one(h: Harness) -> None:
     assert registry.get_sample_value(GAUGES + "ActiveControllerCount") == 1
     metrics.unbind(new)
     assert registry.get_sample_value(GAUGES + "ActiveControllerCount") == 0
+
+
+async def test_unclean_enable_has_its_own_timer(h: Harness) -> None:
+    from controller.metrics import state_for_request
+    from protocol.messages.configs import IncrementalAlterConfigsRequest
+
+    create(h, "t", (1, 2))
+    registry = CollectorRegistry()
+    driver = driver_for(h, ControllerMetrics(registry))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        await driver.submit(set_unclean_request("t"))
+        nursery.cancel_scope.cancel()
+    S = ControllerStateName
+    assert count(registry, S.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE) == 1
+    # Other config changes are not controller events with a timer (as Kafka's).
+    assert state_for_request(IncrementalAlterConfigsRequest(resources=())) is None
+
+
+def set_unclean_request(topic: str) -> Any:
+    from protocol.messages.configs import (
+        AlterableConfig,
+        AlterConfigOp,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+        ResourceType,
+    )
+
+    return IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=int(ResourceType.TOPIC),
+                resource_name=topic,
+                configs=(
+                    AlterableConfig(
+                        name="unclean.leader.election.enable",
+                        config_operation=int(AlterConfigOp.SET),
+                        value="true",
+                    ),
+                ),
+            ),
+        )
+    )

@@ -338,3 +338,82 @@ def test_reassignment_new_replicas_then_online_and_removed_ones_deleted(
     ]
     # The leader (1) left with the removed replicas: the reassign election moved it.
     assert partitions(changes) == [("t-0", "OnlinePartition", "OnlinePartition", True)]
+
+
+def test_enabling_unclean_election_elects_offline_partitions_at_once(h: Harness) -> None:
+    from tests.unit.controller.test_controller_cluster_ops import set_unclean
+
+    create(h, "t", (1, 2), (3, 2))
+    h.commit(h.run(live(h, 1, 3)).records)  # 2 leaves: t-0 ISR (1)
+    h.commit(h.run(live(h, 3)).records)  # 1 dies: t-0 offline, ISR stays (1)
+    h.commit(h.run(live(h, 2, 3)).records)  # 2 back, out of sync: still offline
+    assert h.state.topic("t").partitions[0].leader == -1
+    # Kafka's TopicUncleanLeaderElectionEnable: the config change itself elects.
+    set_unclean(h, "t")
+    p = h.state.topic("t").partitions[0]
+    assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), 1)
+    assert h.state.topic("t").partitions[1].leader == 3  # online: untouched
+    # Setting it again (no change) elects nothing and writes nothing.
+    from protocol.messages.configs import (
+        AlterableConfig,
+        AlterConfigOp,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+        ResourceType,
+    )
+
+    again = IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=int(ResourceType.TOPIC),
+                resource_name="t",
+                configs=(
+                    AlterableConfig(
+                        name="unclean.leader.election.enable",
+                        config_operation=int(AlterConfigOp.SET),
+                        value="true",
+                    ),
+                ),
+            ),
+        )
+    )
+    result = h.run(again)
+    assert result.records == [] and result.state_changes == ()
+
+
+def test_enabling_unclean_election_state_changes(h: Harness) -> None:
+    from protocol.messages.configs import (
+        AlterableConfig,
+        AlterConfigOp,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+        ResourceType,
+    )
+
+    create(h, "t", (1, 2))
+    create(h, "u", (1,))
+    h.commit(h.run(live(h, 1, 3)).records)
+    h.commit(h.run(live(h, 3)).records)  # t-0 and u-0 offline
+    request = IncrementalAlterConfigsRequest(
+        resources=tuple(
+            AlterConfigsResource(
+                resource_type=int(ResourceType.TOPIC),
+                resource_name=name,
+                configs=(
+                    AlterableConfig(
+                        name="unclean.leader.election.enable",
+                        config_operation=int(AlterConfigOp.SET),
+                        value="true",
+                    ),
+                ),
+            )
+            for name in ("t", "u")
+        )
+    )
+    # No live replica anywhere yet: both changes fail, nothing but the configs is written.
+    result = h.run(request)
+    assert partitions(result.state_changes) == [
+        ("t-0", "OfflinePartition", "OnlinePartition", False),
+        ("u-0", "OfflinePartition", "OnlinePartition", False),
+    ]
+    assert {type(r).__name__ for r in result.records} == {"ConfigRecord"}
