@@ -68,8 +68,9 @@ async def alter(cluster: ZkCluster, via: int, changes: Mapping[str, str]) -> Non
     assert result.error_code == 0, result
 
 
-async def described(cluster: ZkCluster, node_id: int) -> dict[str, tuple[str | None, int]]:
-    """Broker `node_id`'s own answer: {key: (value, config source)} for KEYS."""
+async def described(cluster: ZkCluster, node_id: int) -> dict[str, tuple[str | None, int]] | None:
+    """Broker `node_id`'s own answer: {key: (value, config source)} for KEYS (None while it
+    does not know the topic)."""
     broker = cluster.brokers[node_id]
     async with await WireClient.connect(broker.host, broker.port) as wire:
         response = await wire.request(
@@ -84,13 +85,16 @@ async def described(cluster: ZkCluster, node_id: int) -> dict[str, tuple[str | N
             )
         )
     (result,) = response.results
+    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return None  # UpdateMetadata with the new topic has not reached this broker yet
     assert result.error_code == 0, result
     return {e.name: (e.value, e.config_source) for e in result.configs}
 
 
 async def produce_one(cluster: ZkCluster, node_id: int, partition: int, size: int) -> int:
     """acks=1 Produce of one record of `size` bytes to `partition`, sent to broker `node_id`
-    (its leader); the partition's error code."""
+    (its leader); the partition's error code. NOT_LEADER_OR_FOLLOWER is asked again (bounded):
+    Metadata from another broker may name the leader before the leader's own LeaderAndIsr."""
     broker = cluster.brokers[node_id]
     request = ProduceRequest(
         acks=1,
@@ -103,23 +107,32 @@ async def produce_one(cluster: ZkCluster, node_id: int, partition: int, size: in
         ),
     )
     async with await WireClient.connect(broker.host, broker.port) as wire:
-        response = await wire.request(request)
-    ((part,),) = (t.partitions for t in response.topics)
-    return int(part.error_code)
+        with trio.fail_after(15):
+            while True:
+                response = await wire.request(request)
+                ((part,),) = (t.partitions for t in response.topics)
+                if part.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    return int(part.error_code)
+                await trio.sleep(0.1)
 
 
 async def wait_all_show(
     cluster: ZkCluster, brokers: list[int], wanted: Mapping[str, str], within: float = 30
 ) -> None:
     """Until every broker in `brokers` answers DescribeConfigs with `wanted` as dynamic topic
-    configs."""
+    configs (empty `wanted`: every key at its default)."""
     expected = {k: (v, int(ConfigSource.DYNAMIC_TOPIC_CONFIG)) for k, v in wanted.items()}
     last: dict[int, object] = {}
 
     async def everyone() -> bool:
         for node_id in brokers:
             last[node_id] = got = await described(cluster, node_id)
-            if got != expected:
+            if got is None:
+                return False
+            if not wanted:  # every key at its default
+                if {source for _, source in got.values()} != {int(ConfigSource.DEFAULT_CONFIG)}:
+                    return False
+            elif got != expected:
                 return False
         return True
 
@@ -146,9 +159,7 @@ async def test_topic_configs_reach_every_broker_and_a_restarted_one(
     leaders = {replicas[0]: p for p, replicas in ASSIGNMENT.items()}
 
     # Defaults first: nothing set, a 2 KB record is fine everywhere.
-    for node_id in everyone:
-        got = await described(cluster, node_id)
-        assert {s for _, s in got.values()} == {int(ConfigSource.DEFAULT_CONFIG)}, got
+    await wait_all_show(cluster, everyone, {})
     for node_id, p in leaders.items():
         assert await produce_one(cluster, node_id, p, 2000) == 0
 
