@@ -48,6 +48,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
 
 
 @dataclass_transform(frozen_default=True, kw_only_default=True)

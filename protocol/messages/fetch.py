@@ -5,11 +5,17 @@ new session (full fetch); later fetches name the session and the next epoch and 
 partitions that changed, plus the ones to drop in forgotten_topics_data; the response lists only
 partitions with news. session_epoch -1 (FINAL_EPOCH) is a sessionless full fetch, or closes the
 named session.
+
+The KRaft metadata quorum replicates with Fetch too (KIP-595): a follower sends `cluster_id`
+and its `replica_epoch`; the leader's answer may name the `current_leader` (after a leadership
+error) or, when the fetch offset is below its log start, the `snapshot_id` to get with
+FetchSnapshot.
 """
 
 from __future__ import annotations
 
 from protocol.messages.base import ApiKey, Request, Response, message, register
+from protocol.messages.quorum_common import LeaderIdAndEpoch, NodeEndpoint, SnapshotId
 
 
 @message
@@ -71,6 +77,12 @@ class FetchPartitionResponse:
     """Set when a follower's last_fetched_epoch diverges from the leader's log."""
     error_message: str | None = None
     """What went wrong, for a person."""
+    current_leader: LeaderIdAndEpoch | None = None
+    """The leader and epoch the answering node knows (KRaft: set with NOT_LEADER_OR_FOLLOWER,
+    FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH)."""
+    snapshot_id: SnapshotId | None = None
+    """KRaft: the fetch offset is below the leader's log start; fetch this snapshot with
+    FetchSnapshot, then fetch from its end offset."""
 
 
 @message
@@ -93,6 +105,8 @@ class FetchResponse(Response):
     """What went wrong, for a person."""
     session_id: int = 0
     """The fetch session's id (KIP-227); 0 when the fetch has no session."""
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+    """Endpoints of the leaders named in `current_leader` (KRaft, KIP-853)."""
 
 
 @register
@@ -123,3 +137,8 @@ class FetchRequest(Request):
     fetches without a session, or closes the named one."""
     forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
     """Partitions to remove from the session (incremental fetches only)."""
+    cluster_id: str | None = None
+    """KRaft: the cluster id, if known; a quorum node of another cluster answers
+    INCONSISTENT_CLUSTER_ID."""
+    replica_epoch: int = -1
+    """KRaft: the fetching replica's epoch (Kafka's ReplicaState.ReplicaEpoch), -1 if none."""

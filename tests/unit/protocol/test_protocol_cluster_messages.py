@@ -458,8 +458,12 @@ def test_old_shaped_fetch_response_has_no_session() -> None:
     old = [[["orders", [[0, 0, 10, 10, 0, b"", None, None]]]], 0, 0, None]
     resp = from_wire(FetchResponse, old)
     assert resp.session_id == 0
-    assert to_wire(resp)[:4] == old
-    assert to_wire(resp)[4] == 0
+    wire = to_wire(resp)
+    assert wire[1:4] == old[1:4]
+    assert wire[4] == 0
+    # The KRaft fields (current_leader, snapshot_id) were appended to each partition.
+    assert wire[0][0][1][0][:8] == old[0][0][1][0]
+    assert wire[0][0][1][0][8:] == [None, None]
 
 
 def test_leader_and_isr_partition_state_defaults() -> None:
