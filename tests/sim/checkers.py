@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-Entry = tuple[int, bytes]
-"""(epoch, data) of one log entry; its offset is its index in the log."""
+Entry = tuple[int, int, bytes]
+"""(offset, epoch, data) of one log entry (raft.log_store.Entry compares equal); a node's log
+is a list of them from offset 0 (no snapshots in the simulation yet)."""
 
 LEADER = "leader"
 
@@ -143,7 +144,7 @@ class Checkers:
         h = prefix[-1] if prefix else 0
         by_key = self._by_key
         for offset in range(same, len(log)):
-            epoch, data = log[offset]
+            _, epoch, data = log[offset]
             h = hash((h, epoch, data))
             prefix.append(h)
             seen = by_key.get((offset, epoch))
@@ -180,7 +181,7 @@ class Checkers:
             raise InvariantViolation(
                 "state-machine safety",
                 f"node {node_id} committed {log[offset]!r} at offset {offset}, another node "
-                f"{committed[offset]!r} (epoch, data)",
+                f"{committed[offset]!r} (offset, epoch, data)",
             )
         if committed_here > len(committed):
             committed.extend(log[len(committed) : committed_here])

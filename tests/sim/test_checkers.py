@@ -9,7 +9,9 @@ from tests.sim.checkers import Checkers, InvariantViolation, NodeView
 
 
 def v(node: int, role: str, epoch: int, log: list[tuple[int, bytes]], hw: int = 0) -> NodeView:
-    return NodeView(node_id=node, role=role, epoch=epoch, log=log, high_watermark=hw)
+    """A view from (epoch, data) pairs: the offsets are their positions."""
+    entries = [(offset, e, data) for offset, (e, data) in enumerate(log)]
+    return NodeView(node_id=node, role=role, epoch=epoch, log=entries, high_watermark=hw)
 
 
 A, B, C = (1, b"a"), (1, b"b"), (2, b"c")
@@ -30,7 +32,7 @@ def test_a_legal_history_passes() -> None:
     # a stale leader of epoch 1 may still think it leads, without the epoch-2 commit
     c.observe(v(1, "leader", 1, [A, B], hw=2))
     assert c.leaders == {1: 1, 2: 2}
-    assert c.committed == [A, B, C]
+    assert c.committed == [(0, *A), (1, *B), (2, *C)]
 
 
 def test_two_leaders_in_one_epoch() -> None:

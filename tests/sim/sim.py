@@ -1,0 +1,295 @@
+"""The simulation loop: one seeded Random, one event heap, N nodes, the checkers after every
+event. Faults (crash, torn crash, restart, symmetric and asymmetric partitions, heal) come at
+random intervals until `heal_fraction` of the event budget is spent; then everything heals and
+restarts, and liveness is measured (a soft report: how long until a leader that every node
+follows, not a failure)."""
+
+from __future__ import annotations
+
+import random
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.sim.checkers import Checkers, InvariantViolation
+from tests.sim.events import (
+    Crash,
+    Deliver,
+    Event,
+    EventQueue,
+    Heal,
+    Partition,
+    Propose,
+    Restart,
+    Tick,
+)
+from tests.sim.network import Network, NetworkConfig
+from tests.sim.nodes import SimNode, ToyNode
+from tests.sim.toy_raft import ToyConfig
+
+RERUN = ".venv/bin/python -m tests.sim"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = 3
+    check_log_up_to_date: bool = True
+    """False plants the bug: voters ignore the candidate's log (the simulator must catch it)."""
+    core: str = "toy"
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    propose_every_ms: tuple[int, int] = (5, 60)
+    fault_every_ms: tuple[int, int] = (50, 500)
+    heal_fraction: float = 0.8
+    liveness_ms: int = 3000
+    """A leader should be followed by all nodes within this long after the final heal."""
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError(f"SimConfig.nodes must be >= 1, got {self.nodes}")
+        if not 0.0 <= self.heal_fraction <= 1.0:
+            raise ValueError(f"SimConfig.heal_fraction must be in [0, 1], got {self.heal_fraction}")
+        if self.core not in CORES:
+            raise ValueError(f"SimConfig.core must be one of {sorted(CORES)}, got {self.core!r}")
+
+    def rerun_flags(self) -> list[str]:
+        flags = []
+        if not self.check_log_up_to_date:
+            flags.append("--no-log-up-to-date-check")
+        if self.core != SimConfig.core:
+            flags += ["--core", self.core]
+        if self.nodes != SimConfig.nodes:
+            flags += ["--nodes", str(self.nodes)]
+        return flags
+
+
+def _toy_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
+    voters = tuple(range(1, config.nodes + 1))
+    core_config = ToyConfig(check_log_up_to_date=config.check_log_up_to_date)
+    return [ToyNode(i, voters, rng, core_config) for i in voters]
+
+
+CORES: dict[str, Callable[[SimConfig, random.Random], list[SimNode]]] = {"toy": _toy_nodes}
+
+
+class SafetyViolation(AssertionError):
+    def __init__(self, seed: int, event_index: int, max_events: int, config: SimConfig,
+                 violation: InvariantViolation, event: Event, now_ms: int) -> None:  # fmt: skip
+        self.seed, self.event_index, self.violation = seed, event_index, violation
+        cmd = shlex.join(["--seed", str(seed), "--events", str(max_events), *config.rerun_flags()])
+        self.rerun = f"{RERUN} {cmd}"
+        super().__init__(
+            f"seed {seed}, event {event_index} at {now_ms} ms ({event!r}): {violation}\n"
+            f"rerun: {self.rerun}"
+        )
+
+
+@dataclass
+class SimResult:
+    seed: int
+    events: int
+    now_ms: int
+    committed: int
+    leaders: int
+    """Epochs that had a leader."""
+    healed_at_ms: int | None
+    stable_leader_after_heal_ms: int | None
+    """None: no stable leader by the end (a liveness report, not a failure)."""
+    messages_sent: int
+
+    @property
+    def live(self) -> bool:
+        return self.healed_at_ms is None or self.stable_leader_after_heal_ms is not None
+
+
+class Simulation:
+    def __init__(self, seed: int, max_events: int, config: SimConfig | None = None) -> None:
+        if max_events < 1:
+            raise ValueError(f"max_events must be >= 1, got {max_events}")
+        self.seed, self.max_events = seed, max_events
+        self.config = config or SimConfig()
+        self.rng = random.Random(seed)
+        self.queue = EventQueue()
+        self.network = Network(self.rng, self.config.network)
+        self.checkers = Checkers()
+        self.nodes = {n.node_id: n for n in CORES[self.config.core](self.config, self.rng)}
+        self._tick_at: dict[int, int | None] = {}
+        self._incarnation: dict[int, int] = dict.fromkeys(self.nodes, 0)
+        self._torn_next: set[int] = set()
+        self._proposals = 0
+        self._healing = False
+        self.healed_at_ms: int | None = None
+        self.stable_after_heal_ms: int | None = None
+        self.now_ms = 0
+        self.trace: list[str] | None = None
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        for node in self.nodes.values():
+            node.start(0)
+            self._after(node, node.drain())
+        self._schedule_proposal()
+        self._schedule_fault()
+        heal_at = int(self.max_events * self.config.heal_fraction)
+        index = 0
+        while index < self.max_events and self.queue:
+            at, event = self.queue.pop()
+            if isinstance(event, Tick) and not self._tick_is_current(event, at):
+                continue  # a deadline that moved, or an earlier incarnation's: not an event
+            self.now_ms = at
+            index += 1
+            if index >= heal_at and not self._healing:
+                self._healing = True
+                self.queue.push(at, Heal(restart_all=True))
+            if self.trace is not None:
+                self.trace.append(f"{index} {at}ms {event!r}")
+            try:
+                touched = self._handle(event)
+                for node_id in touched:
+                    self.checkers.observe(self.nodes[node_id].view())
+            except InvariantViolation as violation:
+                raise SafetyViolation(self.seed, index, self.max_events, self.config, violation,
+                                      event, at) from None  # fmt: skip
+            self._watch_liveness()
+        return SimResult(
+            seed=self.seed, events=index, now_ms=self.now_ms,
+            committed=len(self.checkers.committed), leaders=len(self.checkers.leaders),
+            healed_at_ms=self.healed_at_ms, stable_leader_after_heal_ms=self.stable_after_heal_ms,
+            messages_sent=self.network.sent,
+        )  # fmt: skip
+
+    def _handle(self, event: Event) -> list[int]:
+        now = self.now_ms
+        if isinstance(event, Deliver):
+            node = self.nodes[event.dst]
+            if not node.up or not self.network.can_deliver(event.src, event.dst):
+                return []
+            node.step(event.message, now)
+            return self._drain(node)
+        if isinstance(event, Tick):
+            node = self.nodes[event.node]
+            self._tick_at[event.node] = None
+            node.tick(now)
+            return self._drain(node)
+        if isinstance(event, Propose):
+            self._schedule_proposal()
+            target = self._proposal_target()
+            if target is None:
+                return []
+            target.propose(event.data, now)
+            return self._drain(target)
+        self._schedule_fault()
+        if self._healing and not (isinstance(event, Heal) and event.restart_all):
+            return []  # a fault scheduled before the final heal: the network stays whole
+        if isinstance(event, Crash):
+            if event.torn:
+                self._torn_next.add(event.node)  # it dies inside its next Ready
+                return []
+            return self._crash(self.nodes[event.node])
+        if isinstance(event, Restart):
+            return self._restart(self.nodes[event.node])
+        if isinstance(event, Partition):
+            self.network.partition(event.a, event.b, symmetric=event.symmetric)
+            return []
+        if isinstance(event, Heal):
+            self.network.heal()
+            touched = []
+            if event.restart_all:
+                self._torn_next.clear()
+                for node in self.nodes.values():
+                    if not node.up:
+                        touched += self._restart(node)
+                self.healed_at_ms = now
+            return touched
+        raise AssertionError(f"unknown event {event!r}")
+
+    def _drain(self, node: SimNode) -> list[int]:
+        out = node.drain(torn=node.node_id in self._torn_next)
+        if out.died:
+            self._torn_next.discard(node.node_id)
+            return self._crash(node)
+        for offset, data in out.applied:
+            self.checkers.apply(node.node_id, offset, data)
+        self._after(node, out)
+        return [node.node_id]
+
+    def _after(self, node: SimNode, out: object) -> None:
+        """Send what the Ready said (after it was persisted) and schedule the next tick."""
+        net, queue, now = self.network, self.queue, self.now_ms
+        for dst, message in out.messages:  # type: ignore[attr-defined]
+            for delay in net.delays(node.node_id, dst):
+                queue.push(now + delay, Deliver(node.node_id, dst, message))
+        deadline = out.next_deadline_ms  # type: ignore[attr-defined]
+        if deadline is not None and deadline != self._tick_at.get(node.node_id):
+            self._tick_at[node.node_id] = max(deadline, now)
+            queue.push(max(deadline, now), Tick(node.node_id, self._incarnation[node.node_id]))
+
+    def _tick_is_current(self, tick: Tick, at: int) -> bool:
+        return (
+            self.nodes[tick.node].up
+            and tick.incarnation == self._incarnation[tick.node]
+            and self._tick_at.get(tick.node) == at
+        )
+
+    def _crash(self, node: SimNode) -> list[int]:
+        if not node.up:
+            return []
+        flushed_end = node.crash()
+        self._incarnation[node.node_id] += 1
+        self._tick_at[node.node_id] = None
+        self.checkers.crashed(node.node_id, flushed_end)
+        return [node.node_id]
+
+    def _restart(self, node: SimNode) -> list[int]:
+        if node.up:
+            return []
+        node.start(self.now_ms)
+        return self._drain(node)
+
+    # -- workload and faults -----------------------------------------------------------------
+    def _schedule_proposal(self) -> None:
+        lo, hi = self.config.propose_every_ms
+        self._proposals += 1
+        self.queue.push(self.now_ms + self.rng.randint(lo, hi), Propose(b"%d" % self._proposals))
+
+    def _proposal_target(self) -> SimNode | None:
+        """The client asks the leader of the highest epoch it can find (a stale one at times),
+        else a random live node, which refuses."""
+        up = [n for n in self.nodes.values() if n.up]
+        if not up:
+            return None
+        leaders = [n for n in up if n.is_leader()]
+        if leaders:
+            return max(leaders, key=lambda n: n.view().epoch)
+        return self.rng.choice(up)
+
+    def _schedule_fault(self) -> None:
+        if self._healing:
+            return
+        lo, hi = self.config.fault_every_ms
+        at = self.now_ms + self.rng.randint(lo, hi)
+        ids = sorted(self.nodes)
+        down = [i for i in ids if not self.nodes[i].up]
+        roll = self.rng.random()
+        if roll < 0.25:
+            event: Event = Crash(self.rng.choice(ids), torn=self.rng.random() < 0.3)
+        elif roll < 0.5 and down:
+            event = Restart(self.rng.choice(down))
+        elif roll < 0.8:
+            shuffled = ids.copy()
+            self.rng.shuffle(shuffled)
+            cut = self.rng.randint(1, max(1, len(ids) - 1))
+            a, b = frozenset(shuffled[:cut]), frozenset(shuffled[cut:])
+            event = Partition(a, b, symmetric=self.rng.random() < 0.6)
+        else:
+            event = Heal()
+        self.queue.push(at, event)
+
+    def _watch_liveness(self) -> None:
+        if self.healed_at_ms is None or self.stable_after_heal_ms is not None:
+            return
+        views = [n.view() for n in self.nodes.values()]
+        leaders = [v for v in views if v.role == "leader"]
+        if len(leaders) == 1 and all(
+            v.epoch == leaders[0].epoch and v.role in ("leader", "follower") for v in views
+        ):
+            self.stable_after_heal_ms = self.now_ms - self.healed_at_ms
