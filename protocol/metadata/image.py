@@ -215,9 +215,39 @@ BROKER_RESOURCE = 4
 """Kafka's ConfigResource.Type.BROKER id."""
 
 
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: ids handed to a broker at a time."""
+
+
+class ProducerIdsBlock(NamedTuple):
+    """Kafka's ProducerIdsBlock: ids [first_producer_id, first_producer_id + size) for one
+    broker."""
+
+    assigned_broker_id: int
+    first_producer_id: int
+    size: int
+
+    @property
+    def last_producer_id(self) -> int:
+        return self.first_producer_id + self.size - 1
+
+    @property
+    def next_block_first_id(self) -> int:
+        """The next_producer_id of the ProducerIdsRecord that hands out this block."""
+        return self.first_producer_id + self.size
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerIdsImage:
     next_producer_id: int = 0
+    """The first producer id no broker has been given yet."""
+
+    def next_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> ProducerIdsBlock:
+        """The block the controller hands to `broker_id` next; the ProducerIdsRecord that
+        commits it has next_producer_id = `.next_block_first_id`."""
+        if size <= 0:
+            raise ValueError(f"a producer id block must hold at least one id, not {size}")
+        return ProducerIdsBlock(broker_id, self.next_producer_id, size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,24 @@ class MetadataRecordType(IntEnum):
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
     PRODUCER_IDS_RECORD = 15
+    BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
+
+
+class FencingChange(IntEnum):
+    """Kafka's BrokerRegistrationFencingChange: BrokerRegistrationChangeRecord.fenced."""
+
+    UNFENCE = -1
+    NONE = 0
+    FENCE = 1
+
+
+class InControlledShutdownChange(IntEnum):
+    """Kafka's BrokerRegistrationInControlledShutdownChange: only entering controlled shutdown
+    is a change (a broker leaves it by re-registering or being unregistered)."""
+
+    NONE = 0
+    IN_CONTROLLED_SHUTDOWN = 1
 
 
 class LeaderRecoveryState(IntEnum):
@@ -136,6 +153,19 @@ class UnfenceBrokerRecord(MetadataRecord):
     """The broker epoch of the registration being unfenced."""
 
 
+@_record(MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD)
+@message
+class BrokerRegistrationChangeRecord(MetadataRecord):
+    broker_id: int
+    """The broker id."""
+    broker_epoch: int
+    """The broker epoch of the registration being changed."""
+    fenced: int = FencingChange.NONE
+    """FencingChange: -1 unfenced, 0 no change, 1 fenced."""
+    in_controlled_shutdown: int = InControlledShutdownChange.NONE
+    """InControlledShutdownChange: 0 no change, 1 the broker is in controlled shutdown."""
+
+
 @_record(MetadataRecordType.TOPIC_RECORD)
 @message
 class TopicRecord(MetadataRecord):
@@ -219,7 +249,8 @@ class ProducerIdsRecord(MetadataRecord):
     broker_epoch: int
     """Its broker epoch."""
     next_producer_id: int
-    """First producer id not yet handed out."""
+    """First producer id not yet handed out: the broker's block ends just below it. Only
+    goes up."""
 
 
 @_record(MetadataRecordType.NO_OP_RECORD)

@@ -12,10 +12,12 @@ from protocol.metadata.image import (
     MetadataProvenance,
     MetadataReplayError,
     PartitionRegistration,
+    ProducerIdsBlock,
 )
 from protocol.metadata.records import (
     NO_LEADER,
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -264,6 +266,84 @@ def test_broker_lifecycle() -> None:
     assert broker is not None and broker.epoch == 9 and broker.fenced
 
 
+def test_broker_registration_change_fences_unfences_and_starts_controlled_shutdown() -> None:
+    """Kafka's BrokerRegistrationChangeRecord: -1/0/1 for fencing, 0/1 for controlled shutdown,
+    both in one record; a change that changes nothing leaves the broker out of the delta."""
+    image = build([register(1, 0), register(2, 1)])
+    image = build([BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0, fenced=-1)], image)
+    b1 = image.cluster.broker(1)
+    assert b1 is not None and not b1.fenced and not b1.in_controlled_shutdown
+    assert image.cluster.is_usable(1)
+
+    image = build(
+        [BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0, in_controlled_shutdown=1)],
+        image,
+    )
+    b1 = image.cluster.broker(1)
+    assert b1 is not None and not b1.fenced and b1.in_controlled_shutdown
+    assert not image.cluster.is_usable(1)  # shutting down: no new leaderships
+
+    image = build(
+        [
+            BrokerRegistrationChangeRecord(
+                broker_id=2, broker_epoch=1, fenced=1, in_controlled_shutdown=1
+            )
+        ],
+        image,
+    )
+    b2 = image.cluster.broker(2)
+    assert b2 is not None and b2.fenced and b2.in_controlled_shutdown
+
+    # FenceBrokerRecord keeps the controlled-shutdown flag (Kafka's cloneWith).
+    image = build([FenceBrokerRecord(id=1, epoch=0)], image)
+    b1 = image.cluster.broker(1)
+    assert b1 is not None and b1.fenced and b1.in_controlled_shutdown
+
+    # No change: the delta does not list the broker, the image keeps the same registration.
+    delta = MetadataDelta(image)
+    delta.replay(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0))
+    delta.replay(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0, fenced=1))
+    assert delta.cluster_delta is not None and delta.cluster_delta.changed_brokers == {}
+    assert delta.apply().cluster.broker(1) is image.cluster.broker(1)
+
+    # A re-registration (restart) leaves controlled shutdown behind.
+    image = build([register(1, 7)], image)
+    b1 = image.cluster.broker(1)
+    assert b1 is not None and b1.fenced and not b1.in_controlled_shutdown
+
+
+def test_producer_id_blocks_only_go_forward() -> None:
+    image = MetadataImage.empty()
+    block = image.producer_ids.next_block(3)
+    assert block == ProducerIdsBlock(assigned_broker_id=3, first_producer_id=0, size=1000)
+    assert (block.last_producer_id, block.next_block_first_id) == (999, 1000)
+    image = build(
+        [
+            ProducerIdsRecord(
+                broker_id=3, broker_epoch=0, next_producer_id=block.next_block_first_id
+            )
+        ],
+        image,
+    )
+    block = image.producer_ids.next_block(1, size=10)
+    assert (block.first_producer_id, block.last_producer_id) == (1000, 1009)
+    image = build(
+        [
+            ProducerIdsRecord(
+                broker_id=1, broker_epoch=0, next_producer_id=block.next_block_first_id
+            )
+        ],
+        image,
+    )
+    assert image.producer_ids.next_producer_id == 1010
+    with pytest.raises(ValueError, match="at least one id, not 0"):
+        image.producer_ids.next_block(1, size=0)
+    # A failed replay changes nothing: the delta is dropped, the image stays as it was.
+    with pytest.raises(MetadataReplayError, match="not above the current 1010"):
+        build([ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1010)], image)
+    assert image.producer_ids.next_producer_id == 1010
+
+
 def test_producer_ids_and_noop() -> None:
     image = build(
         [NoOpRecord(), ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1000)]
@@ -286,6 +366,34 @@ def test_producer_ids_and_noop() -> None:
         ([FenceBrokerRecord(id=1, epoch=0)], "not registered"),
         ([register(1, 5), UnfenceBrokerRecord(id=1, epoch=4)], "epoch 4"),
         ([UnregisterBrokerRecord(broker_id=1, broker_epoch=0)], "not registered"),
+        (
+            [register(1, 5), BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=4, fenced=1)],
+            "BrokerRegistrationChangeRecord for broker 1 epoch 4, which is not registered",
+        ),
+        (
+            [register(1, 5), BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=5, fenced=2)],
+            "unknown value 2 for fenced",
+        ),
+        (
+            [
+                register(1, 5),
+                BrokerRegistrationChangeRecord(
+                    broker_id=1, broker_epoch=5, in_controlled_shutdown=-1
+                ),
+            ],
+            "unknown value -1 for in_controlled_shutdown",
+        ),
+        (
+            [
+                ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=2000),
+                ProducerIdsRecord(broker_id=2, broker_epoch=0, next_producer_id=1000),
+            ],
+            "sets the next producer id to 1000, not above the current 2000",
+        ),
+        (
+            [ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=0)],
+            "not above the current 0",
+        ),
     ],
 )
 def test_inconsistent_records_raise_replay_error(

@@ -14,6 +14,7 @@ from protocol.errors import ProtocolError
 from protocol.metadata.records import (
     RECORD_TYPES,
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
     InvalidRecordError,
@@ -71,6 +72,8 @@ SAMPLES = [
     ConfigRecord(resource_type=2, resource_name="orders", name="retention.ms", value="1000"),
     ConfigRecord(resource_type=2, resource_name="orders", name="retention.ms", value=None),
     ProducerIdsRecord(broker_id=1, broker_epoch=7, next_producer_id=1000),
+    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=7, fenced=-1),
+    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=7, in_controlled_shutdown=1),
     NoOpRecord(),
 ]
 
@@ -91,6 +94,10 @@ def test_kafka_record_type_ids() -> None:
     assert RECORD_TYPES[4] is ConfigRecord
     assert RECORD_TYPES[5] is PartitionChangeRecord
     assert RECORD_TYPES[9] is RemoveTopicRecord
+    assert RECORD_TYPES[7] is FenceBrokerRecord
+    assert RECORD_TYPES[8] is UnfenceBrokerRecord
+    assert RECORD_TYPES[15] is ProducerIdsRecord
+    assert RECORD_TYPES[17] is BrokerRegistrationChangeRecord
     assert MetadataRecordType.NO_OP_RECORD == 20
 
 
