@@ -293,6 +293,7 @@ class BrokerServer:
         self._accept_scope = trio.CancelScope()
         self._all_closed = trio.Event()
         self._all_closed.set()
+        self._draining = False
 
     @property
     def connection_count(self) -> int:
@@ -361,8 +362,17 @@ class BrokerServer:
         except OSError:
             peer_text = "unknown"
         conn = _Connection(self, stream, ConnectionInfo(peer_text, listener.name))
+        if self._draining:
+            # Accepted just before drain() stopped accepting, and scheduled after it cancelled
+            # the readers: read nothing (a peer's reconnecting fetcher otherwise held the
+            # drain for its whole timeout).
+            conn.read_scope.cancel()
         self._connections.add(conn)
-        self._all_closed = trio.Event()
+        if self._all_closed.is_set():
+            # A new event only when the count leaves zero: drain() may be waiting on the
+            # current one (replacing it on every connection left drain() waiting on an event
+            # nobody would set, for its whole timeout).
+            self._all_closed = trio.Event()
         try:
             await conn.run()
         except Exception:
@@ -378,6 +388,7 @@ class BrokerServer:
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Stop accepting, stop reading new requests, send the answers of those in flight, then
         close every connection (forcibly after `timeout_s`)."""
+        self._draining = True
         self.stop_accepting()
         for conn in list(self._connections):
             conn.read_scope.cancel()

@@ -155,6 +155,39 @@ async def test_drain_answers_in_flight_then_closes() -> None:
             assert await c.wait_closed(5)
 
 
+async def test_drain_ends_when_a_connection_registers_after_it_began() -> None:
+    """A connection accepted just before drain() stopped accepting can register after drain()
+    began waiting (a follower's fetcher reconnecting during a shutdown): it reads nothing, and
+    drain() still ends when the last connection closes, not at its timeout."""
+    handler = SlowFirst()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler)
+        async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+            await c.send(DeleteTopicsRequest(topic_names=()))
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            drained = trio.Event()
+
+            async def drain() -> None:
+                await server.drain(timeout_s=60)
+                drained.set()
+
+            nursery.start_soon(drain)
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            # The late connection: a TCP stream handed to the server as its accept loop would.
+            side = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+            port = side.socket.getsockname()[1]
+            client = await trio.open_tcp_stream("127.0.0.1", port)
+            accepted = await side.accept()
+            nursery.start_soon(server._serve_connection, server.listeners[0], accepted)
+            await trio.testing.wait_all_tasks_blocked(0.05)
+            handler.release.set()
+            with trio.fail_after(5):
+                await drained.wait()
+            assert server.connection_count == 0
+            await client.aclose()
+            await side.aclose()
+
+
 async def test_several_listening_sockets_serve_and_stop_accepting_together() -> None:
     # Two listeners here; an empty host (all interfaces) likewise opens an IPv4 and an IPv6
     # socket. Each socket has its own accept loop, and stop_accepting() ends them all.
