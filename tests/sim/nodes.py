@@ -10,10 +10,13 @@ sends or advances: the crash that follows drops the un-flushed tail.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from raft.log_store import Entry, MemoryLogStore
+from protocol.errors import ErrorCode
+from raft.core import QuorumStateData, RaftConfig, RaftCore, Role
+from raft.log_store import Entry, MemoryLogStore, SnapshotId
 from tests.sim.checkers import NodeView
 from tests.sim.toy_raft import ToyConfig, ToyRaft
 
@@ -45,6 +48,29 @@ class SimNode(Protocol):
     def is_leader(self) -> bool: ...
 
 
+class SimLogStore(MemoryLogStore):
+    """raft.log_store.MemoryLogStore, keeping `entries` (the whole log as a list) up to date
+    beside it for the checkers: `read` walks entries in Python, too slow after every event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[Entry] = []
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        super().append(entries)
+        self.entries.extend(entries)
+
+    def truncate_to(self, offset: int) -> None:
+        super().truncate_to(offset)
+        del self.entries[offset:]
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> None:
+        raise NotImplementedError("the simulator does not model snapshots yet")
+
+    def truncate_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        raise NotImplementedError("the simulator does not model snapshots yet")
+
+
 class ToyNode:
     def __init__(
         self, node_id: int, voters: tuple[int, ...], rng: random.Random, config: ToyConfig
@@ -54,27 +80,21 @@ class ToyNode:
         self._voters = voters
         self._rng = rng
         self._config = config
-        self.store = MemoryLogStore()
-        self._log: list[Entry] = []
-        """The store's entries, kept beside it: `MemoryLogStore.read` walks entries in Python,
-        too slow to call after every event."""
+        self.store = SimLogStore()
         self.quorum_state: tuple[int, int | None] = (0, None)
         """Written atomically (write, fsync, rename): never torn, never lost."""
         self.core: ToyRaft | None = None
 
     def start(self, now_ms: int) -> None:
-        if self._log != (self.store.read(0) if self.store.end_offset else []):
-            raise AssertionError(f"node {self.node_id}: the simulator's copy of the log drifted")
         epoch, voted_for = self.quorum_state
         self.core = ToyRaft(
             self.node_id, self._voters, self._rng, self._config, epoch=epoch,
-            voted_for=voted_for, log=[(e.epoch, e.data) for e in self._log], now_ms=now_ms,
+            voted_for=voted_for, log=[(e.epoch, e.data) for e in self.store.entries], now_ms=now_ms,
         )  # fmt: skip
         self.up = True
 
     def crash(self) -> int:
         self.store.crash()
-        del self._log[self.store.end_offset :]
         self.up = False
         self.core = None
         return self.store.flushed_end_offset
@@ -105,8 +125,6 @@ class ToyNode:
                 self.store.truncate_to(at)
                 entries = [Entry(at + i, e, d) for i, (e, d) in enumerate(ready.entries)]
                 self.store.append(entries)
-                del self._log[at:]
-                self._log.extend(entries)
             if torn:
                 out.died = True
                 return out
@@ -124,10 +142,87 @@ class ToyNode:
         if core is None:
             return NodeView(self.node_id, "down", -1, [], 0, up=False)
         # The store is what survives and what a real core serves from: check that.
-        return NodeView(self.node_id, core.role, core.epoch, self._log, core.high_watermark)
+        return NodeView(
+            self.node_id, core.role, core.epoch, self.store.entries, core.high_watermark
+        )
 
     def is_leader(self) -> bool:
         return self.core is not None and self.core.role == "leader"
 
     def epoch(self) -> int:
         return self.core.epoch if self.core is not None else -1
+
+
+class RaftNode:
+    """raft.core.RaftCore over a SimLogStore, driven as the real driver will be (the order
+    `raft.core.Ready` prescribes): write the quorum state atomically, flush if told to, send,
+    apply, advance. The core appends to the store itself (page cache); only the flush makes
+    it survive a crash."""
+
+    def __init__(
+        self, node_id: int, voters: tuple[int, ...], rng: random.Random, config: RaftConfig
+    ) -> None:
+        self.node_id = node_id
+        self.up = False
+        self._rng = rng
+        self._config = config
+        self.store = SimLogStore()
+        self.quorum_state = QuorumStateData()
+        """The quorum-state file: written whole (write, fsync, rename), so never torn."""
+        self.core: RaftCore | None = None
+
+    def start(self, now_ms: int) -> None:
+        self.core = RaftCore(self._config, self.store, self._rng, self.quorum_state, now_ms)
+        self.up = True
+
+    def crash(self) -> int:
+        self.store.crash()
+        self.up = False
+        self.core = None
+        return self.store.flushed_end_offset
+
+    def _core(self) -> RaftCore:
+        if self.core is None:
+            raise RuntimeError(f"node {self.node_id} is down")
+        return self.core
+
+    def step(self, message: object, now_ms: int) -> None:
+        self._core().step(message, now_ms)  # type: ignore[arg-type]
+
+    def tick(self, now_ms: int) -> None:
+        self._core().tick(now_ms)
+
+    def propose(self, data: bytes, now_ms: int) -> bool:
+        return self._core().propose([data], now_ms).error == ErrorCode.NONE
+
+    def drain(self, *, torn: bool = False) -> Output:
+        core = self._core()
+        out = Output()
+        while True:
+            ready = core.ready()
+            if ready.quorum_state is not None:
+                self.quorum_state = ready.quorum_state
+            if torn:
+                # Died after the quorum-state rename, before the fsync of the log: nothing
+                # sent, nothing applied, and the crash drops the un-flushed entries.
+                out.died = True
+                return out
+            if ready.must_flush:
+                self.store.flush()
+            out.messages.extend(ready.messages)
+            out.applied.extend((e.offset, e.data) for e in ready.committed)
+            core.advance(ready)
+            if ready.is_empty:
+                out.next_deadline_ms = ready.next_deadline_ms
+                return out
+
+    def view(self) -> NodeView:
+        core = self.core
+        if core is None:
+            return NodeView(self.node_id, "down", -1, [], 0, up=False)
+        return NodeView(
+            self.node_id, core.role.value, core.epoch, self.store.entries, core.high_watermark
+        )
+
+    def is_leader(self) -> bool:
+        return self.core is not None and self.core.role is Role.LEADER

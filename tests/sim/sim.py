@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from raft.core import RaftConfig
 from tests.sim.checkers import Checkers, InvariantViolation
 from tests.sim.events import (
     Crash,
@@ -24,7 +25,7 @@ from tests.sim.events import (
     Tick,
 )
 from tests.sim.network import Network, NetworkConfig
-from tests.sim.nodes import SimNode, ToyNode
+from tests.sim.nodes import RaftNode, SimNode, ToyNode
 from tests.sim.toy_raft import ToyConfig
 
 RERUN = ".venv/bin/python -m tests.sim"
@@ -35,7 +36,8 @@ class SimConfig:
     nodes: int = 3
     check_log_up_to_date: bool = True
     """False plants the bug: voters ignore the candidate's log (the simulator must catch it)."""
-    core: str = "toy"
+    core: str = "raft"
+    """raft: raft.core.RaftCore; toy: the small reference core (tests/sim/toy_raft.py)."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     propose_every_ms: tuple[int, int] = (5, 60)
     fault_every_ms: tuple[int, int] = (50, 500)
@@ -68,7 +70,40 @@ def _toy_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
     return [ToyNode(i, voters, rng, core_config) for i in voters]
 
 
-CORES: dict[str, Callable[[SimConfig, random.Random], list[SimNode]]] = {"toy": _toy_nodes}
+def _raft_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
+    voters = tuple(range(1, config.nodes + 1))
+    return [
+        RaftNode(
+            i,
+            voters,
+            rng,
+            RaftConfig(
+                node_id=i,
+                voters=frozenset(voters),
+                **RAFT_TIMING,
+                check_log_up_to_date=config.check_log_up_to_date,
+            ),
+        )
+        for i in voters
+    ]
+
+
+RAFT_TIMING = dict(
+    election_timeout_ms=150,
+    fetch_timeout_ms=300,
+    election_backoff_max_ms=150,
+    request_timeout_ms=200,
+    retry_backoff_ms=20,
+    append_linger_ms=5,
+    fetch_max_wait_ms=50,
+)
+"""Kafka's controller.quorum.* defaults scaled down ~7x, so that elections, fetch timeouts and
+resignations happen often within a few hundred events (message delays are 1-30 ms)."""
+
+CORES: dict[str, Callable[[SimConfig, random.Random], list[SimNode]]] = {
+    "raft": _raft_nodes,
+    "toy": _toy_nodes,
+}
 
 
 class SafetyViolation(AssertionError):
