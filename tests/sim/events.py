@@ -22,8 +22,9 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """A node's next deadline. `incarnation` and `at_ms` let the driver drop stale ticks: a
-    node whose deadline moved, or that crashed since, ignores the old one."""
+    """A node's next deadline. The simulation drops a stale tick (not counted as an event):
+    one from an earlier incarnation (the node crashed since) or whose time is no longer the
+    node's scheduled deadline."""
 
     node: int
     incarnation: int

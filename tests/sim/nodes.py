@@ -1,10 +1,11 @@
 """One simulated node: a core plus its durable parts, driven by the persist-before-send rule.
 
-`SimNode` is what the simulation needs from a node, whatever core is inside; `ToyNode` wraps
-the reference core in `toy_raft` over raft.log_store.MemoryLogStore. Applying a Ready (`drain`): persist the entries and the quorum state, flush,
-then hand the messages to the network and the committed entries to the state machine, then
-`advance`. A torn Ready (the process dies inside it) persists the entries but never flushes,
-sends or advances: the crash that follows drops the un-flushed tail.
+`SimNode` is what the simulation needs from a node, whatever core is inside: `RaftNode` wraps
+raft.core.RaftCore, `ToyNode` the reference core in `toy_raft`, both over a
+raft.log_store.MemoryLogStore. Applying a Ready (`drain`): persist the entries and the quorum
+state, flush, then hand the messages to the network and the committed entries to the state
+machine, then `advance`. A torn Ready (the process dies inside it) never flushes, sends or
+advances: the crash that follows drops the un-flushed tail.
 """
 
 from __future__ import annotations
