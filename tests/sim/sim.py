@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -130,6 +131,8 @@ class SimResult:
     stable_leader_after_heal_ms: int | None
     """None: no stable leader by the end (a liveness report, not a failure)."""
     messages_sent: int
+    faults: Counter[str]
+    """How often each fault happened (crash, torn crash, entries lost in crashes, ...)."""
 
     @property
     def live(self) -> bool:
@@ -156,6 +159,7 @@ class Simulation:
         self.stable_after_heal_ms: int | None = None
         self.now_ms = 0
         self.trace: list[str] | None = None
+        self.faults: Counter[str] = Counter()
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -189,7 +193,7 @@ class Simulation:
             seed=self.seed, events=index, now_ms=self.now_ms,
             committed=len(self.checkers.committed), leaders=len(self.checkers.leaders),
             healed_at_ms=self.healed_at_ms, stable_leader_after_heal_ms=self.stable_after_heal_ms,
-            messages_sent=self.network.sent,
+            messages_sent=self.network.sent, faults=self.faults,
         )  # fmt: skip
 
     def _handle(self, event: Event) -> list[int]:
@@ -224,6 +228,7 @@ class Simulation:
             return self._restart(self.nodes[event.node])
         if isinstance(event, Partition):
             self.network.partition(event.a, event.b, symmetric=event.symmetric)
+            self.faults["partition" if event.symmetric else "asymmetric partition"] += 1
             return []
         if isinstance(event, Heal):
             self.network.heal()
@@ -241,6 +246,7 @@ class Simulation:
         out = node.drain(torn=node.node_id in self._torn_next)
         if out.died:
             self._torn_next.discard(node.node_id)
+            self.faults["torn crash"] += 1
             return self._crash(node)
         for offset, data in out.applied:
             self.checkers.apply(node.node_id, offset, data)
@@ -268,7 +274,10 @@ class Simulation:
     def _crash(self, node: SimNode) -> list[int]:
         if not node.up:
             return []
+        before = len(node.view().log)
         flushed_end = node.crash()
+        self.faults["crash"] += 1
+        self.faults["entries lost in crashes"] += before - flushed_end
         self._incarnation[node.node_id] += 1
         self._tick_at[node.node_id] = None
         self.checkers.crashed(node.node_id, flushed_end)

@@ -8,6 +8,7 @@ so it stays fixed. Speed is printed, never asserted.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 
@@ -33,18 +34,23 @@ def test_many_seeds_keep_every_safety_property(core: str, seeds: int) -> None:
     """raft.core over CI_SEEDS seeds; the reference core over fewer (it checks the simulator)."""
     config = SimConfig(core=core)
     started = time.perf_counter()
-    not_live, committed = [], 0
+    not_live, committed, faults = [], 0, Counter[str]()
     for seed in range(seeds):
         result = Simulation(seed, CI_EVENTS, config).run()  # raises SafetyViolation with rerun
         committed += result.committed
+        faults += result.faults
         if not result.live:
             not_live.append(seed)
     elapsed = time.perf_counter() - started
     print(
         f"\nsim[{core}]: {seeds} seeds x {CI_EVENTS} events in {elapsed:.1f} s "
         f"({seeds / elapsed:.1f} seeds/s); {committed} entries committed; "
-        f"no stable leader within the run after the final heal (soft): {not_live}"
+        f"no stable leader within the run after the final heal (soft): {not_live}; "
+        f"faults: {dict(faults)}"
     )
+    # Every kind of fault happened, and crashes did lose un-flushed entries.
+    kinds = ("crash", "torn crash", "entries lost in crashes", "partition", "asymmetric partition")
+    assert all(faults[kind] > 0 for kind in kinds), faults
     assert committed > seeds, "the workload committed almost nothing: the run checks little"
 
 
