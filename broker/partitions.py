@@ -10,17 +10,19 @@ LeaderAndIsr requests through `become` (the same per-partition step) and adds th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.replica.fetch_session import PartitionRequest, PartitionResult
 from broker.replica.partition_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     PartitionChange,
     PartitionState,
 )
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.fetch import FetchPartitionResponse
 from protocol.names import TopicPartition
 from storage.config import LogConfig
 
@@ -33,10 +35,26 @@ log = structlog.get_logger("broker.partitions")
 TopicConfigFn = Callable[[str], Mapping[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class IdleFollowerRead:
+    """The last answer to a follower that fetched at our LEO with nothing to read (the leader's
+    side of an idle fetch session). While the same request object comes back (a KIP-227 session
+    keeps it until the follower sends a new position), in the same leader epoch, with the HW and
+    log start unchanged, the answer is this very object: no read, no new response."""
+
+    request: PartitionRequest
+    leader_epoch: int
+    response: FetchPartitionResponse
+    summary: PartitionResult
+    """What the fetch session compares (`FetchContext.complete`)."""
+
+
 @dataclass(slots=True, eq=False)
 class Partition:
     state: PartitionState
     log: Log
+    idle_reads: dict[int, IdleFollowerRead] = field(default_factory=dict)
+    """By follower id (`IdleFollowerRead`); only a cache: any entry may be dropped."""
 
     @property
     def tp(self) -> TopicPartition:

@@ -349,6 +349,25 @@ class PartitionState:
         proposal = self.maybe_expand_isr(replica_id)
         return FollowerFetchUpdate(self.maybe_advance_high_watermark(now_ms), proposal)
 
+    def record_idle_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """The cheap case of `update_follower_fetch`: an ISR member fetching again from our LEO,
+        where it already was, with everything committed (HW = LEO). Such a fetch can neither
+        move the HW (Kafka checks the HW only when a follower's LEO moved) nor expand the ISR;
+        it only proves the follower still caught up. Records that and returns True; False
+        (nothing recorded) means the caller must take `update_follower_fetch`."""
+        follower = self.followers.get(replica_id)
+        if (
+            follower is None
+            or fetch_offset != self.high_watermark
+            or fetch_offset != self.log_end_offset
+            or follower.log_end_offset != fetch_offset
+            or not self.is_leader
+            or replica_id not in self.isr_state.isr
+        ):
+            return False
+        follower.update_fetch(fetch_offset, follower.log_start_offset, now_ms, fetch_offset)
+        return True
+
     # -- ISR changes ---------------------------------------------------------------------
 
     def can_join_isr(self, replica_id: int) -> bool:

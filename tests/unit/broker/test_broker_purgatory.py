@@ -43,3 +43,29 @@ def test_wake_all_sets_every_event_and_later_watches_at_once() -> None:
     purgatory.wake_all()
     assert event.is_set() and fired == set() and purgatory.closed
     assert purgatory.watch([B], set()).is_set()
+
+
+def test_rearm_keeps_the_partitions_watched_with_a_fresh_event() -> None:
+    purgatory = FetchPurgatory()
+    fired: set[TopicPartition] = set()
+    first = purgatory.watch([A, B], fired)
+    purgatory.notify(A)
+    assert first.is_set() and fired == {A}
+    fired.clear()
+    second = purgatory.rearm(first)
+    assert not second.is_set()
+    purgatory.notify(B)  # still watched, no second watch() needed
+    assert second.is_set() and fired == {B}
+    # Something already collected: the rearmed event is set at once (no lost wake-up).
+    third = purgatory.rearm(second)
+    assert third.is_set()
+    purgatory.unwatch([A, B], third)
+    assert purgatory.watched == 0
+    assert purgatory.rearm(third).is_set()  # unknown (unwatched) event: nothing to wait for
+
+
+def test_rearm_after_wake_all_is_set() -> None:
+    purgatory = FetchPurgatory()
+    event = purgatory.watch([A], set())
+    purgatory.wake_all()
+    assert purgatory.rearm(event).is_set()

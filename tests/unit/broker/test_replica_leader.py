@@ -547,3 +547,35 @@ def test_epoch_history_from_records() -> None:
     assert EpochHistory().end_offset_for_epoch(0) is None
     with pytest.raises(ValueError):
         EpochHistory.from_record_epochs([1, 0])
+
+
+# -- the idle follower fast path ---------------------------------------------------------------
+
+
+def test_idle_follower_fetch_only_for_an_isr_member_at_leo_with_everything_committed() -> None:
+    clock = Clock()
+    s = leader_state(leo=10, clock=clock)
+    for r in (2, 3):
+        s.update_follower_fetch(r, 10, clock.now, 10)
+    assert s.high_watermark == 10
+    clock.now += LAG
+    assert s.record_idle_follower_fetch(2, 10, clock.now)
+    assert s.followers[2].last_caught_up_time_ms == clock.now
+    assert s.followers[2].last_fetch_time_ms == clock.now
+    # Caught up by the fast path: after an append, 2 is in sync for a lag more, 3 (silent)
+    # is not (a follower at the leader's LEO is in sync whatever the time, as Kafka's).
+    s.update_local_leo(11)
+    assert s.out_of_sync_replicas(clock.now + LAG - 1) == frozenset({3})
+    # Not at the leader's LEO (an append since), or asking from elsewhere: the full path.
+    s.update_local_leo(11)
+    assert not s.record_idle_follower_fetch(2, 10, clock.now)
+    assert not s.record_idle_follower_fetch(2, 11, clock.now)  # its LEO is still 10
+    s.update_follower_fetch(2, 11, clock.now, 11)
+    assert s.high_watermark == 10  # 3 (in the ISR) is at 10
+    assert not s.record_idle_follower_fetch(2, 11, clock.now)  # HW < LEO: not everything committed
+    # Not in the ISR: it may have to join, so always the full path.
+    t = leader_state(isr=(1, 2), leo=4, clock=clock)
+    for r in (2, 3):
+        t.update_follower_fetch(r, 4, clock.now, 4)
+    assert not t.record_idle_follower_fetch(3, 4, clock.now)
+    assert not t.record_idle_follower_fetch(9, 4, clock.now)  # not a replica at all
