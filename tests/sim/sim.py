@@ -44,7 +44,8 @@ class SimConfig:
     fault_every_ms: tuple[int, int] = (50, 500)
     heal_fraction: float = 0.8
     liveness_ms: int = 3000
-    """A leader should be followed by all nodes within this long after the final heal."""
+    """A leader should be followed by all nodes within this long after the final heal (a
+    soft report: `SimResult.live`)."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -136,6 +137,7 @@ class SimResult:
 
     @property
     def live(self) -> bool:
+        """A stable leader within liveness_ms of the final heal (or no heal in the budget)."""
         return self.healed_at_ms is None or self.stable_leader_after_heal_ms is not None
 
 
@@ -170,7 +172,7 @@ class Simulation:
         self._schedule_fault()
         heal_at = int(self.max_events * self.config.heal_fraction)
         index = 0
-        while index < self.max_events and self.queue:
+        while self.queue and (index < self.max_events or self._awaiting_leader(index)):
             at, event = self.queue.pop()
             if isinstance(event, Tick) and not self._tick_is_current(event, at):
                 continue  # a deadline that moved, or an earlier incarnation's: not an event
@@ -327,6 +329,17 @@ class Simulation:
         else:
             event = Heal()
         self.queue.push(at, event)
+
+    def _awaiting_leader(self, index: int) -> bool:
+        """Past the event budget, a healed run goes on until it has a stable leader or
+        `liveness_ms` has passed (at most another budget of events), so the liveness report
+        says yes or no rather than 'ran out of events'."""
+        return (
+            self.healed_at_ms is not None
+            and self.stable_after_heal_ms is None
+            and self.now_ms < self.healed_at_ms + self.config.liveness_ms
+            and index < 2 * self.max_events
+        )
 
     def _watch_liveness(self) -> None:
         if self.healed_at_ms is None or self.stable_after_heal_ms is not None:
