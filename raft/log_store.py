@@ -105,6 +105,12 @@ class LogStore(Protocol):
         """Store a snapshot (durable at once) of the state below `snapshot_id.end_offset`."""
         ...
 
+    def store_fetched_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Store (durable at once) a snapshot fetched from the leader; unlike
+        `create_snapshot` it may end beyond this log (KRaft's createNewSnapshotUnchecked):
+        `truncate_to_snapshot` follows."""
+        ...
+
     def read_snapshot(self, snapshot_id: SnapshotId) -> bytes:
         """The data of a stored snapshot; LogStoreError if unknown."""
         ...
@@ -243,6 +249,11 @@ class MemoryLogStore:
             raise LogStoreError(
                 f"snapshot {snapshot_id} ends beyond the log end offset {self.end_offset}"
             )
+        self._snapshots[snapshot_id] = bytes(data)
+
+    def store_fetched_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        if snapshot_id.end_offset < 0 or snapshot_id.epoch < 0:
+            raise LogStoreError(f"snapshot id {snapshot_id} has a negative offset or epoch")
         self._snapshots[snapshot_id] = bytes(data)
 
     def read_snapshot(self, snapshot_id: SnapshotId) -> bytes:

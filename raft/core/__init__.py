@@ -12,21 +12,33 @@ from raft.core.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
 )
 from raft.core.raft import RaftCore
-from raft.core.types import ProposeResult, QuorumStateData, RaftConfig, Ready, Role
+from raft.core.types import (
+    AbandonedProposals,
+    ProposeResult,
+    QuorumStateData,
+    RaftConfig,
+    Ready,
+    Role,
+)
 
 __all__ = [
     "NO_LEADER",
+    "AbandonedProposals",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "Message",
     "ProposeResult",
     "QuorumStateData",

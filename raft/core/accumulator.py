@@ -34,6 +34,12 @@ class BatchAccumulator:
         out, self._pending, self._drain_at = self._pending, [], None
         return out
 
+    def pending_offsets(self) -> tuple[int, int] | None:
+        """First and last offset still queued (None when empty)."""
+        if not self._pending:
+            return None
+        return self._pending[0].offset, self._pending[-1].offset
+
     @property
     def deadline_ms(self) -> int | None:
         return self._drain_at if self._pending else None

@@ -95,7 +95,8 @@ class FetchRequest:
 class FetchResponse:
     """Either `entries` from `fetch_offset` on, or `diverging_epoch` (truncate to this end
     offset for this epoch, then fetch again), with the leader's `high_watermark`.
-    `snapshot_id` is reserved for FetchSnapshot (the fetch offset is below the log start).
+    `snapshot_id`: the fetcher is below the leader's log start (or diverges below it): load
+    this snapshot with FetchSnapshot, then fetch from its end offset.
     On error, `epoch`/`leader_id` tell the fetcher whom to follow."""
 
     sender: int
@@ -110,6 +111,34 @@ class FetchResponse:
     snapshot_id: OffsetAndEpoch | None = None
 
 
+@dataclass(frozen=True)
+class FetchSnapshotRequest:
+    """A follower told by a Fetch answer to load `snapshot_id` asks for its bytes from
+    `position` on, at most `max_bytes` per answer (KRaft's FetchSnapshot)."""
+
+    sender: int
+    epoch: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class FetchSnapshotResponse:
+    """`data` is the chunk at `position` of a snapshot of `size` bytes. Errors:
+    SNAPSHOT_NOT_FOUND (the leader no longer has it: Fetch again), POSITION_OUT_OF_RANGE,
+    and the Fetch ones (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH)."""
+
+    sender: int
+    epoch: int
+    leader_id: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+    error: ErrorCode = ErrorCode.NONE
+    size: int = 0
+    data: bytes = b""
+
+
 Message = (
     VoteRequest
     | VoteResponse
@@ -119,4 +148,6 @@ Message = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )

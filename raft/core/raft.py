@@ -13,8 +13,15 @@ says), randomness only from the injected `random.Random`. The driver loop is:
 
 Entries with empty `data` are control entries (the leader's epoch-start entry, KRaft's
 LeaderChange record); they are committed and handed out like the others: skip them when
-applying. Snapshots (FetchSnapshot) are not implemented yet: a Fetch below the leader's log
-start is answered with `snapshot_id` and the follower only retries (room left for it).
+applying.
+
+Snapshots (KRaft's FetchSnapshot): any node may `create_snapshot(end_offset, data)` of the
+state it applied (end_offset <= HW) and `delete_before_snapshot()` to move its log start up.
+A Fetch below the leader's log start (or diverging below it) is answered with `snapshot_id`;
+the follower then pulls the snapshot in chunks (FetchSnapshot: position + max_bytes), stores
+it, restarts its log at its end offset and fetches on from there. A Ready's `snapshot` tells
+the state machine to load a snapshot before applying `committed` (also at start-up: a node
+starts from its latest snapshot plus the log tail).
 """
 
 from __future__ import annotations
@@ -32,13 +39,22 @@ from raft.core.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
 )
 from raft.core.quorum import next_high_watermark
-from raft.core.types import ProposeResult, QuorumStateData, RaftConfig, Ready, Role
-from raft.log_store import Entry, LogStore, OffsetAndEpoch
+from raft.core.types import (
+    AbandonedProposals,
+    ProposeResult,
+    QuorumStateData,
+    RaftConfig,
+    Ready,
+    Role,
+)
+from raft.log_store import Entry, LogStore, LogStoreError, OffsetAndEpoch, SnapshotId
 
 # KRaft's check-quorum timer is 1.5x the fetch timeout.
 CHECK_QUORUM_FACTOR = 1.5
@@ -67,8 +83,26 @@ class RaftCore:
         self._role = Role.UNATTACHED
         self._outbox: list[tuple[int, Message]] = []
         self._inflight: Ready | None = None
-        self._hw = 0
+        # Start-up (KRaft's truncateToLatestSnapshot + a log starting at its snapshot): a
+        # snapshot fetched beyond the log restarts the log there; otherwise the log below the
+        # latest snapshot (committed: snapshots are only taken at or below the HW) is dropped,
+        # so the log always starts at a snapshot and the state machine loads it first.
+        latest = store.latest_snapshot_id()
+        if latest is not None:
+            if latest.end_offset > store.end_offset:
+                store.truncate_to_snapshot(latest)
+            elif latest.end_offset > store.start_offset:
+                store.delete_before_snapshot(latest)
+        self._base_snapshot: SnapshotId | None = (
+            latest if latest is not None and latest.end_offset == store.start_offset else None
+        )
+        self._load_snapshot: SnapshotId | None = self._base_snapshot
+        self._hw = store.start_offset
         self._applied = store.start_offset
+        self._abandoned: list[AbandonedProposals] = []
+        # Follower: the snapshot being fetched and the bytes received so far.
+        self._snap_fetch: tuple[SnapshotId, bytearray] | None = None
+        self._fetched_from_leader = False  # KRaft's FollowerState.hasFetchedFromLeader
         # Timers (absolute ms; None = not armed).
         self._election_at: int | None = None  # election timeout / follower fetch timeout
         self._fetch_at: int | None = None  # send (or resend) the next Fetch
@@ -140,9 +174,15 @@ class RaftCore:
             self._on_begin_quorum_epoch(message, now)
         elif isinstance(message, EndQuorumEpochRequest):
             self._on_end_quorum_epoch(message, now)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(message, now)
         elif isinstance(
             message,
-            VoteResponse | FetchResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse,
+            VoteResponse
+            | FetchResponse
+            | FetchSnapshotResponse
+            | BeginQuorumEpochResponse
+            | EndQuorumEpochResponse,
         ):
             if message.epoch > self._epoch:
                 # A newer epoch: follow its leader if the answer names one, else wait unattached.
@@ -158,6 +198,8 @@ class RaftCore:
                 self._on_vote_response(message, now)
             elif isinstance(message, FetchResponse):
                 self._on_fetch_response(message, now)
+            elif isinstance(message, FetchSnapshotResponse):
+                self._on_fetch_snapshot_response(message, now)
             elif isinstance(message, BeginQuorumEpochResponse) and self._role is Role.LEADER:
                 self._begin_acked.add(message.sender)
         else:
@@ -217,6 +259,39 @@ class RaftCore:
         if self._role is Role.LEADER:
             self._resign(self._now)
 
+    def create_snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
+        """Store `data`, the state machine's state after applying every entry below
+        `end_offset`, as a snapshot (the controller's serialized image). Only committed
+        state that was handed out: start offset < end_offset <= what the Ready applied
+        (<= HW). The log stays until `delete_before_snapshot`."""
+        if not isinstance(data, bytes | bytearray):
+            raise TypeError(f"create_snapshot data must be bytes, got {type(data).__name__}")
+        store = self.store
+        base = self._base_snapshot
+        if base is not None and end_offset == store.start_offset == base.end_offset:
+            return base  # already the snapshot the log starts at
+        if not store.start_offset < end_offset <= self._applied:
+            raise ValueError(
+                f"create_snapshot at offset {end_offset}: must be above the log start "
+                f"{store.start_offset} and at most the applied offset {self._applied} "
+                f"(high watermark {self._hw})"
+            )
+        last = store.read(end_offset - 1, max_entries=1)[0]
+        snapshot_id = SnapshotId(end_offset, last.epoch)
+        store.create_snapshot(snapshot_id, bytes(data))
+        return snapshot_id
+
+    def delete_before_snapshot(self) -> int:
+        """Drop the log below the latest snapshot (KRaft's deleteBeforeSnapshot: never above
+        the HW); returns the new log start offset."""
+        latest = self.store.latest_snapshot_id()
+        if latest is not None and self.store.start_offset < latest.end_offset <= min(
+            self._hw, self._applied
+        ):
+            self.store.delete_before_snapshot(latest)
+            self._base_snapshot = latest
+        return self.store.start_offset
+
     # --- output ------------------------------------------------------------------------
     def ready(self) -> Ready:
         """Everything to persist, send and apply since the last Ready. Call `advance` with
@@ -241,9 +316,13 @@ class RaftCore:
             high_watermark=self._hw,
             next_deadline_ms=self._next_deadline(),
             role=self._role,
+            snapshot=self._load_snapshot,
+            abandoned=tuple(self._abandoned),
         )
         self._qs_handed = qs
         self._outbox.clear()
+        self._abandoned.clear()
+        self._load_snapshot = None
         self._inflight = rd
         return rd
 
@@ -270,6 +349,13 @@ class RaftCore:
         self._grants.clear()
         self._rejects.clear()
         self._parked.clear()
+        self._snap_fetch = None
+        self._fetched_from_leader = False
+        if self._acc is not None:
+            # Queued, never appended: these can never commit; the Ready says so.
+            pending = self._acc.pending_offsets()
+            if pending is not None:
+                self._abandoned.append(AbandonedProposals(self._acc.epoch, *pending))
         self._acc = None
         self._begin_resend_at = None
 
@@ -378,8 +464,14 @@ class RaftCore:
         return (last_epoch, end_offset) >= (self.store.last_epoch, self.store.end_offset)
 
     def _fetched_recently(self, now: int) -> bool:
+        # KRaft's FollowerState.canGrantVote: a follower grants pre-votes only until it has
+        # fetched successfully from its leader in this epoch. Ours also grants once the leader
+        # said it resigned (EndQuorumEpoch, or a Fetch answered NOT_LEADER_OR_FOLLOWER) or
+        # the fetch timeout passed, so a successor's pre-vote is not refused by voters still
+        # "following" a leader that is gone.
         return (
             self._role is Role.FOLLOWER
+            and self._fetched_from_leader
             and not self._leader_gone
             and self._election_at is not None
             and now < self._election_at
@@ -489,17 +581,7 @@ class RaftCore:
             if self._role is Role.FOLLOWER and self._leader_id == req.leader_id:
                 self._leader_gone = True
             if self._role in (Role.FOLLOWER, Role.UNATTACHED, Role.VOTED):
-                # KRaft: the first preferred successor runs at once, the others back off more.
-                succ = req.preferred_successors
-                pos = succ.index(self.config.node_id) if self.config.node_id in succ else len(succ)
-                backoff = (
-                    0
-                    if pos == 0
-                    else min(
-                        self.config.election_backoff_max_ms,
-                        max(1, self.config.retry_backoff_ms) * 2**pos,
-                    )
-                )
+                backoff = self._end_epoch_election_backoff(req.preferred_successors)
                 self._election_at = min(self._election_at or now + backoff, now + backoff)
         self._outbox.append(
             (
@@ -507,6 +589,19 @@ class RaftCore:
                 EndQuorumEpochResponse(self.config.node_id, self._epoch, self._leader_id),
             )
         )
+
+    def _end_epoch_election_backoff(self, successors: tuple[int, ...]) -> int:
+        """KRaft's strictExponentialElectionBackoffMs: the first preferred successor runs at
+        once; position p (1 <= p < n) waits (backoff_max >> (n - 1)) << (p - 1); a voter not
+        in the list (or past its end) waits election.backoff.max.ms."""
+        backoff_max = self.config.election_backoff_max_ms
+        n = len(successors)
+        if self.config.node_id not in successors:
+            return backoff_max
+        pos = successors.index(self.config.node_id)
+        if pos == 0:
+            return 0
+        return min(backoff_max, (backoff_max >> (n - 1)) << (pos - 1))
 
     # --- replication: the leader ---------------------------------------------------------
     def _on_fetch_request(self, req: FetchRequest, now: int) -> None:
@@ -541,11 +636,15 @@ class RaftCore:
             self._last_fetch_ms[req.sender] = now
             self._begin_acked.add(req.sender)
         store = self.store
-        if req.fetch_offset < store.start_offset:
-            snap = store.latest_snapshot_id()
-            self._respond_fetch(
-                req, snapshot_id=OffsetAndEpoch(*snap) if snap is not None else None
-            )
+        base = self._base_snapshot
+        if base is not None and (
+            req.fetch_offset < store.start_offset
+            or (req.fetch_offset == store.start_offset and req.last_fetched_epoch != base.epoch)
+            or req.last_fetched_epoch < base.epoch
+        ):
+            # KRaft's validateOffsetAndEpoch: the fetcher needs what lies below our log start.
+            snap = store.latest_snapshot_id() or base
+            self._respond_fetch(req, snapshot_id=OffsetAndEpoch(*snap))
             return
         end = store.end_offset_for_epoch(req.last_fetched_epoch)
         if (
@@ -591,6 +690,50 @@ class RaftCore:
                 ),
             )
         )
+
+    def _on_fetch_snapshot_request(self, req: FetchSnapshotRequest, now: int) -> None:
+        def answer(code: ErrorCode, size: int = 0, data: bytes = b"") -> None:
+            leader = self._leader_id if self._role is not Role.RESIGNED else NO_LEADER
+            self._outbox.append(
+                (
+                    req.sender,
+                    FetchSnapshotResponse(
+                        sender=self.config.node_id,
+                        epoch=self._epoch,
+                        leader_id=leader,
+                        snapshot_id=req.snapshot_id,
+                        position=req.position,
+                        error=code,
+                        size=size,
+                        data=data,
+                    ),
+                )
+            )
+
+        if self._role is not Role.LEADER:
+            answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if req.epoch != self._epoch:
+            answer(
+                ErrorCode.FENCED_LEADER_EPOCH
+                if req.epoch < self._epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH
+            )
+            return
+        if req.sender in self._replica_end:
+            # A voter loading a snapshot is fetching: it counts for check-quorum (as KRaft).
+            self._last_fetch_ms[req.sender] = now
+            self._begin_acked.add(req.sender)
+        try:
+            data = self.store.read_snapshot(SnapshotId(*req.snapshot_id))
+        except LogStoreError:
+            answer(ErrorCode.SNAPSHOT_NOT_FOUND)
+            return
+        if not 0 <= req.position < len(data) and not (req.position == 0 and not data):
+            answer(ErrorCode.POSITION_OUT_OF_RANGE, size=len(data))
+            return
+        chunk = min(max(1, req.max_bytes), self.config.fetch_snapshot_max_bytes)
+        answer(ErrorCode.NONE, len(data), data[req.position : req.position + chunk])
 
     def _complete_parked(self, now: int) -> None:
         for sender, (req, deadline) in sorted(self._parked.items()):
@@ -644,6 +787,24 @@ class RaftCore:
             target = self._rng.choice(sorted(self.config.voters))  # find the leader
         else:
             return
+        if self._snap_fetch is not None and self._role is Role.FOLLOWER:
+            # Loading a snapshot: regular fetching pauses (as KRaft's fetchingSnapshot).
+            snap_id, got = self._snap_fetch
+            self._outbox.append(
+                (
+                    target,
+                    FetchSnapshotRequest(
+                        sender=self.config.node_id,
+                        epoch=self._epoch,
+                        snapshot_id=OffsetAndEpoch(*snap_id),
+                        position=len(got),
+                        max_bytes=self.config.fetch_snapshot_max_bytes,
+                    ),
+                )
+            )
+            self._fetch_inflight = True
+            self._fetch_at = now + self.config.request_timeout_ms  # resend a lost chunk
+            return
         self._outbox.append(
             (
                 target,
@@ -682,20 +843,72 @@ class RaftCore:
             self._fetch_at = now + max(1, self.config.retry_backoff_ms)
             return
         self._leader_gone = False
+        self._fetched_from_leader = True
         self._election_at = now + self.config.fetch_timeout_ms
         if resp.diverging_epoch is not None:
             div = resp.diverging_epoch
             local = store.end_offset_for_epoch(div.epoch)
             store.truncate_to(max(store.start_offset, min(div.offset, local.offset)))
         elif resp.snapshot_id is not None:
-            # FetchSnapshot is not implemented yet: retry later (a later session adds it).
-            self._fetch_at = now + self.config.request_timeout_ms
+            snap_id = SnapshotId(*resp.snapshot_id)
+            if snap_id.end_offset < 0 or snap_id.epoch < 0:
+                self._fetch_at = now + max(1, self.config.retry_backoff_ms)
+                return
+            if store.latest_snapshot_id() == snap_id:
+                self._install_snapshot(snap_id)  # already stored (a crash before installing)
+            else:
+                self._snap_fetch = (snap_id, bytearray())
+            self._send_fetch(now)
             return
         elif resp.entries:
             store.append(list(resp.entries))
         self._hw = max(self._hw, min(resp.high_watermark, store.end_offset))
         # Fetch again at once: the Ready flushes what we appended before this Fetch is sent.
         self._send_fetch(now)
+
+    def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now: int) -> None:
+        if (
+            self._role is not Role.FOLLOWER
+            or resp.sender != self._leader_id
+            or not self._fetch_inflight
+            or self._snap_fetch is None
+        ):
+            return
+        snap_id, got = self._snap_fetch
+        if SnapshotId(*resp.snapshot_id) != snap_id or resp.position != len(got):
+            return  # a late or duplicated chunk: not the answer to our outstanding request
+        self._fetch_inflight = False
+        if resp.error is ErrorCode.SNAPSHOT_NOT_FOUND:
+            # The leader dropped it (a newer one replaced it): start over with a Fetch.
+            self._snap_fetch = None
+            self._send_fetch(now)
+            return
+        if resp.error is not ErrorCode.NONE:
+            if resp.error is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                self._leader_gone = True
+            self._fetch_at = now + max(1, self.config.retry_backoff_ms)
+            return
+        self._leader_gone = False
+        self._fetched_from_leader = True
+        self._election_at = now + self.config.fetch_timeout_ms
+        if not resp.data and len(got) + len(resp.data) < resp.size:
+            self._fetch_at = now + max(1, self.config.retry_backoff_ms)
+            return
+        got.extend(resp.data)
+        if len(got) >= resp.size:
+            self.store.store_fetched_snapshot(snap_id, bytes(got))
+            self._install_snapshot(snap_id)
+        self._send_fetch(now)
+
+    def _install_snapshot(self, snap_id: SnapshotId) -> None:
+        """Restart the log at a stored snapshot; the next Ready tells the state machine to
+        load it (everything it applied is replaced)."""
+        self.store.truncate_to_snapshot(snap_id)
+        self._snap_fetch = None
+        self._base_snapshot = snap_id
+        self._load_snapshot = snap_id
+        self._hw = max(self._hw, snap_id.end_offset)
+        self._applied = snap_id.end_offset
 
     # --- deadlines -------------------------------------------------------------------------
     def _next_deadline(self) -> int | None:

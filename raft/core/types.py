@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
 from raft.core.messages import NO_LEADER, Message
-from raft.log_store import Entry
+from raft.log_store import Entry, SnapshotId
 
 
 class Role(enum.Enum):
@@ -47,6 +47,8 @@ class RaftConfig:
     # KRaft's fetch max wait: the leader parks a Fetch with nothing new for this long.
     fetch_max_wait_ms: int = 500
     fetch_max_entries: int = 1000
+    # Bytes per FetchSnapshot answer (KRaft fetches snapshots in chunks of at most this).
+    fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     # Entries handed out as committed per Ready.
     max_committed_per_ready: int = 1000
     # KIP-996 pre-vote before bumping the epoch.
@@ -66,6 +68,7 @@ class RaftConfig:
             "fetch_max_entries",
             "max_batch_entries",
             "max_committed_per_ready",
+            "fetch_snapshot_max_bytes",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"RaftConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -106,12 +109,27 @@ class ProposeResult:
 
 
 @dataclass(frozen=True)
+class AbandonedProposals:
+    """Proposals of `epoch` at offsets `first_offset`..`last_offset` (inclusive) that will
+    never commit: the leader stopped leading while they were still queued (never appended).
+    The driver fails their waiters with NOT_LEADER_OR_FOLLOWER."""
+
+    epoch: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True)
 class Ready:
     """What the driver must do, in this order: (1) write `quorum_state` atomically if not
     None, (2) `flush()` the log store if `must_flush` (`entries` are the un-flushed ones,
     for information), (3) send `messages`, (4) apply `committed`, (5) `advance(ready)`.
     Messages may depend on (1) and (2) (a granted vote, a Fetch offset): never send first.
-    `next_deadline_ms` is when to call `tick` at the latest (None: nothing scheduled)."""
+    `next_deadline_ms` is when to call `tick` at the latest (None: nothing scheduled).
+    `snapshot`: before (4), reset the state machine to this snapshot (`store.read_snapshot`),
+    then apply `committed` (which follow it). `abandoned`: proposals that will never commit
+    (fail their waiters); proposals appended but not yet committed when leadership is lost
+    may still commit under the next leader: the committed entries tell."""
 
     quorum_state: QuorumStateData | None
     must_flush: bool
@@ -121,6 +139,8 @@ class Ready:
     high_watermark: int
     next_deadline_ms: int | None
     role: Role = field(default=Role.UNATTACHED)
+    snapshot: SnapshotId | None = None
+    abandoned: tuple[AbandonedProposals, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -129,4 +149,6 @@ class Ready:
             and not self.must_flush
             and not self.messages
             and not self.committed
+            and self.snapshot is None
+            and not self.abandoned
         )
