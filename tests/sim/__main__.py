@@ -20,10 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--core", choices=sorted(CORES), default=SimConfig.core)
     p.add_argument("--no-log-up-to-date-check", action="store_true",
                    help="plant the bug: voters ignore the candidate's log")  # fmt: skip
+    p.add_argument("--send-before-flush", action="store_true",
+                   help="plant a driver bug: a torn Ready has sent its messages")  # fmt: skip
     p.add_argument("--trace", action="store_true", help="print every event (one seed)")
     args = p.parse_args(argv)
     config = SimConfig(
-        nodes=args.nodes, core=args.core, check_log_up_to_date=not args.no_log_up_to_date_check
+        nodes=args.nodes,
+        core=args.core,
+        check_log_up_to_date=not args.no_log_up_to_date_check,
+        send_before_flush=args.send_before_flush,
     )
     if args.seed is not None:
         seeds = range(args.seed, args.seed + 1)

@@ -161,12 +161,20 @@ class RaftNode:
     it survive a crash."""
 
     def __init__(
-        self, node_id: int, voters: tuple[int, ...], rng: random.Random, config: RaftConfig
+        self,
+        node_id: int,
+        voters: tuple[int, ...],
+        rng: random.Random,
+        config: RaftConfig,
+        *,
+        send_before_flush: bool = False,
     ) -> None:
         self.node_id = node_id
         self.up = False
         self._rng = rng
         self._config = config
+        self._send_before_flush = send_before_flush
+        """A planted driver bug: a torn Ready has sent its messages before dying."""
         self.store = SimLogStore()
         self.quorum_state = QuorumStateData()
         """The quorum-state file: written whole (write, fsync, rename), so never torn."""
@@ -206,6 +214,8 @@ class RaftNode:
             if torn:
                 # Died after the quorum-state rename, before the fsync of the log: nothing
                 # sent, nothing applied, and the crash drops the un-flushed entries.
+                if self._send_before_flush:
+                    out.messages.extend(ready.messages)
                 out.died = True
                 return out
             if ready.must_flush:

@@ -37,6 +37,9 @@ class SimConfig:
     nodes: int = 3
     check_log_up_to_date: bool = True
     """False plants the bug: voters ignore the candidate's log (the simulator must catch it)."""
+    send_before_flush: bool = False
+    """True plants a driver bug (raft core only): a node dying inside a Ready has already sent
+    its messages (e.g. a Fetch claiming entries it never flushed)."""
     core: str = "raft"
     """raft: raft.core.RaftCore; toy: the small reference core (tests/sim/toy_raft.py)."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -59,6 +62,8 @@ class SimConfig:
         flags = []
         if not self.check_log_up_to_date:
             flags.append("--no-log-up-to-date-check")
+        if self.send_before_flush:
+            flags.append("--send-before-flush")
         if self.core != SimConfig.core:
             flags += ["--core", self.core]
         if self.nodes != SimConfig.nodes:
@@ -85,6 +90,7 @@ def _raft_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
                 **RAFT_TIMING,
                 check_log_up_to_date=config.check_log_up_to_date,
             ),
+            send_before_flush=config.send_before_flush,
         )
         for i in voters
     ]
@@ -249,6 +255,8 @@ class Simulation:
         if out.died:
             self._torn_next.discard(node.node_id)
             self.faults["torn crash"] += 1
+            out.next_deadline_ms = None
+            self._after(node, out)  # only a buggy driver has messages to send here
             return self._crash(node)
         for offset, data in out.applied:
             self.checkers.apply(node.node_id, offset, data)

@@ -101,3 +101,23 @@ def test_bad_settings_are_named() -> None:
         SimConfig(core="nope")
     with pytest.raises(ValueError, match=r"SimConfig\.nodes must be >= 1"):
         SimConfig(nodes=0)
+
+
+DRIVER_BUG_SEED_BOUND = 400
+"""Torn Readies are rarer than elections: a driver that sends before it flushes needs more
+seeds to be caught (seed 277 at 600 events when written)."""
+
+
+def test_sim_finds_a_driver_that_sends_before_it_flushes() -> None:
+    """The persist-before-send rule is needed, and the torn-crash fault is what shows it: a
+    node that dies inside a Ready after sending (say, a Fetch whose offset counts entries it
+    never flushed) lets the leader commit what a majority does not hold."""
+    config = SimConfig(send_before_flush=True)
+    for seed in range(DRIVER_BUG_SEED_BOUND):
+        try:
+            Simulation(seed, CI_EVENTS, config).run()
+        except SafetyViolation as e:
+            print(f"\nfound at seed {seed}: {e}")
+            assert "--send-before-flush" in e.rerun
+            return
+    pytest.fail(f"no safety violation in {DRIVER_BUG_SEED_BOUND} seeds with send-before-flush")
