@@ -8,8 +8,16 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raft.core import Message, QuorumStateData, RaftConfig, RaftCore, Ready, Role
-from raft.log_store import Entry, MemoryLogStore
+from raft.core import (
+    AbandonedProposals,
+    Message,
+    QuorumStateData,
+    RaftConfig,
+    RaftCore,
+    Ready,
+    Role,
+)
+from raft.log_store import Entry, MemoryLogStore, SnapshotId
 
 
 @dataclass
@@ -19,6 +27,16 @@ class Node:
     persisted: QuorumStateData = field(default_factory=QuorumStateData)
     applied: list[Entry] = field(default_factory=list)
     readies: list[Ready] = field(default_factory=list)
+    loaded: list[SnapshotId] = field(default_factory=list)
+    abandoned: list[AbandonedProposals] = field(default_factory=list)
+
+    def data(self) -> list[bytes]:
+        """The state machine: the applied records' data (control entries skipped)."""
+        return [e.data for e in self.applied if e.data]
+
+    def snapshot(self) -> bytes:
+        """The state machine serialized, as a controller would hand it to create_snapshot."""
+        return b",".join(self.data())
 
 
 class Net:
@@ -66,7 +84,13 @@ class Net:
             node.store.flush()
         for to, msg in rd.messages:
             self.queue.append((node_id, to, msg))
+        if rd.snapshot is not None:
+            # Load the snapshot first: it replaces the whole state machine.
+            data = node.store.read_snapshot(rd.snapshot)
+            node.applied = [Entry(-1, 0, d) for d in data.split(b",") if d]
+            node.loaded.append(rd.snapshot)
         node.applied.extend(rd.committed)
+        node.abandoned.extend(rd.abandoned)
         node.core.advance(rd)
         return rd
 
