@@ -220,6 +220,8 @@ class RaftNode:
                 return out
             if ready.must_flush:
                 self.store.flush()
+            if ready.snapshot is not None:
+                raise NotImplementedError("the simulator does not model snapshots yet")
             out.messages.extend(ready.messages)
             out.applied.extend((e.offset, e.data) for e in ready.committed)
             core.advance(ready)
