@@ -2,7 +2,9 @@
 
 `apply_leader_and_isr(deletes, leaders, followers)` is the one entry point for leadership
 changes, in Kafka's order: stop and delete removed partitions, then make leaders, then make
-followers, then checkpoint high watermarks. In standalone/KRaft mode the metadata publisher
+followers. High watermarks are checkpointed periodically
+(replica.high.watermark.checkpoint.interval.ms) and at shutdown, as Kafka's ReplicaManager
+does, and only when one changed since the last checkpoint. In standalone/KRaft mode the metadata publisher
 derives the changes from committed metadata records; in ZK mode `broker.leader_and_isr` feeds
 LeaderAndIsr requests through `become` (the same per-partition step) and adds the fetchers. Changes whose leader epoch is not newer are skipped.
 """
@@ -76,6 +78,8 @@ class PartitionManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw: dict[TopicPartition, int] | None = None
+        self._last_checkpoint: dict[TopicPartition, int] | None = None
+        """What `checkpoint_high_watermarks` wrote last."""
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
@@ -129,12 +133,13 @@ class PartitionManager:
                 leaders=n_leaders,
                 followers=n_followers,
             )
-            self.checkpoint_high_watermarks()
+        # The HW checkpoint is left to the periodic task and shutdown, as Kafka's (see
+        # broker.leader_and_isr).
         return changed
 
     def become(self, change: PartitionChange) -> bool:
-        """makeLeader / makeFollower for one partition without the HW checkpoint (the caller
-        checkpoints once per batch); False when the change is not newer than our state."""
+        """makeLeader / makeFollower for one partition; False when the change is not newer
+        than our state."""
         return self._become(change)
 
     def stop(self, tp: TopicPartition, *, delete: bool) -> bool:
@@ -183,5 +188,11 @@ class PartitionManager:
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.state.high_watermark for tp, p in self.partitions.items()}
 
-    def checkpoint_high_watermarks(self) -> None:
-        self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+    def checkpoint_high_watermarks(self) -> bool:
+        """Write the HW checkpoint unless no HW changed since the last one; True if written."""
+        hws = self.high_watermarks()
+        if hws == self._last_checkpoint:
+            return False
+        self.log_manager.checkpoint_high_watermarks(hws)
+        self._last_checkpoint = hws
+        return True

@@ -37,6 +37,8 @@ from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchIn
 
 logger = structlog.get_logger("storage.log")
 
+FLUSH_MS_NEVER = 1 << 62
+"""A flush.ms at least this large (Kafka's default is Long.MAX_VALUE) never comes due."""
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 """Kafka's ListOffsets sentinels, accepted by offset_for_timestamp."""
@@ -110,6 +112,9 @@ class Log:
         self._rolled_unflushed = False
         self._parent_dirty = False  # the log dir itself is new
         self._closed = False
+        self.on_dirty: Callable[[Log], None] | None = None
+        """Called after an append, a roll or a config change (LogManager keeps the logs that
+        may need a flush, so its flusher does not visit every log)."""
         self.recovered_bytes_truncated = 0
         """Bytes cut by recovery at open (tests and logs)."""
 
@@ -352,6 +357,8 @@ class Log:
         self._config = config
         for seg in self._segments:
             seg.config = config
+        if self.on_dirty is not None:
+            self.on_dirty(self)  # flush.ms may have changed
 
     def latest_epoch(self) -> int | None:
         return self._epoch_cache.latest_epoch()
@@ -497,6 +504,8 @@ class Log:
                 cache.restore(snapshot)
             raise self._storage_error(f"appending {len(buf)} bytes", exc) from exc
         self._leo = last_offset + 1
+        if self.on_dirty is not None:
+            self.on_dirty(self)
         self._unflushed_messages += num_records
         if self._unflushed_messages >= self._config.flush_messages:
             # The append itself succeeded; a failed flush is logged and retried next time.
@@ -541,6 +550,8 @@ class Log:
         # The fsync of the rolled segment is left to flush_rolled_segments (LogManager's
         # flush_dirty), off the append path, as Kafka flushes rolled segments in the background.
         self._rolled_unflushed = True
+        if self.on_dirty is not None:
+            self.on_dirty(self)
         new = LogSegment.create(
             self.directory, self._leo, self._handles, self._config, self._clock()
         )
@@ -753,6 +764,13 @@ class Log:
     def needs_flush(self, now_ms: int) -> bool:
         """Rolled segments not yet flushed, or unflushed data older than flush.ms."""
         return self._rolled_unflushed or self.flush_ms_due(now_ms)
+
+    def may_need_flush(self) -> bool:
+        """Whether `needs_flush` can become true without another append, roll or config
+        change: rolled segments not yet flushed, or unflushed data under a finite flush.ms."""
+        return self._rolled_unflushed or (
+            self._recovery_point < self._leo and self._config.flush_ms < FLUSH_MS_NEVER
+        )
 
     def flush_ms_due(self, now_ms: int) -> bool:
         """Unflushed data older than flush.ms (Kafka's periodic log flusher)."""

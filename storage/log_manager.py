@@ -67,6 +67,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
+        self._dirty: dict[TopicPartition, Log] = {}
+        """Logs appended to, rolled or reconfigured since flush_dirty last found them clean:
+        the only ones it visits (it visited all, 25,000 every second, 5-7% of a broker)."""
         self.had_clean_shutdown: dict[str, bool] = {}
         """Per log dir, whether the last start found the clean-shutdown marker."""
         self._started = False
@@ -142,6 +145,7 @@ class LogManager:
             )
             self._logs[tp] = log
             self._dir_of[tp] = d
+            self._track(log)
         if clean:
             # From now on a crash must be noticed: the marker goes before any write.
             try:
@@ -210,7 +214,17 @@ class LogManager:
         )
         self._logs[tp] = log
         self._dir_of[tp] = d
+        self._track(log)
         return log
+
+    def _track(self, log: Log) -> None:
+        """Have `log` report appends, rolls and config changes to `_dirty`; it starts there
+        (the next flush_dirty drops it if it has nothing to flush)."""
+        log.on_dirty = self._mark_dirty
+        self._dirty[log.topic_partition] = log
+
+    def _mark_dirty(self, log: Log) -> None:
+        self._dirty[log.topic_partition] = log
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Delete the log of `tp` and its files; False if there was none."""
@@ -231,6 +245,8 @@ class LogManager:
                 continue
             d = self._dir_of.pop(tp)
             self._high_watermarks.pop(tp, None)
+            self._dirty.pop(tp, None)
+            log.on_dirty = None
             log.close(flush=False)
             doomed = os.path.join(d, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
             try:
@@ -331,11 +347,13 @@ class LogManager:
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Kafka's log flusher: flush every log whose unflushed data is older than flush.ms,
         and the rolled segments of every log (what Kafka does right after a roll). Call it
-        periodically. Returns how many logs were flushed; a failing log is logged and skipped."""
+        periodically. Returns how many logs were flushed; a failing log is logged and skipped.
+        Visits only the logs written, rolled or reconfigured since it last found them with
+        nothing that could come due (`Log.may_need_flush`)."""
         self._check_started()
         now = self._clock() if now_ms is None else now_ms
         flushed = 0
-        for tp, log in list(self._logs.items()):
+        for tp, log in list(self._dirty.items()):
             if log.needs_flush(now):
                 try:
                     if log.flush_ms_due(now):
@@ -345,7 +363,14 @@ class LogManager:
                     flushed += 1
                 except KafkaStorageError as exc:
                     logger.error("flush_failed", partition=str(tp), error=exc.message)
+            if not log.may_need_flush():
+                del self._dirty[tp]
         return flushed
+
+    @property
+    def dirty_logs(self) -> int:
+        """How many logs the next flush_dirty visits."""
+        return len(self._dirty)
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints and, in each dir where all of
@@ -376,6 +401,7 @@ class LogManager:
         self.handles.close_all()
         self._logs.clear()
         self._dir_of.clear()
+        self._dirty.clear()
         self._started = False
         if first_error is not None:
             raise first_error

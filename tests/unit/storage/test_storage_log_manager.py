@@ -228,3 +228,35 @@ def test_metadata_log_dir_is_not_a_partition(tmp_path: Path) -> None:
     assert m.get_log(METADATA_PARTITION) is None
     m.shutdown()
     assert (d / METADATA_PARTITION.dir_name).is_dir()
+
+
+def test_flush_dirty_visits_only_logs_that_may_need_a_flush(tmp_path: Path) -> None:
+    m = manager(tmp_path, clock_ms=lambda: 1000)
+    idle = [m.get_or_create_log(TopicPartition("idle", p), LogConfig()) for p in range(5)]
+    timed = m.get_or_create_log(TopicPartition("timed", 0), SMALL.replace(flush_ms=500))
+    rolled = m.get_or_create_log(TopicPartition("rolled", 0), LogConfig())
+    assert m.dirty_logs == 7  # new logs start tracked ...
+    assert m.flush_dirty(now_ms=1000) == 0
+    assert m.dirty_logs == 0  # ... and are dropped once found with nothing to flush
+    # Appends without a finite flush.ms never come due by time: not tracked (Kafka's default).
+    idle[0].append_as_leader(batch(1), 0)
+    assert m.flush_dirty(now_ms=10**12) == 0 and m.dirty_logs == 0
+    # Unflushed data under a finite flush.ms stays tracked until flushed.
+    timed.append_as_leader(batch(1), 0)
+    assert m.flush_dirty(now_ms=1499) == 0 and m.dirty_logs == 1
+    assert m.flush_dirty(now_ms=1500) == 1 and m.dirty_logs == 0
+    assert timed.recovery_point == 1
+    # A roll is tracked until its segments are fsynced (the recovery point moves).
+    rolled.append_as_leader(batch(1), 0)
+    rolled.roll()
+    assert m.dirty_logs == 1
+    assert m.flush_dirty(now_ms=1000) == 1 and m.dirty_logs == 0
+    assert rolled.recovery_point == 1
+    # A config change to a finite flush.ms brings a log with unflushed data back.
+    idle[0].update_config(SMALL.replace(flush_ms=100))
+    assert m.flush_dirty(now_ms=2000) == 1 and idle[0].recovery_point == 1
+    # A deleted log is forgotten.
+    timed.append_as_leader(batch(1), 0)
+    m.delete_log(TopicPartition("timed", 0))
+    assert m.dirty_logs == 0 and m.flush_dirty(now_ms=10**12) == 0
+    m.shutdown()
