@@ -126,6 +126,19 @@ class FetchSession(Generic[K]):
     """The epoch the next request of this session must carry."""
     evictable_by_privileged: bool = False
     evictable_by_all: bool = False
+    requests: dict[K, PartitionRequest] = field(default_factory=dict)
+    """Each partition's request, in the order of `partitions` (kept beside it: listing the
+    requests of a follower session of ~8,300 partitions per Fetch was a visible cost)."""
+
+    def __post_init__(self) -> None:
+        if len(self.requests) != len(self.partitions):
+            self.requests = {k: c.request for k, c in self.partitions.items()}
+
+    def rotate_to_end(self, keys: Iterable[K]) -> None:
+        """Move `keys` to the end of the session order (partitions that returned records)."""
+        for key in keys:
+            self.partitions[key] = self.partitions.pop(key)
+            self.requests[key] = self.requests.pop(key)
 
     @property
     def size(self) -> int:
@@ -150,8 +163,10 @@ class FetchSession(Generic[K]):
             else:
                 cached.request = request
                 updated.append(key)
+            self.requests[key] = request
         for key in forgotten:
             if self.partitions.pop(key, None) is not None:
+                del self.requests[key]
                 removed.append(key)
         return added, updated, removed
 
@@ -197,7 +212,7 @@ class FetchContext(Generic[K]):
         """The partitions to read for this request, in order."""
         if self.kind is ContextKind.INCREMENTAL:
             assert self.session is not None
-            return [(k, c.request) for k, c in self.session.partitions.items()]
+            return list(self.session.requests.items())
         return list(self.fetch_data.items())
 
     def complete(self, results: Mapping[K, PartitionResult], *, now_ms: int) -> FetchAnswer[K]:
@@ -231,8 +246,7 @@ class FetchContext(Generic[K]):
             included.append(key)
             if result.records_size > 0:
                 rotate.append(key)
-        for key in rotate:
-            session.partitions[key] = session.partitions.pop(key)
+        session.rotate_to_end(rotate)
         return FetchAnswer(ErrorCode.NONE, session.id, included)
 
 

@@ -291,3 +291,23 @@ def test_handler_bad_epoch_closes_and_recreates() -> None:
     data, _, answer, ok = round_trip(h, c, {P0: req(0)}, results)
     assert data.is_full and data.session_id == sid and ok
     assert c.get(sid) is None and c.size == 1
+
+
+def test_incremental_partitions_keep_the_request_objects_in_session_order() -> None:
+    """The leader's idle fast path relies on it: a partition the follower did not resend is
+    listed with the very request object it last sent; rotation and forgetting keep the
+    listed requests in the session's order."""
+    c = cache()
+    first = {P0: req(0), P1: req(0), P2: req(0)}
+    sid = open_session(c, first)
+    ctx = c.new_context(sid, 1, {P1: req(7)}, privileged=True, now_ms=T0 + 1)
+    listed = ctx.partitions()
+    assert [tp for tp, _ in listed] == [P0, P1, P2]
+    assert listed[0][1] is first[P0] and listed[2][1] is first[P2]
+    assert listed[1][1] == req(7)
+    ctx.complete({P0: res(0), P1: res(9, size=100), P2: res(0)}, now_ms=T0 + 1)
+    ctx = c.new_context(sid, 2, {}, [P0], privileged=True, now_ms=T0 + 2)
+    listed = ctx.partitions()
+    assert [tp for tp, _ in listed] == [P2, P1]  # P1 rotated to the end, P0 forgotten
+    assert listed[0][1] is first[P2]
+    assert list(c.get(sid).partitions) == [P2, P1]
