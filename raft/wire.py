@@ -1,0 +1,386 @@
+"""Mapping between raft.core's messages and the KRaft wire messages of protocol/ (KIP-595).
+
+Every quorum request names `__cluster_metadata` partition 0 and the cluster id. The core's
+messages name their `sender`; on the wire a request's sender is in its body (candidate_id,
+leader_id, replica_id) and a response's sender is whoever the request went to, so a wire
+response becomes a core message only together with the core request it answers
+(`response_to_core(sent, to_node, response)`): the echo fields the core checks (fetch offset,
+candidate epoch, snapshot position) come from that request, as KafkaRaftClient keeps the
+request beside its in-flight answer.
+
+Fetched entries travel as record batches (protocol.record_batch), one batch per run of one
+epoch with the batch's partition leader epoch = the entry epoch, as Kafka's metadata log does;
+an entry's data is the record value (b"" for the core's control entries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Request, Response
+from protocol.messages import describe_quorum as dq
+from protocol.messages import fetch as wf
+from protocol.messages import fetch_snapshot as wfs
+from protocol.messages import quorum_epoch as wqe
+from protocol.messages import vote as wv
+from protocol.messages.quorum_common import LeaderIdAndEpoch
+from protocol.messages.quorum_common import SnapshotId as WireSnapshotId
+from protocol.record_batch import Record, build_batch, decode_records, iter_batches
+from raft.core import messages as cm
+from raft.log_store import Entry, OffsetAndEpoch
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+
+CoreRequest = (
+    cm.VoteRequest
+    | cm.BeginQuorumEpochRequest
+    | cm.EndQuorumEpochRequest
+    | cm.FetchRequest
+    | cm.FetchSnapshotRequest
+)
+CoreResponse = (
+    cm.VoteResponse
+    | cm.BeginQuorumEpochResponse
+    | cm.EndQuorumEpochResponse
+    | cm.FetchResponse
+    | cm.FetchSnapshotResponse
+)
+CORE_REQUEST_TYPES = (
+    cm.VoteRequest,
+    cm.BeginQuorumEpochRequest,
+    cm.EndQuorumEpochRequest,
+    cm.FetchRequest,
+    cm.FetchSnapshotRequest,
+)
+# Which core response answers which core request (the driver matches them by kind).
+RESPONSE_FOR: dict[type, type] = {
+    cm.VoteRequest: cm.VoteResponse,
+    cm.BeginQuorumEpochRequest: cm.BeginQuorumEpochResponse,
+    cm.EndQuorumEpochRequest: cm.EndQuorumEpochResponse,
+    cm.FetchRequest: cm.FetchResponse,
+    cm.FetchSnapshotRequest: cm.FetchSnapshotResponse,
+}
+QUORUM_WIRE_REQUESTS = (
+    wv.VoteRequest,
+    wqe.BeginQuorumEpochRequest,
+    wqe.EndQuorumEpochRequest,
+    wf.FetchRequest,
+    wfs.FetchSnapshotRequest,
+)
+
+
+# --- entries <-> record batches ------------------------------------------------------------
+def encode_entries(entries: Sequence[Entry]) -> bytes:
+    """Contiguous entries -> record batches, one per run of one epoch."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(entries):
+        j = i
+        while j < len(entries) and entries[j].epoch == entries[i].epoch:
+            j += 1
+        run = entries[i:j]
+        out.append(
+            build_batch(
+                [Record(value=e.data) for e in run],
+                base_offset=run[0].offset,
+                partition_leader_epoch=run[0].epoch,
+            )
+        )
+        i = j
+    return b"".join(out)
+
+
+def decode_entries(data: bytes) -> tuple[Entry, ...]:
+    """Record batches -> entries; a corrupt batch raises CorruptRecordBatchError naming it."""
+    out: list[Entry] = []
+    for pos, header in iter_batches(data):
+        epoch = header.partition_leader_epoch
+        for record in decode_records(data, pos):
+            out.append(Entry(record.offset, epoch, record.value or b""))
+    return tuple(out)
+
+
+# --- core request -> wire request (sending) -------------------------------------------------
+def request_to_wire(msg: CoreRequest, *, to_node: int, cluster_id: str | None) -> Request:
+    if isinstance(msg, cm.VoteRequest):
+        part = wv.VotePartition(
+            partition_index=METADATA_PARTITION,
+            candidate_epoch=msg.epoch,
+            candidate_id=msg.sender,
+            last_offset_epoch=msg.last_epoch,
+            last_offset=msg.end_offset,
+            pre_vote=msg.pre_vote,
+        )
+        return wv.VoteRequest(
+            topics=(wv.VoteTopic(topic_name=METADATA_TOPIC, partitions=(part,)),),
+            cluster_id=cluster_id,
+            voter_id=to_node,
+        )
+    if isinstance(msg, cm.BeginQuorumEpochRequest):
+        bpart = wqe.BeginQuorumEpochPartition(
+            partition_index=METADATA_PARTITION, leader_id=msg.leader_id, leader_epoch=msg.epoch
+        )
+        return wqe.BeginQuorumEpochRequest(
+            topics=(wqe.BeginQuorumEpochTopic(topic_name=METADATA_TOPIC, partitions=(bpart,)),),
+            cluster_id=cluster_id,
+            voter_id=to_node,
+        )
+    if isinstance(msg, cm.EndQuorumEpochRequest):
+        epart = wqe.EndQuorumEpochPartition(
+            partition_index=METADATA_PARTITION,
+            leader_id=msg.leader_id,
+            leader_epoch=msg.epoch,
+            preferred_successors=msg.preferred_successors,
+        )
+        return wqe.EndQuorumEpochRequest(
+            topics=(wqe.EndQuorumEpochTopic(topic_name=METADATA_TOPIC, partitions=(epart,)),),
+            cluster_id=cluster_id,
+        )
+    if isinstance(msg, cm.FetchRequest):
+        fpart = wf.FetchPartition(
+            index=METADATA_PARTITION,
+            fetch_offset=msg.fetch_offset,
+            current_leader_epoch=msg.epoch,
+            last_fetched_epoch=msg.last_fetched_epoch,
+        )
+        return wf.FetchRequest(
+            max_wait_ms=0,  # the leader's core parks the fetch itself (fetch_max_wait_ms)
+            min_bytes=1,
+            topics=(wf.FetchTopic(name=METADATA_TOPIC, partitions=(fpart,)),),
+            replica_id=msg.sender,
+            cluster_id=cluster_id,
+        )
+    if isinstance(msg, cm.FetchSnapshotRequest):
+        spart = wfs.FetchSnapshotPartition(
+            partition=METADATA_PARTITION,
+            current_leader_epoch=msg.epoch,
+            snapshot_id=WireSnapshotId(msg.snapshot_id.offset, msg.snapshot_id.epoch),
+            position=msg.position,
+        )
+        return wfs.FetchSnapshotRequest(
+            topics=(wfs.FetchSnapshotTopic(name=METADATA_TOPIC, partitions=(spart,)),),
+            cluster_id=cluster_id,
+            replica_id=msg.sender,
+            max_bytes=msg.max_bytes,
+        )
+    raise TypeError(f"not a raft.core request: {type(msg).__name__}")
+
+
+# --- wire request -> core request (receiving) -----------------------------------------------
+def request_from_wire(request: Request) -> CoreRequest:
+    """A quorum request as the core's message. KafkaError INVALID_REQUEST when it names
+    another partition or (Fetch) has no replica id."""
+    if isinstance(request, wv.VoteRequest):
+        vp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+        return cm.VoteRequest(
+            sender=vp.candidate_id,
+            epoch=vp.candidate_epoch,
+            last_epoch=vp.last_offset_epoch,
+            end_offset=vp.last_offset,
+            pre_vote=vp.pre_vote,
+        )
+    if isinstance(request, wqe.BeginQuorumEpochRequest):
+        bp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+        return cm.BeginQuorumEpochRequest(
+            sender=bp.leader_id, epoch=bp.leader_epoch, leader_id=bp.leader_id
+        )
+    if isinstance(request, wqe.EndQuorumEpochRequest):
+        ep = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+        return cm.EndQuorumEpochRequest(
+            sender=ep.leader_id,
+            epoch=ep.leader_epoch,
+            leader_id=ep.leader_id,
+            preferred_successors=tuple(ep.preferred_successors),
+        )
+    if isinstance(request, wf.FetchRequest):
+        named = [(t.name, p.index) for t in request.topics for p in t.partitions]
+        if named != [(METADATA_TOPIC, METADATA_PARTITION)]:
+            shown = ", ".join(f"{t}-{p}" for t, p in named) or "none"
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"FetchRequest to a controller must name exactly one partition, "
+                f"{METADATA_TOPIC}-{METADATA_PARTITION}; it named {shown}",
+            )
+        if request.replica_id < 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"FetchRequest for {METADATA_TOPIC} needs a replica_id >= 0, "
+                f"got {request.replica_id}",
+            )
+        fp = request.topics[0].partitions[0]
+        return cm.FetchRequest(
+            sender=request.replica_id,
+            epoch=fp.current_leader_epoch,
+            fetch_offset=fp.fetch_offset,
+            last_fetched_epoch=fp.last_fetched_epoch,
+        )
+    if isinstance(request, wfs.FetchSnapshotRequest):
+        sp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+        return cm.FetchSnapshotRequest(
+            sender=request.replica_id,
+            epoch=sp.current_leader_epoch,
+            snapshot_id=OffsetAndEpoch(sp.snapshot_id.end_offset, sp.snapshot_id.epoch),
+            position=sp.position,
+            max_bytes=request.max_bytes,
+        )
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"{type(request).__name__} is not a quorum request")
+
+
+# --- core response -> wire response (answering) --------------------------------------------
+def response_to_wire(msg: CoreResponse) -> Response:
+    if isinstance(msg, cm.VoteResponse):
+        vp = wv.VotePartitionResponse(
+            partition_index=METADATA_PARTITION,
+            error_code=msg.error,
+            leader_id=msg.leader_id,
+            leader_epoch=msg.epoch,
+            vote_granted=msg.granted,
+        )
+        return wv.VoteResponse(
+            topics=(wv.VoteTopicResponse(topic_name=METADATA_TOPIC, partitions=(vp,)),)
+        )
+    if isinstance(msg, cm.BeginQuorumEpochResponse | cm.EndQuorumEpochResponse):
+        qp = wqe.QuorumEpochPartitionResponse(
+            partition_index=METADATA_PARTITION,
+            error_code=msg.error,
+            leader_id=msg.leader_id,
+            leader_epoch=msg.epoch,
+        )
+        topics = (wqe.QuorumEpochTopicResponse(topic_name=METADATA_TOPIC, partitions=(qp,)),)
+        if isinstance(msg, cm.BeginQuorumEpochResponse):
+            return wqe.BeginQuorumEpochResponse(topics=topics)
+        return wqe.EndQuorumEpochResponse(topics=topics)
+    if isinstance(msg, cm.FetchResponse):
+        div = msg.diverging_epoch
+        snap = msg.snapshot_id
+        fp = wf.FetchPartitionResponse(
+            index=METADATA_PARTITION,
+            error_code=msg.error,
+            high_watermark=msg.high_watermark,
+            records=encode_entries(msg.entries),
+            diverging_epoch=(
+                wf.EpochEndOffset(epoch=div.epoch, end_offset=div.offset)
+                if div is not None
+                else None
+            ),
+            # Always set (KRaft does): the fetcher learns the leader and epoch from it.
+            current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
+            snapshot_id=WireSnapshotId(snap.offset, snap.epoch) if snap is not None else None,
+        )
+        return wf.FetchResponse(
+            topics=(wf.FetchTopicResponse(name=METADATA_TOPIC, partitions=(fp,)),)
+        )
+    if isinstance(msg, cm.FetchSnapshotResponse):
+        sp = wfs.FetchSnapshotPartitionResponse(
+            index=METADATA_PARTITION,
+            error_code=msg.error,
+            snapshot_id=WireSnapshotId(msg.snapshot_id.offset, msg.snapshot_id.epoch),
+            current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
+            size=msg.size,
+            position=msg.position,
+            unaligned_records=msg.data,
+        )
+        return wfs.FetchSnapshotResponse(
+            topics=(wfs.FetchSnapshotTopicResponse(name=METADATA_TOPIC, partitions=(sp,)),)
+        )
+    raise TypeError(f"not a raft.core response: {type(msg).__name__}")
+
+
+def error_to_wire(request: Request, code: ErrorCode, message: str) -> Response:
+    """A request-level error answer (bad cluster id, bad partition, no answer in time)."""
+    return type(request).RESPONSE(error_code=code, error_message=message)  # type: ignore[attr-defined, call-arg, no-any-return]
+
+
+# --- wire response -> core response (answer to what we sent) --------------------------------
+class WireResponseError(Exception):
+    """A wire answer the core cannot take (request-level error, wrong shape): named."""
+
+
+def _only(parts: Sequence[object], what: str) -> object:
+    if len(parts) != 1:
+        raise WireResponseError(f"{what} must answer exactly one partition, got {len(parts)}")
+    return parts[0]
+
+
+def response_to_core(sent: CoreRequest, to_node: int, response: Response) -> CoreResponse:
+    """`response` from `to_node` to our `sent` request as the core's message. Raises
+    WireResponseError for a request-level error or a malformed answer."""
+    if response.error_code != ErrorCode.NONE:
+        raise WireResponseError(
+            f"{type(response).__name__} from node {to_node}: "
+            f"{ErrorCode(response.error_code).name} {response.error_message or ''}".rstrip()
+        )
+    topics = getattr(response, "topics", ())
+    topic = _only(topics, type(response).__name__)
+    parts = topic.partitions  # type: ignore[attr-defined]
+    part = _only(parts, type(response).__name__)
+    if isinstance(sent, cm.VoteRequest) and isinstance(part, wv.VotePartitionResponse):
+        return cm.VoteResponse(
+            sender=to_node,
+            epoch=part.leader_epoch,
+            leader_id=part.leader_id,
+            granted=part.vote_granted,
+            pre_vote=sent.pre_vote,
+            candidate_epoch=sent.epoch,
+            error=ErrorCode(part.error_code),
+        )
+    if isinstance(sent, cm.BeginQuorumEpochRequest | cm.EndQuorumEpochRequest) and isinstance(
+        part, wqe.QuorumEpochPartitionResponse
+    ):
+        kind = (
+            cm.BeginQuorumEpochResponse
+            if isinstance(sent, cm.BeginQuorumEpochRequest)
+            else cm.EndQuorumEpochResponse
+        )
+        return kind(
+            sender=to_node,
+            epoch=part.leader_epoch,
+            leader_id=part.leader_id,
+            error=ErrorCode(part.error_code),
+        )
+    if isinstance(sent, cm.FetchRequest) and isinstance(part, wf.FetchPartitionResponse):
+        leader = part.current_leader or LeaderIdAndEpoch()
+        div = part.diverging_epoch
+        snap = part.snapshot_id
+        return cm.FetchResponse(
+            sender=to_node,
+            epoch=leader.leader_epoch,
+            leader_id=leader.leader_id,
+            fetch_offset=sent.fetch_offset,
+            last_fetched_epoch=sent.last_fetched_epoch,
+            error=ErrorCode(part.error_code),
+            entries=decode_entries(part.records) if part.records else (),
+            high_watermark=part.high_watermark,
+            diverging_epoch=OffsetAndEpoch(div.end_offset, div.epoch) if div else None,
+            snapshot_id=OffsetAndEpoch(snap.end_offset, snap.epoch) if snap else None,
+        )
+    if isinstance(sent, cm.FetchSnapshotRequest) and isinstance(
+        part, wfs.FetchSnapshotPartitionResponse
+    ):
+        leader = part.current_leader or LeaderIdAndEpoch()
+        return cm.FetchSnapshotResponse(
+            sender=to_node,
+            epoch=leader.leader_epoch,
+            leader_id=leader.leader_id,
+            snapshot_id=OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch),
+            position=part.position if part.position >= 0 else sent.position,
+            error=ErrorCode(part.error_code),
+            size=max(part.size, 0),
+            data=part.unaligned_records,
+        )
+    raise WireResponseError(
+        f"{type(response).__name__} from node {to_node} does not answer {type(sent).__name__}"
+    )
+
+
+def describe_quorum_request() -> dq.DescribeQuorumRequest:
+    return dq.DescribeQuorumRequest(
+        topics=(
+            dq.DescribeQuorumTopic(
+                topic_name=METADATA_TOPIC,
+                partitions=(dq.DescribeQuorumPartition(partition_index=METADATA_PARTITION),),
+            ),
+        )
+    )

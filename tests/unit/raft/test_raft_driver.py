@@ -1,0 +1,306 @@
+"""raft.driver.RaftDriver in process: three drivers over an in-memory transport that passes
+every request and answer through the wire codec (encode, frame, decode), on real
+DiskLogStores and quorum-state files in tmp_path. Real time (timeouts scaled down), waits
+with deadlines only."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import trio
+
+from client.errors import KafkaConnectionError
+from protocol.codec import (
+    decode_request,
+    decode_response_body,
+    decode_response_header,
+    encode_request,
+    encode_response,
+)
+from protocol.errors import ErrorCode
+from protocol.messages import Request, Response
+from protocol.messages import describe_quorum as dq
+from raft import wire
+from raft.core import RaftConfig, Role
+from raft.disk_log_store import DiskLogStore
+from raft.driver import NotLeaderError, RaftDriver
+from raft.log_store import Entry
+from raft.quorum_state import FileQuorumStateStore
+from tests.support.waiting import wait_until
+
+VOTERS = frozenset({1, 2, 3})
+CLUSTER = "driver-test-cluster"
+
+
+def quick_config(node_id: int) -> RaftConfig:
+    return RaftConfig(
+        node_id=node_id,
+        voters=VOTERS,
+        election_timeout_ms=150,
+        fetch_timeout_ms=300,
+        election_backoff_max_ms=100,
+        request_timeout_ms=300,
+        append_linger_ms=2,
+        fetch_max_wait_ms=100,
+    )
+
+
+class MemoryTransport:
+    """Routes node id -> driver; each request and answer goes through the codec as bytes."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[int, RaftDriver] = {}
+        self.down: set[int] = set()
+
+    async def send(self, to_node: int, request: Request, *, timeout_s: float) -> Response:
+        driver = self.nodes.get(to_node)
+        if driver is None or to_node in self.down:
+            raise KafkaConnectionError(f"node {to_node} is not reachable")
+        frame = encode_request(1, "raft-test", request)
+        decoded = decode_request(frame[4:]).body
+        with trio.fail_after(timeout_s):
+            answer = await driver.handle_request(decoded)
+        corr, raw = decode_response_header(encode_response(1, answer)[4:])
+        assert corr == 1
+        return decode_response_body(type(request).RESPONSE, raw)  # type: ignore[attr-defined, no-any-return]
+
+
+@dataclass
+class Node:
+    node_id: int
+    directory: Path
+    driver: RaftDriver | None = None
+    scope: trio.CancelScope | None = None
+    applied: list[Entry] = field(default_factory=list)
+    store: DiskLogStore | None = None
+
+
+class Cluster:
+    def __init__(self, tmp_path: Path, nursery: trio.Nursery) -> None:
+        self.transport = MemoryTransport()
+        self.nursery = nursery
+        self.nodes = {i: Node(i, tmp_path / f"node{i}") for i in sorted(VOTERS)}
+
+    async def start(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        node.applied = []
+        node.store = DiskLogStore(node.directory)
+        quorum = FileQuorumStateStore(node.store.directory, voters=VOTERS, cluster_id=CLUSTER)
+        driver = RaftDriver(
+            quick_config(node_id),
+            node.store,
+            quorum,
+            self.transport,
+            cluster_id=CLUSTER,
+            rng=random.Random(node_id),
+        )
+
+        async def on_committed(entries: Sequence[Entry]) -> None:
+            node.applied.extend(entries)
+
+        driver.add_listener(on_committed)
+        node.driver = driver
+        self.transport.nodes[node_id] = driver
+        self.transport.down.discard(node_id)
+
+        async def run(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                await driver.run()
+
+        node.scope = await self.nursery.start(run)
+        await driver.started.wait()
+
+    def stop(self, node_id: int) -> None:
+        """A crash as the driver sees it: cancelled mid-loop, unreachable, store closed
+        without a flush (what was not flushed may be lost; here the page cache keeps it)."""
+        node = self.nodes[node_id]
+        assert node.scope is not None and node.store is not None
+        self.transport.down.add(node_id)
+        node.scope.cancel()
+        node.store.close()
+        node.driver = None
+
+    def driver(self, node_id: int) -> RaftDriver:
+        driver = self.nodes[node_id].driver
+        assert driver is not None
+        return driver
+
+    def leader(self) -> int | None:
+        leaders = [
+            i
+            for i, n in self.nodes.items()
+            if n.driver is not None and n.driver.started.is_set() and n.driver.role is Role.LEADER
+        ]
+        return leaders[0] if len(leaders) == 1 else None
+
+    async def wait_leader(self, *, within: float = 10.0, not_epoch: int = -1) -> int:
+        await wait_until(
+            lambda: self.leader() is not None and self.driver(self.leader()).epoch > not_epoch,  # type: ignore[arg-type]
+            within=within,
+        )
+        leader = self.leader()
+        assert leader is not None
+        return leader
+
+
+async def test_three_drivers_elect_one_leader_and_commit(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        leader = await cluster.wait_leader()
+        epoch = cluster.driver(leader).epoch
+        followers = [i for i in VOTERS if i != leader]
+        await wait_until(
+            lambda: all(
+                cluster.driver(i).role is Role.FOLLOWER and cluster.driver(i).leader_id == leader
+                for i in followers
+            ),
+            within=5,
+        )
+        offsets = [await cluster.driver(leader).propose([f"r{n}".encode()]) for n in range(5)]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 5
+        # Every node applies the same committed records, in order, control entries skipped.
+        await wait_until(
+            lambda: all(
+                [e.data for e in cluster.nodes[i].applied] == [b"r0", b"r1", b"r2", b"r3", b"r4"]
+                for i in VOTERS
+            ),
+            within=5,
+        )
+        assert [e.offset for e in cluster.nodes[leader].applied] == offsets
+        # A follower refuses proposals, naming the leader.
+        with pytest.raises(NotLeaderError) as info:
+            await cluster.driver(followers[0]).propose([b"nope"])
+        assert info.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert info.value.leader_id == leader
+        # DescribeQuorum: the leader answers with every voter's log end; a follower refuses.
+        desc = cluster.driver(leader).describe_quorum(wire.describe_quorum_request())
+        part = desc.topics[0].partitions[0]
+        assert (part.error_code, part.leader_id, part.leader_epoch) == (0, leader, epoch)
+        assert part.high_watermark == offsets[-1] + 1
+        assert [v.replica_id for v in part.current_voters] == [1, 2, 3]
+        await wait_until(
+            lambda: all(
+                v.log_end_offset == offsets[-1] + 1
+                for v in cluster.driver(leader)
+                .describe_quorum()
+                .topics[0]
+                .partitions[0]
+                .current_voters
+            ),
+            within=5,
+        )
+        other = cluster.driver(followers[0]).describe_quorum().topics[0].partitions[0]
+        assert other.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert other.leader_id == leader
+        nursery.cancel_scope.cancel()
+
+
+async def test_wrong_cluster_id_and_partition_are_refused(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        await cluster.start(1)
+        request = wire.request_to_wire(
+            wire.cm.VoteRequest(sender=2, epoch=5, last_epoch=0, end_offset=0),
+            to_node=1,
+            cluster_id="another-cluster",
+        )
+        answer = await cluster.driver(1).handle_request(request)
+        assert answer.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+        assert "another-cluster" in (answer.error_message or "")
+        bad = dq.DescribeQuorumRequest(
+            topics=(
+                dq.DescribeQuorumTopic(
+                    topic_name="other", partitions=(dq.DescribeQuorumPartition(partition_index=0),)
+                ),
+            )
+        )
+        refused = await cluster.driver(1).handle_request(bad)
+        assert refused.error_code == ErrorCode.INVALID_REQUEST
+        assert "other-0" in (refused.error_message or "")
+        nursery.cancel_scope.cancel()
+
+
+async def test_follower_restart_recovers_from_disk(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        leader = await cluster.wait_leader()
+        for n in range(3):
+            await cluster.driver(leader).propose([f"a{n}".encode()])
+        follower = min(i for i in VOTERS if i != leader)
+        await wait_until(
+            lambda: [e.data for e in cluster.nodes[follower].applied] == [b"a0", b"a1", b"a2"],
+            within=5,
+        )
+        epoch = cluster.driver(follower).epoch
+        cluster.stop(follower)
+        # The rest keep committing while it is down.
+        for n in range(3, 6):
+            await cluster.driver(leader).propose([f"a{n}".encode()])
+        await cluster.start(follower)
+        driver = cluster.driver(follower)
+        # The quorum-state file brought back its epoch and leader before any message.
+        assert driver.epoch == epoch
+        assert driver.leader_id == leader
+        want = [f"a{n}".encode() for n in range(6)]
+        # It replays its own log from disk and fetches the rest.
+        await wait_until(
+            lambda: [e.data for e in cluster.nodes[follower].applied] == want, within=10
+        )
+        store = cluster.nodes[follower].store
+        assert store is not None
+        assert [e.data for e in store.read(0) if e.data] == want
+        nursery.cancel_scope.cancel()
+
+
+async def test_leader_stop_elects_another_and_old_leader_rejoins(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        first = await cluster.wait_leader()
+        first_epoch = cluster.driver(first).epoch
+        await cluster.driver(first).propose([b"before"])
+        cluster.stop(first)
+        second = await cluster.wait_leader(not_epoch=first_epoch)
+        assert second != first
+        await cluster.driver(second).propose([b"after"])
+        await cluster.start(first)
+        # It restarts resigned (KRaft: never lead an epoch again after a restart), then follows.
+        await wait_until(
+            lambda: (
+                cluster.driver(first).role is Role.FOLLOWER
+                and cluster.driver(first).leader_id == second
+            ),
+            within=10,
+        )
+        await wait_until(
+            lambda: [e.data for e in cluster.nodes[first].applied] == [b"before", b"after"],
+            within=10,
+        )
+        nursery.cancel_scope.cancel()
+
+
+async def test_proposal_on_a_deposed_leader_fails_not_leader(tmp_path: Path) -> None:
+    """A leader cut off from both followers resigns (check-quorum); its pending proposal
+    fails with NOT_LEADER_OR_FOLLOWER instead of hanging."""
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        leader = await cluster.wait_leader()
+        for other in VOTERS - {leader}:
+            cluster.transport.down.add(other)
+        # Followers cannot reach the leader either: cut it off both ways.
+        cluster.transport.down.add(leader)
+        with trio.fail_after(10), pytest.raises(NotLeaderError):
+            await cluster.driver(leader).propose([b"lost"])
+        nursery.cancel_scope.cancel()
