@@ -21,13 +21,13 @@ the request times out: REQUEST_TIMED_OUT).
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import structlog
 import trio
 
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
@@ -45,7 +45,7 @@ from raft.core import (
 from raft.core import messages as cm
 from raft.log_store import Entry, LogStore, SnapshotId
 
-log = logging.getLogger("raft.driver")
+log = structlog.get_logger("raft.driver")
 
 
 class RaftTransport(Protocol):
@@ -455,7 +455,7 @@ class RaftDriver:
             wire.WireResponseError,
         ) as exc:
             # The core resends on its own timers (request timeout, election timeout).
-            log.debug("raft request to node %s failed: %s", to, exc)
+            log.debug("raft request failed", to=to, error=str(exc))
             return
         await self._send_in.send(("step", answer))
 
@@ -518,11 +518,11 @@ class RaftDriver:
                 )
             if self._last_view is not None:
                 log.info(
-                    "raft node %s: %s in epoch %s (leader %s)",
-                    self.config.node_id,
-                    core.role.value,
-                    core.epoch,
-                    core.leader_id,
+                    "raft role changed",
+                    node_id=self.config.node_id,
+                    role=core.role.value,
+                    epoch=core.epoch,
+                    leader_id=core.leader_id,
                 )
             self._last_view = view
             self.role_changed.set()

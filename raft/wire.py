@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import Request, Response
+from protocol.messages import Request, Response, error_response
 from protocol.messages import describe_quorum as dq
 from protocol.messages import fetch as wf
 from protocol.messages import fetch_snapshot as wfs
@@ -290,7 +290,7 @@ def response_to_wire(msg: CoreResponse) -> Response:
 
 def error_to_wire(request: Request, code: ErrorCode, message: str) -> Response:
     """A request-level error answer (bad cluster id, bad partition, no answer in time)."""
-    return type(request).RESPONSE(error_code=code, error_message=message)  # type: ignore[attr-defined, call-arg, no-any-return]
+    return error_response(type(request), code, message)
 
 
 # --- wire response -> core response (answer to what we sent) --------------------------------

@@ -1,0 +1,198 @@
+"""A controller process (process.roles=controller): one voter of the Raft metadata quorum.
+
+    python -m deploy.controller_app --config controller.toml [--override key=value ...]
+
+Opens the metadata log (raft.disk_log_store.DiskLogStore in <metadata.log.dir>/
+__cluster_metadata-0) and its quorum-state file, runs raft.driver.RaftDriver, and serves the
+quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of the metadata partition,
+FetchSnapshot, DescribeQuorum, ApiVersions) on its listeners through broker.server.BrokerServer.
+Peers are reached through deploy.transport.PooledTransport at their controller.quorum.voters
+address. No controller logic yet (the QuorumController comes next): like KRaft's leader it
+proposes a NoOpRecord when it becomes leader, so the high watermark moves into its epoch.
+
+SIGTERM/SIGINT: a leader resigns (EndQuorumEpoch) before the process exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+import structlog
+import trio
+
+from broker.server import BrokerServer, ConnectionInfo
+from deploy.controller_config import ControllerConfig, Voter, load_controller_config
+from deploy.logging_config import configure_logging
+from deploy.transport import PooledTransport
+from protocol.codec import RequestEnvelope, api_versions_response
+from protocol.config_defs import ConfigError
+from protocol.errors import ErrorCode, KafkaError, TriokaError
+from protocol.messages import ApiKey, Request, Response, error_response
+from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.describe_quorum import DescribeQuorumRequest
+from protocol.metadata.records import NoOpRecord, encode_record
+from raft import wire
+from raft.core import Role
+from raft.disk_log_store import DiskLogStore
+from raft.driver import RaftDriver
+from raft.quorum_state import FileQuorumStateStore
+
+log = structlog.get_logger("deploy.controller_app")
+
+SERVED = {
+    ApiKey.API_VERSIONS,
+    ApiKey.VOTE,
+    ApiKey.BEGIN_QUORUM_EPOCH,
+    ApiKey.END_QUORUM_EPOCH,
+    ApiKey.FETCH,
+    ApiKey.FETCH_SNAPSHOT,
+    ApiKey.DESCRIBE_QUORUM,
+}
+
+
+class VoterTransport:
+    """raft.driver.RaftTransport over a PooledTransport: node id -> its voter address."""
+
+    def __init__(self, voters: dict[int, Voter], pooled: PooledTransport) -> None:
+        self.voters = voters
+        self.pooled = pooled
+
+    async def send(self, to_node: int, request: Request, *, timeout_s: float) -> Response:
+        voter = self.voters.get(to_node)
+        if voter is None:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"node {to_node} is not in controller.quorum.voters"
+            )
+        return await self.pooled.send(voter.host, voter.port, request, timeout_s=timeout_s)
+
+
+class ControllerHandler:
+    """broker.server's RequestHandler for a controller: the quorum APIs only."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self.driver = driver
+
+    async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        body = request.body
+        if isinstance(body, ApiVersionsRequest):
+            full = api_versions_response()
+            return replace(full, api_keys=tuple(r for r in full.api_keys if r.api_key in SERVED))
+        if isinstance(body, (*wire.QUORUM_WIRE_REQUESTS, DescribeQuorumRequest)):
+            await self.driver.started.wait()
+            return await self.driver.handle_request(body)
+        return error_response(
+            type(body),
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"{request.api_key.name} is not served by this controller",
+        )
+
+
+async def _propose_noop_when_leader(driver: RaftDriver) -> None:
+    """KRaft's leader writes a record of its own when elected, so the HW reaches its epoch
+    (and the controller knows everything before it is committed)."""
+    await driver.started.wait()
+    led_epoch = -1
+    while True:
+        changed = driver.role_changed
+        if driver.role is Role.LEADER and driver.epoch != led_epoch:
+            led_epoch = driver.epoch
+            try:
+                offset = await driver.propose([encode_record(NoOpRecord())])
+                log.info("controller leader: no-op committed", epoch=led_epoch, offset=offset)
+            except KafkaError as exc:
+                log.info("controller leader: no-op not committed", error=str(exc))
+            continue
+        await changed.wait()
+
+
+async def run_controller(
+    config: ControllerConfig,
+    *,
+    handle_signals: bool = True,
+    task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
+    quorum = FileQuorumStateStore(
+        store.directory, voters=tuple(sorted(config.voters)), cluster_id=config.cluster_id or ""
+    )
+    try:
+        async with PooledTransport.open(client_id=f"trioka-raft-{config.node_id}") as pooled:
+            driver = RaftDriver(
+                config.raft_config(),
+                store,
+                quorum,
+                VoterTransport(dict(config.voters), pooled),
+                cluster_id=config.cluster_id,
+            )
+            server = BrokerServer(ControllerHandler(driver), config.listeners)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(driver.run)
+                bound = await nursery.start(server.serve)
+                nursery.start_soon(_propose_noop_when_leader, driver)
+                log.info(
+                    "controller started",
+                    node_id=config.node_id,
+                    voters=sorted(config.voters),
+                    listeners=[f"{b.name}://{b.host}:{b.port}" for b in bound],
+                )
+                task_status.started(bound)
+                if handle_signals:
+                    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for signum in signals:
+                            log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                            break
+                    if driver.role is Role.LEADER:
+                        # Graceful resignation: EndQuorumEpoch lets a successor start at once.
+                        await driver.resign()
+                        with trio.move_on_after(1):
+                            while driver.role is Role.LEADER:
+                                await driver.role_changed.wait()
+                    nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(store.close)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.controller_app", description="Run one Raft controller."
+    )
+    parser.add_argument("--config", help="TOML file with Kafka controller config names")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        config = load_controller_config(args.config, args.override)
+    except ConfigError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        sys.exit(2)
+    configure_logging(role="controller", node_id=config.node_id)
+    try:
+        trio.run(run_controller, config)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BaseException as exc:
+        cause = _startup_error(exc)
+        if cause is None:
+            raise
+        print(f"error: cannot start the controller: {cause}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _startup_error(exc: BaseException) -> BaseException | None:
+    """The deliberate error (TriokaError, KafkaError) or OSError (port in use, bad dir) inside
+    trio's exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_error(inner)
+            if found is not None:
+                return found
+        return None
+    return exc if isinstance(exc, TriokaError | KafkaError | OSError) else None
+
+
+if __name__ == "__main__":
+    main()
