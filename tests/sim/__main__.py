@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="plant the bug: voters ignore the candidate's log")  # fmt: skip
     p.add_argument("--send-before-flush", action="store_true",
                    help="plant a driver bug: a torn Ready has sent its messages")  # fmt: skip
+    p.add_argument("--snapshot-off-by-one", action="store_true",
+                   help="plant a bug: a snapshot holds the state one entry past its offset")  # fmt: skip
+    p.add_argument("--observers", type=int, default=None, help="non-voters (default: 1 on raft)")
+    p.add_argument("--no-snapshots", action="store_true", help="nodes never take snapshots")
     p.add_argument("--trace", action="store_true", help="print every event (one seed)")
     args = p.parse_args(argv)
     config = SimConfig(
@@ -29,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         core=args.core,
         check_log_up_to_date=not args.no_log_up_to_date_check,
         send_before_flush=args.send_before_flush,
+        snapshot_off_by_one=args.snapshot_off_by_one,
+        observers=args.observers,
+        snapshot_every_ms=None if args.no_snapshots else SimConfig.snapshot_every_ms,
     )
     if args.seed is not None:
         seeds = range(args.seed, args.seed + 1)

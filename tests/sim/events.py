@@ -52,6 +52,19 @@ class Restart:
 
 
 @dataclass(frozen=True, slots=True)
+class Resign:
+    """The leader of the highest epoch resigns gracefully (EndQuorumEpoch), as on shutdown."""
+
+
+@dataclass(frozen=True, slots=True)
+class TakeSnapshot:
+    """A random live node snapshots its state machine at a random applied offset and, if
+    `delete_log`, drops its log below its latest snapshot."""
+
+    delete_log: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Partition:
     """Block messages from every node in `a` to every node in `b` (and back if symmetric)."""
 
@@ -67,7 +80,7 @@ class Heal:
     restart_all: bool = False
 
 
-Event = Deliver | Tick | Propose | Crash | Restart | Partition | Heal
+Event = Deliver | Tick | Propose | Crash | Restart | Resign | TakeSnapshot | Partition | Heal
 
 
 class EventQueue:

@@ -4,8 +4,9 @@
 raft.core.RaftCore, `ToyNode` the reference core in `toy_raft`, both over a
 raft.log_store.MemoryLogStore. Applying a Ready (`drain`): persist the entries and the quorum
 state, flush, then hand the messages to the network and the committed entries to the state
-machine, then `advance`. A torn Ready (the process dies inside it) never flushes, sends or
-advances: the crash that follows drops the un-flushed tail.
+machine (`tests.sim.state_machine.StateMachine`, loading `Ready.snapshot` first), then
+`advance`. A torn Ready (the process dies inside it) never flushes, sends or advances: the
+crash that follows drops the un-flushed tail (and the in-memory state machine).
 """
 
 from __future__ import annotations
@@ -16,16 +17,36 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol.errors import ErrorCode
-from raft.core import QuorumStateData, RaftConfig, RaftCore, Role
+from raft.core import AbandonedProposals, QuorumStateData, RaftConfig, RaftCore, Role
 from raft.log_store import Entry, MemoryLogStore, SnapshotId
 from tests.sim.checkers import NodeView
+from tests.sim.state_machine import StateMachine, encode_snapshot
 from tests.sim.toy_raft import ToyConfig, ToyRaft
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """The state machine applied the committed entry at `offset`; `digest` is its state after."""
+
+    offset: int
+    data: bytes
+    digest: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The state machine was reset to a snapshot (`Ready.snapshot`)."""
+
+    snapshot_id: SnapshotId
+    data: bytes
 
 
 @dataclass
 class Output:
     messages: list[tuple[int, object]] = field(default_factory=list)
-    applied: list[tuple[int, bytes]] = field(default_factory=list)
+    applied: list[Applied | Loaded] = field(default_factory=list)
+    """What the state machine did, in order."""
+    abandoned: list[AbandonedProposals] = field(default_factory=list)
     next_deadline_ms: int | None = None
     died: bool = False
     """The node died inside the Ready (torn): the simulation crashes it now."""
@@ -43,19 +64,28 @@ class SimNode(Protocol):
 
     def step(self, message: object, now_ms: int) -> None: ...
     def tick(self, now_ms: int) -> None: ...
-    def propose(self, data: bytes, now_ms: int) -> bool: ...
+    def propose(self, data: bytes, now_ms: int) -> tuple[int, int] | None:
+        """(epoch, offset) the leader promised the entry, or None when refused."""
+        ...
+
+    def resign(self, now_ms: int) -> bool:
+        """A graceful resignation (EndQuorumEpoch); False when the core cannot."""
+        ...
+
     def drain(self, *, torn: bool = False) -> Output: ...
     def view(self) -> NodeView: ...
     def is_leader(self) -> bool: ...
 
 
 class SimLogStore(MemoryLogStore):
-    """raft.log_store.MemoryLogStore, keeping `entries` (the whole log as a list) up to date
-    beside it for the checkers: `read` walks entries in Python, too slow after every event."""
+    """raft.log_store.MemoryLogStore, keeping `entries` (the log as a list, `start_offset`
+    first) and `start_epoch` (the epoch of the snapshot the log starts at) up to date beside
+    it for the checkers: `read` walks entries in Python, too slow after every event."""
 
     def __init__(self) -> None:
         super().__init__()
         self.entries: list[Entry] = []
+        self.start_epoch = 0
 
     def append(self, entries: Sequence[Entry]) -> None:
         super().append(entries)
@@ -63,13 +93,19 @@ class SimLogStore(MemoryLogStore):
 
     def truncate_to(self, offset: int) -> None:
         super().truncate_to(offset)
-        del self.entries[offset:]
+        del self.entries[offset - self.start_offset :]
 
     def delete_before_snapshot(self, snapshot_id: SnapshotId) -> None:
-        raise NotImplementedError("the simulator does not model snapshots yet")
+        before = self.start_offset
+        super().delete_before_snapshot(snapshot_id)
+        if self.start_offset > before:
+            del self.entries[: self.start_offset - before]
+            self.start_epoch = snapshot_id.epoch
 
     def truncate_to_snapshot(self, snapshot_id: SnapshotId) -> None:
-        raise NotImplementedError("the simulator does not model snapshots yet")
+        super().truncate_to_snapshot(snapshot_id)
+        self.entries.clear()
+        self.start_epoch = snapshot_id.epoch
 
 
 class ToyNode:
@@ -85,8 +121,10 @@ class ToyNode:
         self.quorum_state: tuple[int, int | None] = (0, None)
         """Written atomically (write, fsync, rename): never torn, never lost."""
         self.core: ToyRaft | None = None
+        self.state_machine = StateMachine()
 
     def start(self, now_ms: int) -> None:
+        self.state_machine = StateMachine()
         epoch, voted_for = self.quorum_state
         self.core = ToyRaft(
             self.node_id, self._voters, self._rng, self._config, epoch=epoch,
@@ -111,8 +149,12 @@ class ToyNode:
     def tick(self, now_ms: int) -> None:
         self._core().tick(now_ms)
 
-    def propose(self, data: bytes, now_ms: int) -> bool:
-        return self._core().propose(data, now_ms)
+    def propose(self, data: bytes, now_ms: int) -> tuple[int, int] | None:
+        core = self._core()
+        return (core.epoch, len(core.log) - 1) if core.propose(data, now_ms) else None
+
+    def resign(self, now_ms: int) -> bool:
+        return False  # the reference core has no graceful resignation
 
     def drain(self, *, torn: bool = False) -> Output:
         core = self._core()
@@ -133,7 +175,10 @@ class ToyNode:
                 self.quorum_state = ready.quorum_state
             self.store.flush()
             out.messages.extend(ready.messages)
-            out.applied.extend((offset, data) for offset, (_, data) in ready.committed)
+            out.applied.extend(
+                Applied(offset, data, self.state_machine.apply(offset, data))
+                for offset, (_, data) in ready.committed
+            )
             core.advance(ready)
         out.next_deadline_ms = core.ready().next_deadline_ms
         return out
@@ -157,8 +202,9 @@ class ToyNode:
 class RaftNode:
     """raft.core.RaftCore over a SimLogStore, driven as the real driver will be (the order
     `raft.core.Ready` prescribes): write the quorum state atomically, flush if told to, send,
-    apply, advance. The core appends to the store itself (page cache); only the flush makes
-    it survive a crash."""
+    load `Ready.snapshot` into the state machine, apply, advance. The core appends to the
+    store itself (page cache); only the flush makes it survive a crash. A node whose
+    `RaftConfig.voters` leaves it out is an observer (fetches and applies, never votes)."""
 
     def __init__(
         self,
@@ -168,6 +214,7 @@ class RaftNode:
         config: RaftConfig,
         *,
         send_before_flush: bool = False,
+        snapshot_off_by_one: bool = False,
     ) -> None:
         self.node_id = node_id
         self.up = False
@@ -175,12 +222,17 @@ class RaftNode:
         self._config = config
         self._send_before_flush = send_before_flush
         """A planted driver bug: a torn Ready has sent its messages before dying."""
+        self._snapshot_off_by_one = snapshot_off_by_one
+        """A planted state-machine bug: a snapshot holds the state one entry past its offset."""
         self.store = SimLogStore()
         self.quorum_state = QuorumStateData()
         """The quorum-state file: written whole (write, fsync, rename), so never torn."""
         self.core: RaftCore | None = None
+        self.state_machine = StateMachine()
+        """In memory: a crash loses it, a restart loads the latest snapshot (Ready.snapshot)."""
 
     def start(self, now_ms: int) -> None:
+        self.state_machine = StateMachine()
         self.core = RaftCore(self._config, self.store, self._rng, self.quorum_state, now_ms)
         self.up = True
 
@@ -201,12 +253,39 @@ class RaftNode:
     def tick(self, now_ms: int) -> None:
         self._core().tick(now_ms)
 
-    def propose(self, data: bytes, now_ms: int) -> bool:
-        return self._core().propose([data], now_ms).error == ErrorCode.NONE
+    def propose(self, data: bytes, now_ms: int) -> tuple[int, int] | None:
+        result = self._core().propose([data], now_ms)
+        return (result.epoch, result.last_offset) if result.error == ErrorCode.NONE else None
+
+    def resign(self, now_ms: int) -> bool:
+        core = self._core()
+        was_leader = core.role is Role.LEADER
+        core.resign(now_ms)
+        return was_leader
+
+    def take_snapshot(
+        self, rng: random.Random, delete_log: bool
+    ) -> tuple[SnapshotId, bytes] | None:
+        """Snapshot the state machine at a random applied offset above the log start (what a
+        controller does every N bytes, at a seeded offset here), then maybe drop the log below
+        the latest snapshot. None when nothing was applied above the log start."""
+        core, sm = self._core(), self.state_machine
+        lo = self.store.start_offset + 1
+        # The planted bug reads the state one entry later: it needs one more applied entry.
+        hi = sm.next_offset - (1 if self._snapshot_off_by_one else 0)
+        if hi < lo:
+            return None
+        end = rng.randint(lo, hi)
+        data = encode_snapshot(end, sm.history[end + 1 if self._snapshot_off_by_one else end])
+        snapshot_id = core.create_snapshot(end, data)
+        if delete_log:
+            sm.forget_below(core.delete_before_snapshot())
+        return snapshot_id, data
 
     def drain(self, *, torn: bool = False) -> Output:
         core = self._core()
         out = Output()
+        sm = self.state_machine
         while True:
             ready = core.ready()
             if ready.quorum_state is not None:
@@ -220,10 +299,14 @@ class RaftNode:
                 return out
             if ready.must_flush:
                 self.store.flush()
-            if ready.snapshot is not None:
-                raise NotImplementedError("the simulator does not model snapshots yet")
             out.messages.extend(ready.messages)
-            out.applied.extend((e.offset, e.data) for e in ready.committed)
+            if ready.snapshot is not None:
+                data = self.store.read_snapshot(ready.snapshot)
+                sm.load(data)
+                out.applied.append(Loaded(ready.snapshot, data))
+            out.applied.extend(Applied(e.offset, e.data, sm.apply(e.offset, e.data))
+                               for e in ready.committed)  # fmt: skip
+            out.abandoned.extend(ready.abandoned)
             core.advance(ready)
             if ready.is_empty:
                 out.next_deadline_ms = ready.next_deadline_ms
@@ -233,9 +316,11 @@ class RaftNode:
         core = self.core
         if core is None:
             return NodeView(self.node_id, "down", -1, [], 0, up=False)
+        store = self.store
         return NodeView(
-            self.node_id, core.role.value, core.epoch, self.store.entries, core.high_watermark
-        )
+            self.node_id, core.role.value, core.epoch, store.entries, core.high_watermark,
+            log_start=store.start_offset, start_epoch=store.start_epoch,
+        )  # fmt: skip
 
     def is_leader(self) -> bool:
         return self.core is not None and self.core.role is Role.LEADER

@@ -1,8 +1,10 @@
 """The simulation loop: one seeded Random, one event heap, N nodes, the checkers after every
-event. Faults (crash, torn crash, restart, symmetric and asymmetric partitions, heal) come at
-random intervals until `heal_fraction` of the event budget is spent; then everything heals and
-restarts, and liveness is measured (a soft report: how long until a leader that every node
-follows, not a failure)."""
+event. Faults (crash, torn crash, restart, graceful resignation, symmetric and asymmetric
+partitions, heal) come at random intervals until `heal_fraction` of the event budget is spent;
+then everything heals and restarts, and liveness is measured (a soft report: how long until a
+leader that every voter follows, not a failure). With the raft core, nodes also take snapshots
+at random applied offsets and drop their logs below them (so lagging and restarted nodes catch
+up by FetchSnapshot), and `observers` non-voters fetch and apply beside the voters."""
 
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ from tests.sim.events import (
     Heal,
     Partition,
     Propose,
+    Resign,
     Restart,
+    TakeSnapshot,
     Tick,
 )
 from tests.sim.network import Network, NetworkConfig
-from tests.sim.nodes import RaftNode, SimNode, ToyNode
+from tests.sim.nodes import Applied, RaftNode, SimNode, ToyNode
 from tests.sim.toy_raft import ToyConfig
 
 RERUN = ".venv/bin/python -m tests.sim"
@@ -40,8 +44,17 @@ class SimConfig:
     send_before_flush: bool = False
     """True plants a driver bug (raft core only): a node dying inside a Ready has already sent
     its messages (e.g. a Fetch claiming entries it never flushed)."""
+    snapshot_off_by_one: bool = False
+    """True plants a state-machine bug (raft core only): a snapshot holds the state one entry
+    past its offset (the checkers must catch it)."""
     core: str = "raft"
     """raft: raft.core.RaftCore; toy: the small reference core (tests/sim/toy_raft.py)."""
+    observers: int | None = None
+    """Non-voters that fetch and apply (raft core only); None: 1 with raft, 0 with toy."""
+    snapshot_every_ms: tuple[int, int] | None = (50, 300)
+    """A node takes a snapshot this often (raft core only; the toy core ignores it); None: never."""
+    delete_log_rate: float = 0.7
+    """How often a snapshot is followed by dropping the log below it."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     propose_every_ms: tuple[int, int] = (5, 60)
     fault_every_ms: tuple[int, int] = (50, 500)
@@ -57,6 +70,27 @@ class SimConfig:
             raise ValueError(f"SimConfig.heal_fraction must be in [0, 1], got {self.heal_fraction}")
         if self.core not in CORES:
             raise ValueError(f"SimConfig.core must be one of {sorted(CORES)}, got {self.core!r}")
+        if self.observers is not None and self.observers < 0:
+            raise ValueError(f"SimConfig.observers must be >= 0, got {self.observers}")
+        if self.core == "toy" and (self.observers or self.snapshot_off_by_one):
+            raise ValueError("SimConfig: the toy core has no observers and no snapshots")
+        if not 0.0 <= self.delete_log_rate <= 1.0:
+            raise ValueError(
+                f"SimConfig.delete_log_rate must be in [0, 1], got {self.delete_log_rate}"
+            )
+        every = self.snapshot_every_ms
+        if every is not None and not 1 <= every[0] <= every[1]:
+            raise ValueError(f"SimConfig.snapshot_every_ms needs 1 <= lo <= hi, got {every}")
+
+    @property
+    def observer_count(self) -> int:
+        if self.observers is not None:
+            return self.observers
+        return 1 if self.core == "raft" else 0
+
+    @property
+    def snapshots(self) -> bool:
+        return self.core == "raft" and self.snapshot_every_ms is not None
 
     def rerun_flags(self) -> list[str]:
         flags = []
@@ -64,6 +98,12 @@ class SimConfig:
             flags.append("--no-log-up-to-date-check")
         if self.send_before_flush:
             flags.append("--send-before-flush")
+        if self.snapshot_off_by_one:
+            flags.append("--snapshot-off-by-one")
+        if self.observers is not None:
+            flags += ["--observers", str(self.observers)]
+        if self.snapshot_every_ms != SimConfig.snapshot_every_ms:
+            flags.append("--no-snapshots")
         if self.core != SimConfig.core:
             flags += ["--core", self.core]
         if self.nodes != SimConfig.nodes:
@@ -79,6 +119,7 @@ def _toy_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
 
 def _raft_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
     voters = tuple(range(1, config.nodes + 1))
+    observers = tuple(range(config.nodes + 1, config.nodes + 1 + config.observer_count))
     return [
         RaftNode(
             i,
@@ -91,8 +132,9 @@ def _raft_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
                 check_log_up_to_date=config.check_log_up_to_date,
             ),
             send_before_flush=config.send_before_flush,
+            snapshot_off_by_one=config.snapshot_off_by_one,
         )
-        for i in voters
+        for i in voters + observers
     ]
 
 
@@ -104,9 +146,11 @@ RAFT_TIMING = dict(
     retry_backoff_ms=20,
     append_linger_ms=5,
     fetch_max_wait_ms=50,
+    fetch_snapshot_max_bytes=16,
 )
 """Kafka's controller.quorum.* defaults scaled down ~7x, so that elections, fetch timeouts and
-resignations happen often within a few hundred events (message delays are 1-30 ms)."""
+resignations happen often within a few hundred events (message delays are 1-30 ms). Snapshots
+(~40 bytes) come in chunks of 16 bytes, so a transfer takes several FetchSnapshot rounds."""
 
 CORES: dict[str, Callable[[SimConfig, random.Random], list[SimNode]]] = {
     "raft": _raft_nodes,
@@ -176,6 +220,7 @@ class Simulation:
             self._after(node, node.drain())
         self._schedule_proposal()
         self._schedule_fault()
+        self._schedule_snapshot()
         heal_at = int(self.max_events * self.config.heal_fraction)
         index = 0
         while self.queue and (index < self.max_events or self._awaiting_leader(index)):
@@ -222,8 +267,13 @@ class Simulation:
             target = self._proposal_target()
             if target is None:
                 return []
-            target.propose(event.data, now)
+            promised = target.propose(event.data, now)
+            if promised is not None:
+                self.checkers.proposed(*promised, event.data)
             return self._drain(target)
+        if isinstance(event, TakeSnapshot):
+            self._schedule_snapshot()
+            return self._take_snapshot(event)
         self._schedule_fault()
         if self._healing and not (isinstance(event, Heal) and event.restart_all):
             return []  # a fault scheduled before the final heal: the network stays whole
@@ -234,6 +284,12 @@ class Simulation:
             return self._crash(self.nodes[event.node])
         if isinstance(event, Restart):
             return self._restart(self.nodes[event.node])
+        if isinstance(event, Resign):
+            leader = self._leader()
+            if leader is None or not leader.resign(now):
+                return []
+            self.faults["resign"] += 1
+            return self._drain(leader)
         if isinstance(event, Partition):
             self.network.partition(event.a, event.b, symmetric=event.symmetric)
             self.faults["partition" if event.symmetric else "asymmetric partition"] += 1
@@ -250,7 +306,7 @@ class Simulation:
             return touched
         raise AssertionError(f"unknown event {event!r}")
 
-    def _drain(self, node: SimNode) -> list[int]:
+    def _drain(self, node: SimNode, *, starting: bool = False) -> list[int]:
         out = node.drain(torn=node.node_id in self._torn_next)
         if out.died:
             self._torn_next.discard(node.node_id)
@@ -258,8 +314,16 @@ class Simulation:
             out.next_deadline_ms = None
             self._after(node, out)  # only a buggy driver has messages to send here
             return self._crash(node)
-        for offset, data in out.applied:
-            self.checkers.apply(node.node_id, offset, data)
+        checkers, node_id = self.checkers, node.node_id
+        for op in out.applied:
+            if isinstance(op, Applied):
+                checkers.apply(node_id, op.offset, op.data, op.digest)
+            else:
+                checkers.snapshot_loaded(node_id, *op.snapshot_id, op.data)
+                self.faults["snapshot loaded at start-up" if starting else "snapshot fetched"] += 1
+        for a in out.abandoned:
+            checkers.abandoned(node_id, a.epoch, a.first_offset, a.last_offset)
+            self.faults["proposals abandoned"] += a.last_offset - a.first_offset + 1
         self._after(node, out)
         return [node.node_id]
 
@@ -284,7 +348,8 @@ class Simulation:
     def _crash(self, node: SimNode) -> list[int]:
         if not node.up:
             return []
-        before = len(node.view().log)
+        view = node.view()
+        before = view.log_start + len(view.log)
         flushed_end = node.crash()
         self.faults["crash"] += 1
         self.faults["entries lost in crashes"] += before - flushed_end
@@ -297,7 +362,7 @@ class Simulation:
         if node.up:
             return []
         node.start(self.now_ms)
-        return self._drain(node)
+        return self._drain(node, starting=True)
 
     # -- workload and faults -----------------------------------------------------------------
     def _schedule_proposal(self) -> None:
@@ -305,16 +370,42 @@ class Simulation:
         self._proposals += 1
         self.queue.push(self.now_ms + self.rng.randint(lo, hi), Propose(b"%d" % self._proposals))
 
+    def _leader(self) -> SimNode | None:
+        """The live leader of the highest epoch (a stale one at times), if any."""
+        leaders = [n for n in self.nodes.values() if n.up and n.is_leader()]
+        return max(leaders, key=lambda n: n.view().epoch) if leaders else None
+
     def _proposal_target(self) -> SimNode | None:
         """The client asks the leader of the highest epoch it can find (a stale one at times),
         else a random live node, which refuses."""
         up = [n for n in self.nodes.values() if n.up]
         if not up:
             return None
-        leaders = [n for n in up if n.is_leader()]
-        if leaders:
-            return max(leaders, key=lambda n: n.view().epoch)
-        return self.rng.choice(up)
+        return self._leader() or self.rng.choice(up)
+
+    def _schedule_snapshot(self) -> None:
+        if not self.config.snapshots:
+            return
+        lo, hi = self.config.snapshot_every_ms  # type: ignore[misc]
+        delete_log = self.rng.random() < self.config.delete_log_rate
+        self.queue.push(self.now_ms + self.rng.randint(lo, hi), TakeSnapshot(delete_log))
+
+    def _take_snapshot(self, event: TakeSnapshot) -> list[int]:
+        up = [n for n in self.nodes.values() if n.up]
+        if not up:
+            return []
+        node = self.rng.choice(up)
+        assert isinstance(node, RaftNode)
+        start = node.store.start_offset
+        taken = node.take_snapshot(self.rng, event.delete_log)
+        if taken is None:
+            return []
+        (end_offset, epoch), data = taken
+        self.checkers.snapshot_created(node.node_id, end_offset, epoch, data)
+        self.faults["snapshot taken"] += 1
+        if node.store.start_offset > start:
+            self.faults["log deleted below a snapshot"] += 1
+        return [node.node_id]
 
     def _schedule_fault(self) -> None:
         if self._healing:
@@ -326,6 +417,8 @@ class Simulation:
         roll = self.rng.random()
         if roll < 0.25:
             event: Event = Crash(self.rng.choice(ids), torn=self.rng.random() < 0.3)
+        elif roll < 0.32:
+            event = Resign()
         elif roll < 0.5 and down:
             event = Restart(self.rng.choice(down))
         elif roll < 0.8:
@@ -352,7 +445,8 @@ class Simulation:
     def _watch_liveness(self) -> None:
         if self.healed_at_ms is None or self.stable_after_heal_ms is not None:
             return
-        views = [n.view() for n in self.nodes.values()]
+        voters = self.config.nodes  # node ids 1..nodes; observers come after
+        views = [n.view() for n in self.nodes.values() if n.node_id <= voters]
         leaders = [v for v in views if v.role == "leader"]
         if len(leaders) == 1 and all(
             v.epoch == leaders[0].epoch and v.role in ("leader", "follower") for v in views

@@ -52,7 +52,13 @@ def test_many_seeds_keep_every_safety_property(core: str, seeds: int) -> None:
         f"faults: {dict(faults)}"
     )
     # Every kind of fault happened, and crashes did lose un-flushed entries.
-    kinds = ("crash", "torn crash", "entries lost in crashes", "partition", "asymmetric partition")
+    kinds = ["crash", "torn crash", "entries lost in crashes", "partition", "asymmetric partition"]
+    if core == "raft":
+        # Snapshots were taken and logs cut below them, lagging nodes caught up through
+        # FetchSnapshot, restarted ones loaded snapshot + tail; leaders resigned gracefully
+        # and abandoned queued proposals.
+        kinds += ["snapshot taken", "log deleted below a snapshot", "snapshot fetched",
+                  "snapshot loaded at start-up", "resign", "proposals abandoned"]  # fmt: skip
     assert all(faults[kind] > 0 for kind in kinds), faults
     assert committed > seeds, "the workload committed almost nothing: the run checks little"
 
@@ -101,6 +107,12 @@ def test_bad_settings_are_named() -> None:
         SimConfig(core="nope")
     with pytest.raises(ValueError, match=r"SimConfig\.nodes must be >= 1"):
         SimConfig(nodes=0)
+    with pytest.raises(ValueError, match=r"SimConfig\.observers must be >= 0"):
+        SimConfig(observers=-1)
+    with pytest.raises(ValueError, match="the toy core has no observers"):
+        SimConfig(core="toy", observers=1)
+    with pytest.raises(ValueError, match=r"SimConfig\.snapshot_every_ms needs 1 <= lo <= hi"):
+        SimConfig(snapshot_every_ms=(10, 5))
 
 
 DRIVER_BUG_SEED_BOUND = 400
@@ -121,3 +133,34 @@ def test_sim_finds_a_driver_that_sends_before_it_flushes() -> None:
             assert "--send-before-flush" in e.rerun
             return
     pytest.fail(f"no safety violation in {DRIVER_BUG_SEED_BOUND} seeds with send-before-flush")
+
+
+SNAPSHOT_BUG_SEED_BOUND = 20
+"""A snapshot one entry off must be caught within this many seeds (seed 0 when written)."""
+
+
+def test_sim_finds_a_snapshot_one_entry_off() -> None:
+    """The snapshot checkers can fail: a driver whose snapshot holds the state one entry past
+    its offset is a state-machine safety violation (the snapshot's state is not the fold of
+    the committed prefix below its offset)."""
+    config = SimConfig(snapshot_off_by_one=True)
+    for seed in range(SNAPSHOT_BUG_SEED_BOUND):
+        try:
+            Simulation(seed, CI_EVENTS, config).run()
+        except SafetyViolation as e:
+            print(f"\nfound at seed {seed}: {e}")
+            assert "--snapshot-off-by-one" in e.rerun
+            assert e.violation.check == "state-machine safety"
+            assert "snapshot" in e.violation.detail
+            return
+    pytest.fail(f"no safety violation in {SNAPSHOT_BUG_SEED_BOUND} seeds with snapshot-off-by-one")
+
+
+def test_observers_follow_and_apply() -> None:
+    """Two observers fetch and apply what the voters commit (and never lead)."""
+    sim = Simulation(5, CI_EVENTS, SimConfig(observers=2))
+    result = sim.run()
+    assert result.committed > 0
+    observers = [sim.nodes[i] for i in (4, 5)]
+    assert not set(sim.checkers.leaders.values()) & {4, 5}
+    assert all(n.state_machine.next_offset > 0 for n in observers), "an observer applied nothing"
