@@ -349,11 +349,13 @@ def test_missed_heartbeats_fence_and_reelect(c3: Cluster) -> None:
     c.heartbeat(2)
     c.heartbeat(3)
     c.now = start + SESSION_MS + 1
+    b_epoch = part(c.h, "b").leader_epoch
     assert c.fence_stale() == (1,)
     assert c.last_records[-1] == FenceBrokerRecord(id=1, epoch=c.epoch(1))
     assert c.fenced(1)
     assert lia(part(c.h, "a")) == (2, (2, 3))  # led: re-elected, out of the ISR
     assert lia(part(c.h, "b")) == (2, (2, 3))  # followed: out of the ISR
+    assert part(c.h, "b").leader_epoch == b_epoch + 1  # a shrink bumps the leader epoch
     assert lia(part(c.h, "s")) == (NO_LEADER, (1,))  # sole replica: leaderless, ISR kept
     assert lia(part(c.h, "d")) == (2, (2,))
     # Fenced brokers are not checked again; the others' sessions run from their heartbeats.
