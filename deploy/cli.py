@@ -628,12 +628,14 @@ def _register() -> None:
     from deploy.cli_cluster_ops import leader_election, reassign
     from deploy.cli_io import consume, produce
     from deploy.cli_perf import perf
+    from deploy.cli_quorum import quorum
 
     cli.add_command(produce)
     cli.add_command(consume)
     cli.add_command(perf)
     cli.add_command(leader_election)
     cli.add_command(reassign)
+    cli.add_command(quorum)
 
 
 _register()
