@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="plant a driver bug: a torn Ready has sent its messages")  # fmt: skip
     p.add_argument("--snapshot-off-by-one", action="store_true",
                    help="plant a bug: a snapshot holds the state one entry past its offset")  # fmt: skip
+    p.add_argument("--snapshot-above-hw", action="store_true",
+                   help="plant a bug: snapshots fold uncommitted log entries")  # fmt: skip
     p.add_argument("--observers", type=int, default=None, help="non-voters (default: 1 on raft)")
     p.add_argument("--no-snapshots", action="store_true", help="nodes never take snapshots")
     p.add_argument("--trace", action="store_true", help="print every event (one seed)")
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         check_log_up_to_date=not args.no_log_up_to_date_check,
         send_before_flush=args.send_before_flush,
         snapshot_off_by_one=args.snapshot_off_by_one,
+        snapshot_above_hw=args.snapshot_above_hw,
         observers=args.observers,
         snapshot_every_ms=None if args.no_snapshots else SimConfig.snapshot_every_ms,
     )

@@ -168,6 +168,12 @@ class Checkers:
             raise InvariantViolation(
                 "state-machine safety", f"node {node_id} {what}: {e}"
             ) from None
+        if end_offset > len(self.committed):
+            raise InvariantViolation(
+                "state-machine safety",
+                f"node {node_id} {what} ({end_offset}, {epoch}) above the high watermark: no "
+                f"node was seen committing beyond offset {len(self.committed) - 1}",
+            )
         if next_offset != end_offset:
             raise InvariantViolation(
                 "state-machine safety",

@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode
 from raft.core import AbandonedProposals, QuorumStateData, RaftConfig, RaftCore, Role
 from raft.log_store import Entry, MemoryLogStore, SnapshotId
 from tests.sim.checkers import NodeView
-from tests.sim.state_machine import StateMachine, encode_snapshot
+from tests.sim.state_machine import StateMachine, encode_snapshot, fold
 from tests.sim.toy_raft import ToyConfig, ToyRaft
 
 
@@ -71,6 +71,18 @@ class SimNode(Protocol):
     def resign(self, now_ms: int) -> bool:
         """A graceful resignation (EndQuorumEpoch); False when the core cannot."""
         ...
+
+    def _snapshot_the_log(self, end: int) -> tuple[SnapshotId, bytes]:
+        """The planted bug: fold the log's entries up to `end` (some not committed) into a
+        snapshot, through the store (the core would refuse). A restart starts from it."""
+        sm, store = self.state_machine, self.store
+        digest = sm.digest
+        for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
+            digest = fold(digest, entry.offset, entry.data)
+        snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
+        data = encode_snapshot(end, digest)
+        store.create_snapshot(snapshot_id, data)
+        return snapshot_id, data
 
     def drain(self, *, torn: bool = False) -> Output: ...
     def view(self) -> NodeView: ...
@@ -156,6 +168,18 @@ class ToyNode:
     def resign(self, now_ms: int) -> bool:
         return False  # the reference core has no graceful resignation
 
+    def _snapshot_the_log(self, end: int) -> tuple[SnapshotId, bytes]:
+        """The planted bug: fold the log's entries up to `end` (some not committed) into a
+        snapshot, through the store (the core would refuse). A restart starts from it."""
+        sm, store = self.state_machine, self.store
+        digest = sm.digest
+        for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
+            digest = fold(digest, entry.offset, entry.data)
+        snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
+        data = encode_snapshot(end, digest)
+        store.create_snapshot(snapshot_id, data)
+        return snapshot_id, data
+
     def drain(self, *, torn: bool = False) -> Output:
         core = self._core()
         out = Output()
@@ -215,6 +239,7 @@ class RaftNode:
         *,
         send_before_flush: bool = False,
         snapshot_off_by_one: bool = False,
+        snapshot_above_hw: bool = False,
     ) -> None:
         self.node_id = node_id
         self.up = False
@@ -224,6 +249,9 @@ class RaftNode:
         """A planted driver bug: a torn Ready has sent its messages before dying."""
         self._snapshot_off_by_one = snapshot_off_by_one
         """A planted state-machine bug: a snapshot holds the state one entry past its offset."""
+        self._snapshot_above_hw = snapshot_above_hw
+        """A planted driver bug: snapshots of the log (applying what is not committed yet),
+        stored behind the core's back."""
         self.store = SimLogStore()
         self.quorum_state = QuorumStateData()
         """The quorum-state file: written whole (write, fsync, rename), so never torn."""
@@ -275,11 +303,27 @@ class RaftNode:
         hi = sm.next_offset - (1 if self._snapshot_off_by_one else 0)
         if hi < lo:
             return None
+        if self._snapshot_above_hw and self.store.end_offset > hi:
+            end = rng.randint(lo, self.store.end_offset)
+            if end > hi:
+                return self._snapshot_the_log(end)
         end = rng.randint(lo, hi)
         data = encode_snapshot(end, sm.history[end + 1 if self._snapshot_off_by_one else end])
         snapshot_id = core.create_snapshot(end, data)
         if delete_log:
             sm.forget_below(core.delete_before_snapshot())
+        return snapshot_id, data
+
+    def _snapshot_the_log(self, end: int) -> tuple[SnapshotId, bytes]:
+        """The planted bug: fold the log's entries up to `end` (some not committed) into a
+        snapshot, through the store (the core would refuse). A restart starts from it."""
+        sm, store = self.state_machine, self.store
+        digest = sm.digest
+        for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
+            digest = fold(digest, entry.offset, entry.data)
+        snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
+        data = encode_snapshot(end, digest)
+        store.create_snapshot(snapshot_id, data)
         return snapshot_id, data
 
     def drain(self, *, torn: bool = False) -> Output:

@@ -47,6 +47,9 @@ class SimConfig:
     snapshot_off_by_one: bool = False
     """True plants a state-machine bug (raft core only): a snapshot holds the state one entry
     past its offset (the checkers must catch it)."""
+    snapshot_above_hw: bool = False
+    """True plants a driver bug (raft core only): some snapshots fold the log beyond the high
+    watermark (uncommitted entries), stored behind the core's back."""
     core: str = "raft"
     """raft: raft.core.RaftCore; toy: the small reference core (tests/sim/toy_raft.py)."""
     observers: int | None = None
@@ -72,7 +75,9 @@ class SimConfig:
             raise ValueError(f"SimConfig.core must be one of {sorted(CORES)}, got {self.core!r}")
         if self.observers is not None and self.observers < 0:
             raise ValueError(f"SimConfig.observers must be >= 0, got {self.observers}")
-        if self.core == "toy" and (self.observers or self.snapshot_off_by_one):
+        if self.core == "toy" and (
+            self.observers or self.snapshot_off_by_one or self.snapshot_above_hw
+        ):
             raise ValueError("SimConfig: the toy core has no observers and no snapshots")
         if not 0.0 <= self.delete_log_rate <= 1.0:
             raise ValueError(
@@ -100,6 +105,8 @@ class SimConfig:
             flags.append("--send-before-flush")
         if self.snapshot_off_by_one:
             flags.append("--snapshot-off-by-one")
+        if self.snapshot_above_hw:
+            flags.append("--snapshot-above-hw")
         if self.observers is not None:
             flags += ["--observers", str(self.observers)]
         if self.snapshot_every_ms != SimConfig.snapshot_every_ms:
@@ -133,6 +140,7 @@ def _raft_nodes(config: SimConfig, rng: random.Random) -> list[SimNode]:
             ),
             send_before_flush=config.send_before_flush,
             snapshot_off_by_one=config.snapshot_off_by_one,
+            snapshot_above_hw=config.snapshot_above_hw,
         )
         for i in voters + observers
     ]

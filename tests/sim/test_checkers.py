@@ -164,6 +164,7 @@ def test_a_legal_history_with_snapshots_passes() -> None:
 
 def test_snapshot_state_off_by_one_entry() -> None:
     c = Checkers()
+    c.observe(v(1, "follower", 1, [A, B], hw=2))
     after_two = applied_prefix(c, 1, [b"a", b"b"])
     with pytest.raises(InvariantViolation, match=r"state-machine safety: node 1 created snapshot "
                        r"\(1, 1\) whose state .* is not the fold"):  # fmt: skip
@@ -186,6 +187,7 @@ def test_snapshot_labelled_with_another_offset_or_epoch() -> None:
 
 def test_a_loaded_snapshot_must_not_take_the_state_back() -> None:
     c = Checkers()
+    c.observe(v(2, "follower", 1, [A, B], hw=2))
     applied_prefix(c, 1, [b"a"])
     digest = applied_prefix(c, 2, [b"a", b"b"])
     c.snapshot_created(2, 2, 1, encode_snapshot(2, digest))
@@ -195,6 +197,15 @@ def test_a_loaded_snapshot_must_not_take_the_state_back() -> None:
         c.snapshot_loaded(1, 2, 1, encode_snapshot(2, digest))
     c.crashed(1, flushed_end=0)
     c.snapshot_loaded(1, 2, 1, encode_snapshot(2, digest))  # a restart loads it again: fine
+
+
+def test_a_snapshot_above_the_high_watermark() -> None:
+    c = Checkers()
+    c.observe(v(1, "leader", 1, [A, B], hw=1))
+    digest = applied_prefix(c, 1, [b"a"])
+    with pytest.raises(InvariantViolation, match=r"created snapshot \(2, 1\) above the high "
+                       "watermark: no node was seen committing beyond offset 0"):  # fmt: skip
+        c.snapshot_created(1, 2, 1, encode_snapshot(2, fold(digest, 1, b"b")))
 
 
 def test_a_state_machine_that_diverges_from_the_fold() -> None:
