@@ -156,7 +156,9 @@ def request_to_wire(msg: CoreRequest, *, to_node: int, cluster_id: str | None) -
         spart = wfs.FetchSnapshotPartition(
             partition=METADATA_PARTITION,
             current_leader_epoch=msg.epoch,
-            snapshot_id=WireSnapshotId(msg.snapshot_id.offset, msg.snapshot_id.epoch),
+            snapshot_id=WireSnapshotId(
+                end_offset=msg.snapshot_id.offset, epoch=msg.snapshot_id.epoch
+            ),
             position=msg.position,
         )
         return wfs.FetchSnapshotRequest(
@@ -267,7 +269,9 @@ def response_to_wire(msg: CoreResponse) -> Response:
             ),
             # Always set (KRaft does): the fetcher learns the leader and epoch from it.
             current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
-            snapshot_id=WireSnapshotId(snap.offset, snap.epoch) if snap is not None else None,
+            snapshot_id=WireSnapshotId(end_offset=snap.offset, epoch=snap.epoch)
+            if snap is not None
+            else None,
         )
         return wf.FetchResponse(
             topics=(wf.FetchTopicResponse(name=METADATA_TOPIC, partitions=(fp,)),)
@@ -276,7 +280,9 @@ def response_to_wire(msg: CoreResponse) -> Response:
         sp = wfs.FetchSnapshotPartitionResponse(
             index=METADATA_PARTITION,
             error_code=msg.error,
-            snapshot_id=WireSnapshotId(msg.snapshot_id.offset, msg.snapshot_id.epoch),
+            snapshot_id=WireSnapshotId(
+                end_offset=msg.snapshot_id.offset, epoch=msg.snapshot_id.epoch
+            ),
             current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
             size=msg.size,
             position=msg.position,

@@ -77,6 +77,7 @@ class Node:
     scope: trio.CancelScope | None = None
     applied: list[Entry] = field(default_factory=list)
     store: DiskLogStore | None = None
+    stopped: trio.Event = field(default_factory=trio.Event)
 
 
 class Cluster:
@@ -107,21 +108,27 @@ class Cluster:
         self.transport.nodes[node_id] = driver
         self.transport.down.discard(node_id)
 
+        node.stopped = trio.Event()
+
         async def run(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
-            with trio.CancelScope() as scope:
-                task_status.started(scope)
-                await driver.run()
+            try:
+                with trio.CancelScope() as scope:
+                    task_status.started(scope)
+                    await driver.run()
+            finally:
+                node.stopped.set()
 
         node.scope = await self.nursery.start(run)
         await driver.started.wait()
 
-    def stop(self, node_id: int) -> None:
-        """A crash as the driver sees it: cancelled mid-loop, unreachable, store closed
-        without a flush (what was not flushed may be lost; here the page cache keeps it)."""
+    async def stop(self, node_id: int) -> None:
+        """A crash as the driver sees it: cancelled mid-loop, unreachable; the store is closed
+        once the loop is gone (a flush in its worker thread finishes first)."""
         node = self.nodes[node_id]
         assert node.scope is not None and node.store is not None
         self.transport.down.add(node_id)
         node.scope.cancel()
+        await node.stopped.wait()
         node.store.close()
         node.driver = None
 
@@ -241,7 +248,7 @@ async def test_follower_restart_recovers_from_disk(tmp_path: Path) -> None:
             within=5,
         )
         epoch = cluster.driver(follower).epoch
-        cluster.stop(follower)
+        await cluster.stop(follower)
         # The rest keep committing while it is down.
         for n in range(3, 6):
             await cluster.driver(leader).propose([f"a{n}".encode()])
@@ -269,7 +276,7 @@ async def test_leader_stop_elects_another_and_old_leader_rejoins(tmp_path: Path)
         first = await cluster.wait_leader()
         first_epoch = cluster.driver(first).epoch
         await cluster.driver(first).propose([b"before"])
-        cluster.stop(first)
+        await cluster.stop(first)
         second = await cluster.wait_leader(not_epoch=first_epoch)
         assert second != first
         await cluster.driver(second).propose([b"after"])
