@@ -216,6 +216,25 @@ class RaftDriver:
             raise got.error
         return got.last_offset
 
+    async def create_snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
+        """Store a snapshot of the state machine after every entry below `end_offset` (at most
+        what the listeners were given). ValueError from the core when out of range."""
+        return await self._call(lambda core: core.create_snapshot(end_offset, data))  # type: ignore[no-any-return]
+
+    async def delete_before_snapshot(self) -> int:
+        """Drop the log below the latest snapshot; returns the new log start offset."""
+        return await self._call(lambda core: core.delete_before_snapshot())  # type: ignore[no-any-return]
+
+    async def _call(self, fn: Callable[[RaftCore], Any]) -> Any:
+        """Run `fn(core)` inside the loop (the only task that touches the core)."""
+        reply: trio.MemorySendChannel[tuple[bool, Any]]
+        reply, answer = trio.open_memory_channel[tuple[bool, Any]](1)
+        await self._send_in.send(("call", (fn, reply)))
+        ok, value = await answer.receive()
+        if not ok:
+            raise value
+        return value
+
     async def resign(self) -> None:
         """Graceful resignation (EndQuorumEpoch) if leader."""
         await self._send_in.send(("resign", None))
@@ -380,6 +399,12 @@ class RaftDriver:
                 waiter = _Waiter(result.epoch, result.last_offset)
                 self._waiters.append(waiter)
                 reply.send_nowait(waiter)
+        elif kind == "call":
+            fn, reply = value
+            try:
+                reply.send_nowait((True, fn(core)))
+            except (ValueError, KafkaError, OSError) as exc:
+                reply.send_nowait((False, exc))
         elif kind == "resign":
             if core.role is Role.LEADER:
                 core.resign(now)

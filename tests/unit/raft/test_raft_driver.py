@@ -28,7 +28,7 @@ from raft import wire
 from raft.core import RaftConfig, Role
 from raft.disk_log_store import DiskLogStore
 from raft.driver import NotLeaderError, RaftDriver
-from raft.log_store import Entry
+from raft.log_store import Entry, SnapshotId
 from raft.quorum_state import FileQuorumStateStore
 from tests.support.waiting import wait_until
 
@@ -78,6 +78,7 @@ class Node:
     applied: list[Entry] = field(default_factory=list)
     store: DiskLogStore | None = None
     stopped: trio.Event = field(default_factory=trio.Event)
+    snapshots: list[tuple[SnapshotId, bytes]] = field(default_factory=list)
 
 
 class Cluster:
@@ -89,6 +90,7 @@ class Cluster:
     async def start(self, node_id: int) -> None:
         node = self.nodes[node_id]
         node.applied = []
+        node.snapshots = []
         node.store = DiskLogStore(node.directory)
         quorum = FileQuorumStateStore(node.store.directory, voters=VOTERS, cluster_id=CLUSTER)
         driver = RaftDriver(
@@ -103,7 +105,10 @@ class Cluster:
         async def on_committed(entries: Sequence[Entry]) -> None:
             node.applied.extend(entries)
 
-        driver.add_listener(on_committed)
+        async def on_snapshot(snapshot_id: SnapshotId, data: bytes) -> None:
+            node.snapshots.append((snapshot_id, data))
+
+        driver.add_listener(on_committed, on_snapshot)
         node.driver = driver
         self.transport.nodes[node_id] = driver
         self.transport.down.discard(node_id)
@@ -310,4 +315,38 @@ async def test_proposal_on_a_deposed_leader_fails_not_leader(tmp_path: Path) -> 
         cluster.transport.down.add(leader)
         with trio.fail_after(10), pytest.raises(NotLeaderError):
             await cluster.driver(leader).propose([b"lost"])
+        nursery.cancel_scope.cancel()
+
+
+async def test_wiped_follower_catches_up_through_fetch_snapshot(tmp_path: Path) -> None:
+    """The leader snapshots its state and drops the log below it; a follower that lost its
+    disk gets the snapshot over the wire (FetchSnapshot, through the codec), loads it, then
+    fetches the tail."""
+    import shutil
+
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        leader = await cluster.wait_leader()
+        driver = cluster.driver(leader)
+        for n in range(4):
+            await driver.propose([f"s{n}".encode()])
+        await wait_until(lambda: driver.applied_offset == driver.high_watermark, within=5)
+        state = b"|".join(e.data for e in cluster.nodes[leader].applied)
+        snap = await driver.create_snapshot(driver.applied_offset, state)
+        assert await driver.delete_before_snapshot() == snap.end_offset
+        with pytest.raises(ValueError):
+            await driver.create_snapshot(driver.high_watermark + 5, b"beyond the HW")
+
+        follower = min(i for i in VOTERS if i != leader)
+        await cluster.stop(follower)
+        shutil.rmtree(cluster.nodes[follower].directory)
+        await driver.propose([b"tail"])
+
+        node = cluster.nodes[follower]
+        await cluster.start(follower)
+        await wait_until(lambda: [e.data for e in node.applied] == [b"tail"], within=15)
+        assert node.snapshots == [(snap, state)]
+        assert node.store is not None and node.store.latest_snapshot_id() == snap
         nursery.cancel_scope.cancel()
