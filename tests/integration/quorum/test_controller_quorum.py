@@ -188,7 +188,7 @@ async def test_three_controllers_elect_fail_over_and_rejoin(
         )
     # Stopped (SIGTERM: graceful), every node's log is the same.
     for proc in controllers.values():
-        await trio.to_thread.run_sync(proc.stop)
+        assert await trio.to_thread.run_sync(proc.stop) == 0, proc.log_tail()
     logs = {i: log_entries(p) for i, p in controllers.items()}
     assert logs[1] == logs[2] == logs[3]
     epochs = sorted({epoch for _, epoch, _ in logs[1]})
@@ -266,3 +266,15 @@ async def test_trioka_quorum_describe(controllers: dict[int, ControllerProcess])
                                         "--bootstrap-controller", "nohostport")  # fmt: skip
     assert bad.returncode == 2
     assert "'nohostport' is not host:port" in bad.stderr
+
+
+def test_controller_refuses_a_bad_config(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy.controller_app",
+         "--override", "node.id=4", "--override", "metadata.log.dir=" + str(tmp_path),
+         "--override", "controller.quorum.voters=1@127.0.0.1:1,2@127.0.0.1:2"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "node.id: 4 is not one of controller.quorum.voters (1, 2)" in result.stderr
