@@ -534,13 +534,23 @@ class RaftDriver:
         core = self.core
         view = (core.role, core.epoch, core.leader_id)
         if view != self._last_view:
-            if self._waiters and (core.role is not Role.LEADER or core.epoch != view[1]):
+            stale = [
+                w for w in self._waiters if core.role is not Role.LEADER or w.epoch != core.epoch
+            ]
+            if stale:
                 # As KRaft's QuorumController on renounce: pending writes fail at once (they
                 # may still commit under the next leader; the caller retries against it).
-                self._fail_all_waiters(
-                    f"node {self.config.node_id} is no longer the leader "
-                    f"(now {core.role.value} in epoch {core.epoch}, leader {core.leader_id})"
-                )
+                for waiter in stale:
+                    waiter.error = NotLeaderError(
+                        f"node {self.config.node_id} is no longer the leader of epoch "
+                        f"{waiter.epoch} (now {core.role.value} in epoch {core.epoch}, "
+                        f"leader {core.leader_id})",
+                        leader_id=core.leader_id,
+                        epoch=core.epoch,
+                    )
+                    waiter.done.set()
+                gone = {id(w) for w in stale}
+                self._waiters = [w for w in self._waiters if id(w) not in gone]
             if self._last_view is not None:
                 log.info(
                     "raft role changed",
