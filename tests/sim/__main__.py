@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="plant a bug: snapshots fold uncommitted log entries")  # fmt: skip
     p.add_argument("--observers", type=int, default=None, help="non-voters (default: 1 on raft)")
     p.add_argument("--no-snapshots", action="store_true", help="nodes never take snapshots")
+    p.add_argument("--snapshot-every-ms", type=int, nargs=2, metavar=("LO", "HI"),
+                   default=SimConfig.snapshot_every_ms, help="a snapshot every LO..HI ms")  # fmt: skip
+    p.add_argument("--delete-log-rate", type=float, default=SimConfig.delete_log_rate,
+                   help="how often a snapshot is followed by dropping the log below it")  # fmt: skip
     p.add_argument("--trace", action="store_true", help="print every event (one seed)")
     args = p.parse_args(argv)
     config = SimConfig(
@@ -38,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         snapshot_off_by_one=args.snapshot_off_by_one,
         snapshot_above_hw=args.snapshot_above_hw,
         observers=args.observers,
-        snapshot_every_ms=None if args.no_snapshots else SimConfig.snapshot_every_ms,
+        snapshot_every_ms=None if args.no_snapshots else tuple(args.snapshot_every_ms),
+        delete_log_rate=args.delete_log_rate,
     )
     if args.seed is not None:
         seeds = range(args.seed, args.seed + 1)

@@ -109,8 +109,12 @@ class SimConfig:
             flags.append("--snapshot-above-hw")
         if self.observers is not None:
             flags += ["--observers", str(self.observers)]
-        if self.snapshot_every_ms != SimConfig.snapshot_every_ms:
+        if self.snapshot_every_ms is None:
             flags.append("--no-snapshots")
+        elif self.snapshot_every_ms != SimConfig.snapshot_every_ms:
+            flags += ["--snapshot-every-ms", *map(str, self.snapshot_every_ms)]
+        if self.delete_log_rate != SimConfig.delete_log_rate:
+            flags += ["--delete-log-rate", str(self.delete_log_rate)]
         if self.core != SimConfig.core:
             flags += ["--core", self.core]
         if self.nodes != SimConfig.nodes:

@@ -7,13 +7,15 @@ so it stays fixed. Speed is printed, never asserted.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections import Counter
 
 import pytest
 
+from tests.sim.__main__ import main as sim_main
 from tests.sim.checkers import Checkers
-from tests.sim.sim import SafetyViolation, SimConfig, Simulation
+from tests.sim.sim import RERUN, SafetyViolation, SimConfig, Simulation
 
 CI_SEEDS = 1000
 CI_EVENTS = 600
@@ -175,3 +177,15 @@ def test_observers_follow_and_apply() -> None:
     observers = [sim.nodes[i] for i in (4, 5)]
     assert not set(sim.checkers.leaders.values()) & {4, 5}
     assert all(n.state_machine.next_offset > 0 for n in observers), "an observer applied nothing"
+
+
+def test_a_rerun_command_reproduces_its_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The printed rerun command carries every non-default setting: run through the CLI, it
+    gives the same violation at the same event."""
+    config = SimConfig(snapshot_off_by_one=True, observers=2, snapshot_every_ms=(5, 40),
+                       delete_log_rate=0.5)  # fmt: skip
+    with pytest.raises(SafetyViolation) as caught:
+        Simulation(1, CI_EVENTS, config).run()
+    args = shlex.split(caught.value.rerun.removeprefix(RERUN))
+    assert sim_main(args) == 1
+    assert f"event {caught.value.event_index} at" in capsys.readouterr().err
