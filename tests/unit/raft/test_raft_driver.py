@@ -24,6 +24,7 @@ from protocol.codec import (
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
 from protocol.messages import describe_quorum as dq
+from protocol.messages import vote as wv
 from raft import wire
 from raft.core import RaftConfig, Role
 from raft.disk_log_store import DiskLogStore
@@ -349,4 +350,67 @@ async def test_wiped_follower_catches_up_through_fetch_snapshot(tmp_path: Path) 
         await wait_until(lambda: [e.data for e in node.applied] == [b"tail"], within=15)
         assert node.snapshots == [(snap, state)]
         assert node.store is not None and node.store.latest_snapshot_id() == snap
+        nursery.cancel_scope.cancel()
+
+
+class CheckingTransport(MemoryTransport):
+    """Checks the persist-before-send rule on what actually went over the wire: a Fetch at
+    offset N is sent only once the fetcher flushed up to N; a vote request in epoch E only
+    once the candidate's quorum-state file says epoch E, voted for itself; a granted vote comes
+    back only once the voter's file records that vote."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+        self.checked = {"fetch": 0, "vote": 0, "granted": 0}
+
+    def _file_state(self, node_id: int) -> tuple[int, int]:
+        node = self.cluster.nodes[node_id]
+        assert node.store is not None
+        state = FileQuorumStateStore(node.store.directory).read()
+        assert state is not None
+        return state.epoch, state.voted_for
+
+    async def send(self, to_node: int, request: Request, *, timeout_s: float) -> Response:
+        msg = wire.request_from_wire(request)
+        if isinstance(msg, wire.cm.FetchRequest):
+            store = self.cluster.nodes[msg.sender].store
+            assert store is not None and store.flushed_end_offset >= msg.fetch_offset
+            self.checked["fetch"] += 1
+        vote = isinstance(msg, wire.cm.VoteRequest) and not msg.pre_vote
+        if vote:
+            assert self._file_state(msg.sender) == (msg.epoch, msg.sender)
+            self.checked["vote"] += 1
+        answer = await super().send(to_node, request, timeout_s=timeout_s)
+        granted = (
+            vote
+            and isinstance(answer, wv.VoteResponse)
+            and bool(answer.topics)
+            and answer.topics[0].partitions[0].vote_granted
+        )
+        if granted:
+            assert self._file_state(to_node) == (msg.epoch, msg.sender)  # type: ignore[union-attr]
+            self.checked["granted"] += 1
+        return answer
+
+
+async def test_nothing_is_sent_before_it_is_durable(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        checking = CheckingTransport(cluster)
+        cluster.transport = checking
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        first = await cluster.wait_leader()
+        first_epoch = cluster.driver(first).epoch
+        for n in range(5):
+            await cluster.driver(first).propose([f"d{n}".encode()])
+        await cluster.stop(first)
+        await cluster.wait_leader(not_epoch=first_epoch)
+        await cluster.start(first)
+        await wait_until(lambda: len(cluster.nodes[first].applied) == 5, within=10)
+        # Two elections and replication happened, all of it checked.
+        assert checking.checked["vote"] >= 2
+        assert checking.checked["granted"] >= 2
+        assert checking.checked["fetch"] > 5
         nursery.cancel_scope.cancel()
