@@ -87,8 +87,12 @@ class Cluster:
         self.transport = MemoryTransport()
         self.nursery = nursery
         self.nodes = {i: Node(i, tmp_path / f"node{i}") for i in sorted(VOTERS)}
+        self.tmp_path = tmp_path
 
     async def start(self, node_id: int) -> None:
+        """Start a voter, or an observer (an id not in VOTERS: it fetches, never votes)."""
+        if node_id not in self.nodes:
+            self.nodes[node_id] = Node(node_id, self.tmp_path / f"node{node_id}")
         node = self.nodes[node_id]
         node.applied = []
         node.snapshots = []
@@ -413,4 +417,31 @@ async def test_nothing_is_sent_before_it_is_durable(tmp_path: Path) -> None:
         assert checking.checked["vote"] >= 2
         assert checking.checked["granted"] >= 2
         assert checking.checked["fetch"] > 5
+        nursery.cancel_scope.cancel()
+
+
+async def test_observer_follows_the_log_and_is_described(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        cluster = Cluster(tmp_path, nursery)
+        for i in sorted(VOTERS):
+            await cluster.start(i)
+        leader = await cluster.wait_leader()
+        await cluster.driver(leader).propose([b"o1"])
+        await cluster.start(9)  # not a voter: an observer, as a broker will be
+        await cluster.driver(leader).propose([b"o2"])
+        await wait_until(lambda: [e.data for e in cluster.nodes[9].applied] == [b"o1", b"o2"])
+        assert cluster.driver(9).role is Role.FOLLOWER
+        assert cluster.driver(9).leader_id == leader
+
+        def observers() -> list[tuple[int, int]]:
+            part = cluster.driver(leader).describe_quorum().topics[0].partitions[0]
+            return [(o.replica_id, o.log_end_offset) for o in part.observers]
+
+        end = cluster.driver(leader).store.end_offset
+        await wait_until(lambda: observers() == [(9, end)])
+        # It never counts for the HW nor votes: with two voters down nothing commits.
+        for other in VOTERS - {leader}:
+            await cluster.stop(other)
+        with pytest.raises(NotLeaderError):
+            await cluster.driver(leader).propose([b"needs a voter majority"])
         nursery.cancel_scope.cancel()
