@@ -2,7 +2,8 @@
 
 Asks the controllers named by `--bootstrap-controller host:port[,host:port...]` for
 DescribeQuorum, one after the other, until the quorum leader answers (only the leader has the
-replication state). Prints the status (leader id, epoch, high watermark, max follower lag and
+replication state); a follower's answer names the leader and, in its `nodes` (KIP-853), where
+the voters listen, so one controller's address is enough. Prints the status (leader id, epoch, high watermark, max follower lag and
 lag time, voters, observers) and the replication table (per node: log end offset, lag, last
 fetch and last caught-up time, Leader/Follower/Observer), or `--json`.
 """
@@ -104,8 +105,11 @@ async def describe_quorum(controllers: list[tuple[str, int]], timeout_s: float) 
     from deploy.transport import PooledTransport
 
     problems: list[str] = []
+    todo = list(controllers)
+    seen = set(controllers)
     async with PooledTransport.open(client_id="trioka-quorum-tool") as transport:
-        for host, port in controllers:
+        while todo:
+            host, port = todo.pop(0)
             try:
                 response = await transport.send(
                     host, port, wire.describe_quorum_request(), timeout_s=timeout_s
@@ -122,6 +126,13 @@ async def describe_quorum(controllers: list[tuple[str, int]], timeout_s: float) 
                     f"{host}:{port}: {ErrorCode(part.error_code).name} "
                     f"(leader {part.leader_id}, epoch {part.leader_epoch})"
                 )
+                # A follower names the leader; the answer's nodes (KIP-853) say where it is.
+                for node in response.nodes:  # type: ignore[attr-defined]
+                    if node.node_id == part.leader_id and node.listeners:
+                        address = (node.listeners[0].host, node.listeners[0].port)
+                        if address not in seen:
+                            seen.add(address)
+                            todo.insert(0, address)
                 continue
             return report_from(part, int(time.time() * 1000))
     raise KafkaError(

@@ -33,7 +33,11 @@ from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 from protocol.messages import ApiKey, Request, Response, error_response
 from protocol.messages.api_versions import ApiVersionsRequest
-from protocol.messages.describe_quorum import DescribeQuorumRequest
+from protocol.messages.describe_quorum import (
+    DescribeQuorumListener,
+    DescribeQuorumNode,
+    DescribeQuorumRequest,
+)
 from protocol.metadata.records import NoOpRecord, encode_record
 from raft import wire
 from raft.core import Role
@@ -91,6 +95,18 @@ class ControllerHandler:
         )
 
 
+def voter_endpoints(config: ControllerConfig) -> tuple[DescribeQuorumNode, ...]:
+    """The voters' addresses on the first controller listener (controller.quorum.voters)."""
+    name = config.controller_listener_names[0]
+    return tuple(
+        DescribeQuorumNode(
+            node_id=v.node_id,
+            listeners=(DescribeQuorumListener(name=name, host=v.host, port=v.port),),
+        )
+        for v in sorted(config.voters.values(), key=lambda v: v.node_id)
+    )
+
+
 async def _propose_noop_when_leader(driver: RaftDriver) -> None:
     """KRaft's leader writes a record of its own when elected, so the HW reaches its epoch
     (and the controller knows everything before it is committed)."""
@@ -127,6 +143,7 @@ async def run_controller(
                 quorum,
                 VoterTransport(dict(config.voters), pooled),
                 cluster_id=config.cluster_id,
+                voter_endpoints=voter_endpoints(config),
             )
             server = BrokerServer(ControllerHandler(driver), config.listeners)
             async with trio.open_nursery() as nursery:

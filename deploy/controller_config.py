@@ -129,6 +129,10 @@ class ControllerConfig:
         return int(self.values["node.id"])
 
     @property
+    def controller_listener_names(self) -> tuple[str, ...]:
+        return tuple(n.upper() for n in self.values["controller.listener.names"])
+
+    @property
     def cluster_id(self) -> str | None:
         return str(self.values["cluster.id"]) or None
 

@@ -142,6 +142,7 @@ class RaftDriver:
         rng: random.Random | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        voter_endpoints: Sequence[dq.DescribeQuorumNode] = (),
     ) -> None:
         self.config = config
         self.store = store
@@ -151,6 +152,9 @@ class RaftDriver:
         self._rng = rng or random.Random()
         self._clock = clock_ms
         self._wall = wall_clock_ms
+        # DescribeQuorum's `nodes` (KIP-853): where the voters listen, so a tool that asked a
+        # follower can go to the leader it names.
+        self.voter_endpoints = tuple(voter_endpoints)
         self._core: RaftCore | None = None
         self._send_in, self._inbox = trio.open_memory_channel[tuple[str, Any]](10_000)
         self._pending: dict[tuple[int, type], list[_Pending]] = {}
@@ -334,7 +338,8 @@ class RaftDriver:
         return dq.DescribeQuorumResponse(
             topics=(
                 dq.DescribeQuorumTopicResponse(topic_name=wire.METADATA_TOPIC, partitions=(part,)),
-            )
+            ),
+            nodes=self.voter_endpoints,
         )
 
     # --- the loop ------------------------------------------------------------------------

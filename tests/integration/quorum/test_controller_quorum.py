@@ -256,12 +256,18 @@ async def test_trioka_quorum_describe(controllers: dict[int, ControllerProcess])
     for word in ("LeaderId:", "HighWatermark:", "MaxFollowerLag:", "LogEndOffset", "Leader"):
         assert word in table.stdout
 
-    # Only followers named: a clear error naming the leader they know.
+    # A follower alone is enough: its answer names the leader and where the voters listen.
     follower = next(p for i, p in controllers.items() if i != lead.leader_id)
+    via = await trio.to_thread.run_sync(_trioka, "quorum", "describe", "--json",
+                                        "--bootstrap-controller", f"{HOST}:{follower.port}")  # fmt: skip
+    assert via.returncode == 0, via.stderr
+    assert json.loads(via.stdout)["leader_id"] == lead.leader_id
+    # Nobody answering: a clear error naming the address.
+    nobody = f"{HOST}:{free_port(HOST)}"
     refused = await trio.to_thread.run_sync(_trioka, "quorum", "describe",
-                                            "--bootstrap-controller", f"{HOST}:{follower.port}")  # fmt: skip
+                                            "--bootstrap-controller", nobody)  # fmt: skip
     assert refused.returncode == 1
-    assert f"NOT_LEADER_OR_FOLLOWER (leader {lead.leader_id}" in refused.stderr
+    assert f"no quorum leader among the bootstrap controllers: {nobody}" in refused.stderr
     bad = await trio.to_thread.run_sync(_trioka, "quorum", "describe",
                                         "--bootstrap-controller", "nohostport")  # fmt: skip
     assert bad.returncode == 2
