@@ -821,11 +821,19 @@ class RaftCore:
 
     def _on_fetch_response(self, resp: FetchResponse, now: int) -> None:
         store = self.store
-        if not self._fetch_inflight or (
-            resp.fetch_offset,
-            resp.last_fetched_epoch,
-        ) != (store.end_offset, store.last_epoch):
-            return  # not the answer to our outstanding Fetch (late or duplicated)
+        if (
+            not self._fetch_inflight
+            or self._snap_fetch is not None
+            or (
+                resp.fetch_offset,
+                resp.last_fetched_epoch,
+            )
+            != (store.end_offset, store.last_epoch)
+        ):
+            # Not the answer to our outstanding Fetch (late or duplicated; while a snapshot is
+            # being fetched, only FetchSnapshot answers count: a late Fetch answer taken then
+            # would apply entries the snapshot install later rolls back).
+            return
         if self._role is Role.UNATTACHED and not self.config.is_voter:
             # Leader discovery for an observer.
             if resp.leader_id not in (NO_LEADER, self.config.node_id):
