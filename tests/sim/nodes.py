@@ -98,6 +98,7 @@ class SimLogStore(MemoryLogStore):
         super().__init__()
         self.entries: list[Entry] = []
         self.start_epoch = 0
+        self.snapshots_deleted = 0
 
     def append(self, entries: Sequence[Entry]) -> None:
         super().append(entries)
@@ -113,6 +114,11 @@ class SimLogStore(MemoryLogStore):
         if self.start_offset > before:
             del self.entries[: self.start_offset - before]
             self.start_epoch = snapshot_id.epoch
+        # Snapshots below the new start go, as raft.disk_log_store.DiskLogStore's (and
+        # Kafka's) do: a follower fetching one of them gets SNAPSHOT_NOT_FOUND.
+        for old in [s for s in self._snapshots if s.end_offset < self.start_offset]:
+            del self._snapshots[old]
+            self.snapshots_deleted += 1
 
     def truncate_to_snapshot(self, snapshot_id: SnapshotId) -> None:
         super().truncate_to_snapshot(snapshot_id)

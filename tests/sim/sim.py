@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raft.core import RaftConfig
+from protocol.errors import ErrorCode
+from raft.core import FetchSnapshotResponse, RaftConfig
 from tests.sim.checkers import Checkers, InvariantViolation
 from tests.sim.events import (
     Crash,
@@ -267,7 +268,13 @@ class Simulation:
             node = self.nodes[event.dst]
             if not node.up or not self.network.can_deliver(event.src, event.dst):
                 return []
-            node.step(event.message, now)
+            message = event.message
+            if (
+                isinstance(message, FetchSnapshotResponse)
+                and message.error is ErrorCode.SNAPSHOT_NOT_FOUND
+            ):
+                self.faults["snapshot not found"] += 1  # the leader dropped it mid-transfer
+            node.step(message, now)
             return self._drain(node)
         if isinstance(event, Tick):
             node = self.nodes[event.node]

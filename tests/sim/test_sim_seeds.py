@@ -79,7 +79,8 @@ def test_many_seeds_keep_every_safety_property(seeds: int, config: SimConfig) ->
         # FetchSnapshot, restarted ones loaded snapshot + tail; leaders resigned gracefully
         # and abandoned queued proposals.
         kinds += ["snapshot taken", "log deleted below a snapshot", "snapshot fetched",
-                  "snapshot loaded at start-up", "resign", "proposals abandoned"]  # fmt: skip
+                  "snapshot loaded at start-up", "snapshot not found", "resign",
+                  "proposals abandoned"]  # fmt: skip
     assert all(faults[kind] > 0 for kind in kinds), faults
     assert committed > seeds, "the workload committed almost nothing: the run checks little"
 
