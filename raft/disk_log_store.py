@@ -36,6 +36,7 @@ from raft.log_store import (
     LogStoreError,
     OffsetAndEpoch,
     SnapshotId,
+    check_appendable,
 )
 from storage.config import LogConfig
 from storage.files import atomic_write
@@ -167,22 +168,7 @@ class DiskLogStore:
     def append(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
-        expected = self.end_offset
-        last_epoch = self.last_epoch
-        for entry in entries:
-            if not isinstance(entry, Entry):
-                raise LogStoreError(f"append takes Entry tuples, got {type(entry).__name__}")
-            if entry.offset != expected:
-                raise LogStoreError(
-                    f"append out of order: entry offset {entry.offset}, log end offset {expected}"
-                )
-            if entry.epoch < last_epoch or entry.epoch <= NO_EPOCH:
-                raise LogStoreError(
-                    f"append with epoch {entry.epoch} at offset {entry.offset}: "
-                    f"the log's last epoch is {last_epoch} (epochs start at 1, never go back)"
-                )
-            expected += 1
-            last_epoch = entry.epoch
+        check_appendable(entries, self.end_offset, self.last_epoch)
         now = self._clock()
         batches: list[bytes] = []
         group: list[Entry] = []

@@ -126,6 +126,27 @@ class LogStore(Protocol):
         ...
 
 
+def check_appendable(entries: Sequence[Entry], end_offset: int, last_epoch: int) -> None:
+    """Raise LogStoreError unless `entries` continue a log ending at `end_offset` whose last
+    epoch is `last_epoch`: contiguous offsets, epochs >= 1 that never go back (every store
+    checks the same before it writes anything)."""
+    expected = end_offset
+    for entry in entries:
+        if not isinstance(entry, Entry):
+            raise LogStoreError(f"append takes Entry tuples, got {type(entry).__name__}")
+        if entry.offset != expected:
+            raise LogStoreError(
+                f"append out of order: entry offset {entry.offset}, log end offset {expected}"
+            )
+        if entry.epoch < last_epoch or entry.epoch <= NO_EPOCH:
+            raise LogStoreError(
+                f"append with epoch {entry.epoch} at offset {entry.offset}: "
+                f"the log's last epoch is {last_epoch} (epochs start at 1, never go back)"
+            )
+        expected += 1
+        last_epoch = entry.epoch
+
+
 class MemoryLogStore:
     """An in-memory `LogStore`. Appends, truncations and snapshots are instant; only
     appends wait for `flush()` to survive `crash()`."""
@@ -179,22 +200,7 @@ class MemoryLogStore:
 
     # --- writes --------------------------------------------------------------------------
     def append(self, entries: Sequence[Entry]) -> None:
-        expected = self.end_offset
-        last_epoch = self.last_epoch
-        for entry in entries:
-            if not isinstance(entry, Entry):
-                raise LogStoreError(f"append takes Entry tuples, got {type(entry).__name__}")
-            if entry.offset != expected:
-                raise LogStoreError(
-                    f"append out of order: entry offset {entry.offset}, log end offset {expected}"
-                )
-            if entry.epoch < last_epoch or entry.epoch <= NO_EPOCH:
-                raise LogStoreError(
-                    f"append with epoch {entry.epoch} at offset {entry.offset}: "
-                    f"the log's last epoch is {last_epoch} (epochs start at 1, never go back)"
-                )
-            expected += 1
-            last_epoch = entry.epoch
+        check_appendable(entries, self.end_offset, self.last_epoch)
         for entry in entries:
             if not self._epochs or self._epochs[-1][0] != entry.epoch:
                 self._epochs.append((entry.epoch, entry.offset))

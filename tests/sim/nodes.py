@@ -72,18 +72,6 @@ class SimNode(Protocol):
         """A graceful resignation (EndQuorumEpoch); False when the core cannot."""
         ...
 
-    def _snapshot_the_log(self, end: int) -> tuple[SnapshotId, bytes]:
-        """The planted bug: fold the log's entries up to `end` (some not committed) into a
-        snapshot, through the store (the core would refuse). A restart starts from it."""
-        sm, store = self.state_machine, self.store
-        digest = sm.digest
-        for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
-            digest = fold(digest, entry.offset, entry.data)
-        snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
-        data = encode_snapshot(end, digest)
-        store.create_snapshot(snapshot_id, data)
-        return snapshot_id, data
-
     def drain(self, *, torn: bool = False) -> Output: ...
     def view(self) -> NodeView: ...
     def is_leader(self) -> bool: ...
@@ -174,18 +162,6 @@ class ToyNode:
     def resign(self, now_ms: int) -> bool:
         return False  # the reference core has no graceful resignation
 
-    def _snapshot_the_log(self, end: int) -> tuple[SnapshotId, bytes]:
-        """The planted bug: fold the log's entries up to `end` (some not committed) into a
-        snapshot, through the store (the core would refuse). A restart starts from it."""
-        sm, store = self.state_machine, self.store
-        digest = sm.digest
-        for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
-            digest = fold(digest, entry.offset, entry.data)
-        snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
-        data = encode_snapshot(end, digest)
-        store.create_snapshot(snapshot_id, data)
-        return snapshot_id, data
-
     def drain(self, *, torn: bool = False) -> Output:
         core = self._core()
         out = Output()
@@ -227,6 +203,18 @@ class ToyNode:
 
     def epoch(self) -> int:
         return self.core.epoch if self.core is not None else -1
+
+
+def _snapshot_the_log(sm: StateMachine, store: SimLogStore, end: int) -> tuple[SnapshotId, bytes]:
+    """The planted bug: fold the log's entries up to `end` (some not committed) into a
+    snapshot, through the store (the core would refuse). A restart starts from it."""
+    digest = sm.digest
+    for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
+        digest = fold(digest, entry.offset, entry.data)
+    snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
+    data = encode_snapshot(end, digest)
+    store.create_snapshot(snapshot_id, data)
+    return snapshot_id, data
 
 
 class RaftNode:
@@ -312,24 +300,12 @@ class RaftNode:
         if self._snapshot_above_hw and self.store.end_offset > hi:
             end = rng.randint(lo, self.store.end_offset)
             if end > hi:
-                return self._snapshot_the_log(end)
+                return _snapshot_the_log(self.state_machine, self.store, end)
         end = rng.randint(lo, hi)
         data = encode_snapshot(end, sm.history[end + 1 if self._snapshot_off_by_one else end])
         snapshot_id = core.create_snapshot(end, data)
         if delete_log:
             sm.forget_below(core.delete_before_snapshot())
-        return snapshot_id, data
-
-    def _snapshot_the_log(self, end: int) -> tuple[SnapshotId, bytes]:
-        """The planted bug: fold the log's entries up to `end` (some not committed) into a
-        snapshot, through the store (the core would refuse). A restart starts from it."""
-        sm, store = self.state_machine, self.store
-        digest = sm.digest
-        for entry in store.entries[sm.next_offset - store.start_offset : end - store.start_offset]:
-            digest = fold(digest, entry.offset, entry.data)
-        snapshot_id = SnapshotId(end, store.entries[end - 1 - store.start_offset].epoch)
-        data = encode_snapshot(end, digest)
-        store.create_snapshot(snapshot_id, data)
         return snapshot_id, data
 
     def drain(self, *, torn: bool = False) -> Output:
