@@ -174,6 +174,33 @@ def test_snapshot_not_found_starts_over_with_a_fetch() -> None:
     assert [type(m).__name__ for _, m in rd.messages] == ["FetchRequest"]
 
 
+def test_a_late_fetch_answer_is_ignored_while_a_snapshot_is_fetched() -> None:
+    """Pinned simulator seed 9508 as a unit test: a follower told to load a snapshot took a
+    late (duplicated) Fetch answer for the same position and appended its entries, which the
+    snapshot install then rolled back under an applied state machine."""
+    from raft.log_store import Entry
+
+    core = _follower(fetch_snapshot_max_bytes=4)
+    snap = SnapshotId(5, 1)
+    late = FetchResponse(
+        1,
+        core.epoch,
+        1,
+        fetch_offset=core.store.end_offset,
+        last_fetched_epoch=core.store.last_epoch,
+        entries=(Entry(0, 1, b"late"),),
+        high_watermark=1,
+    )
+    core.step(_fetch_answer(core, snapshot_id=snap), 10)
+    core.advance(core.ready())
+    core.step(late, 11)  # same fetch offset and epoch as the answer that named the snapshot
+    rd = core.ready()
+    core.advance(rd)
+    assert core.store.end_offset == 0
+    assert core.high_watermark == 0
+    assert rd.committed == ()
+
+
 def test_create_snapshot_refuses_uncommitted_offsets() -> None:
     net = Net([1, 2, 3])
     leader = net.leader()
