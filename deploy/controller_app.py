@@ -25,13 +25,14 @@ import structlog
 import trio
 
 from broker.server import BrokerServer, ConnectionInfo
-from deploy.controller_config import ControllerConfig, Voter, load_controller_config
+from deploy.controller_config import ControllerConfig, load_controller_config
 from deploy.logging_config import configure_logging
+from deploy.raft_transport import VoterTransport
 from deploy.transport import PooledTransport
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode, KafkaError, TriokaError
-from protocol.messages import ApiKey, Request, Response, error_response
+from protocol.messages import ApiKey, Response, error_response
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.describe_quorum import (
     DescribeQuorumListener,
@@ -56,22 +57,6 @@ SERVED = {
     ApiKey.FETCH_SNAPSHOT,
     ApiKey.DESCRIBE_QUORUM,
 }
-
-
-class VoterTransport:
-    """raft.driver.RaftTransport over a PooledTransport: node id -> its voter address."""
-
-    def __init__(self, voters: dict[int, Voter], pooled: PooledTransport) -> None:
-        self.voters = voters
-        self.pooled = pooled
-
-    async def send(self, to_node: int, request: Request, *, timeout_s: float) -> Response:
-        voter = self.voters.get(to_node)
-        if voter is None:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST, f"node {to_node} is not in controller.quorum.voters"
-            )
-        return await self.pooled.send(voter.host, voter.port, request, timeout_s=timeout_s)
 
 
 class ControllerHandler:

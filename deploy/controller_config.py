@@ -22,6 +22,7 @@ from typing import Any
 from broker.config import Listener
 from deploy.config import flatten, parse_overrides
 from protocol.config_defs import ConfigDef, ConfigDefs, ConfigError
+from protocol.quorum_voters import Voter, parse_voters
 from raft.core import RaftConfig
 
 # fmt: off
@@ -57,33 +58,6 @@ CONTROLLER_CONFIGS = ConfigDefs(
     ],
 )
 # fmt: on
-
-
-@dataclass(frozen=True)
-class Voter:
-    node_id: int
-    host: str
-    port: int
-
-
-def parse_voters(text: str) -> dict[int, Voter]:
-    """`1@host:9093,2@host:9094` -> {1: Voter, 2: Voter}; ConfigError naming the bad entry."""
-    key = "controller.quorum.voters"
-    voters: dict[int, Voter] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        node, at, address = item.partition("@")
-        host, colon, port = address.rpartition(":")
-        if not at or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
-            raise ConfigError(f"{key}: {item!r} is not id@host:port")
-        node_id = int(node)
-        if node_id in voters:
-            raise ConfigError(f"{key}: voter id {node_id} is listed twice")
-        voters[node_id] = Voter(node_id, host.strip("[]"), int(port))
-    if not voters:
-        raise ConfigError(f"{key}: required, as id@host:port[,id@host:port...]")
-    return voters
 
 
 @dataclass(frozen=True)
