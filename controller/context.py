@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from controller.config import ControllerConfig
 from protocol.metadata.topic_ids import random_uuid
+
+if TYPE_CHECKING:
+    from controller.cluster_control import ClusterControl
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +31,11 @@ class ControllerContext:
     TopicDeletionManager, state outside the replayed image; none elsewhere). Read when an
     operation runs: the rebalance check skips them, ElectLeaders refuses them, as Kafka's
     topicDeletionManager.isTopicQueuedUpForDeletion."""
+    cluster_control: ClusterControl | None = None
+    """Raft mode: the active controller's broker sessions (KRaft's ClusterControlManager),
+    built by `ClusterControl.activate` for one term; the broker lifecycle operations
+    (BrokerRegistration, BrokerHeartbeat, UnregisterBroker, FenceStaleBrokers) need it and
+    answer NOT_CONTROLLER without it. Soft state, never replayed."""
+    clock_ms: Callable[[], int] = monotonic_ms
+    """Monotonic milliseconds for the broker sessions (the Raft driver passes its own clock,
+    so the fencing timer and the sessions agree)."""

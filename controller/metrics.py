@@ -80,6 +80,11 @@ _REQUEST_STATES: dict[str, ControllerStateName] = {
     "DeleteTopicsRequest": ControllerStateName.TOPIC_DELETION,
     "AlterPartitionReassignmentsRequest": ControllerStateName.PARTITION_REASSIGNMENT,
     "ListPartitionReassignmentsRequest": ControllerStateName.LIST_PARTITION_REASSIGNMENT,
+    # Raft mode: registering, unregistering and fencing a broker change the live broker set
+    # and re-elect its partitions, which ZK Kafka times as BrokerChange.
+    "BrokerRegistrationRequest": ControllerStateName.BROKER_CHANGE,
+    "UnregisterBrokerRequest": ControllerStateName.BROKER_CHANGE,
+    "FenceStaleBrokers": ControllerStateName.BROKER_CHANGE,
 }
 """Request type name -> Kafka's ControllerEvent.state. Requests not listed have no timer:
 DescribeConfigs and IncrementalAlterConfigs (Kafka answers them outside the ZK controller's
@@ -91,6 +96,12 @@ standalone mode's; ZK mode registers brokers by BrokerChange)."""
 def state_for_request(request: object) -> ControllerStateName | None:
     if enables_unclean_election(request):
         return ControllerStateName.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
+    if type(request).__name__ == "BrokerHeartbeatRequest":
+        # Raft mode: a heartbeat asking to shut down is the controlled shutdown (KIP-631);
+        # ordinary heartbeats (every 2 s per broker) have no timer, as Kafka's.
+        if getattr(request, "want_shut_down", False):
+            return ControllerStateName.CONTROLLED_SHUTDOWN
+        return None
     return _REQUEST_STATES.get(type(request).__name__)
 
 

@@ -17,6 +17,17 @@ from controller.configs import describe_configs
 from controller.context import ControllerContext
 from controller.create_partitions import create_partitions
 from controller.elect_leaders import AutoLeaderRebalance, auto_leader_rebalance, elect_leaders
+from controller.raft_lifecycle import (
+    FenceStaleBrokers,
+    FenceStaleBrokersResponse,
+    WriteNoOp,
+    WriteNoOpResponse,
+    broker_heartbeat,
+    broker_registration,
+    fence_stale_brokers,
+    unregister_broker,
+    write_noop,
+)
 from controller.reassignment import (
     alter_partition_reassignments,
     list_partition_reassignments,
@@ -27,6 +38,14 @@ from controller.topics import create_topics, delete_topics
 from controller.unclean_enable import alter_configs_and_elect
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from protocol.messages.broker_lifecycle import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+)
 from protocol.messages.configs import (
     AlterConfigsResourceResponse,
     DescribeConfigsRequest,
@@ -83,6 +102,12 @@ OPERATIONS: dict[type, Operation] = {
     CreatePartitionsRequest: create_partitions,
     AlterPartitionReassignmentsRequest: alter_partition_reassignments,
     ListPartitionReassignmentsRequest: list_partition_reassignments,
+    # Raft mode (controller.raft_lifecycle): the term's ClusterControl through the context.
+    BrokerRegistrationRequest: broker_registration,
+    BrokerHeartbeatRequest: broker_heartbeat,
+    UnregisterBrokerRequest: unregister_broker,
+    FenceStaleBrokers: fence_stale_brokers,
+    WriteNoOp: write_noop,
 }
 
 
@@ -215,4 +240,14 @@ def failed_response(request: object, code: ErrorCode, message: str) -> Any:
             return ListPartitionReassignmentsResponse(error_code=code_int, error_message=message)
         case AutoLeaderRebalance():
             return ElectLeadersResponse(error_code=code_int, error_message=message)
+        case BrokerRegistrationRequest():
+            return BrokerRegistrationResponse(error_code=code_int, error_message=message)
+        case BrokerHeartbeatRequest():
+            return BrokerHeartbeatResponse(error_code=code_int, error_message=message)
+        case UnregisterBrokerRequest():
+            return UnregisterBrokerResponse(error_code=code_int, error_message=message)
+        case FenceStaleBrokers():
+            return FenceStaleBrokersResponse(error_code=code_int, error_message=message)
+        case WriteNoOp():
+            return WriteNoOpResponse(error_code=code_int, error_message=message)
     raise TypeError(f"the controller does not handle {type(request).__name__}")

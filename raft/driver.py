@@ -21,6 +21,7 @@ the request times out: REQUEST_TIMED_OUT).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -364,7 +365,7 @@ class RaftDriver:
             deadline = await self._drain_ready()
             # Sleep until something arrives or the next deadline (no deadline: until input).
             if deadline is None:
-                timeout_s = trio.inf
+                timeout_s = math.inf
             else:
                 timeout_s = max(0, deadline - self._clock()) / 1000
             with trio.move_on_after(timeout_s):

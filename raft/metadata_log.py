@@ -1,0 +1,152 @@
+"""RaftMetadataLog: the metadata-log adapter between a RaftDriver and the controller.
+
+It implements controller.ports.MetadataLog structurally (raft does not import controller):
+`append(records)` encodes them and proposes them to the driver, returning the last offset once
+the quorum committed it; `wait_committed(offset)` returns once the listeners were given that
+offset.
+
+Listeners (`add_listener(on_records, on_image=None)`) get what the driver commits, in offset
+order, as `(offset, record)` pairs (`OffsetRecord`), and a snapshot the driver loads (at
+start-up, or a follower that fell behind the leader's log start) as a MetadataImage
+(`image_from_snapshot`) that replaces whatever they held.
+
+Offsets without a record: the driver skips Raft control entries (the leader's first entry of
+each epoch), so committed offsets have holes. Every hole is delivered as a `NoOpRecord` at its
+offset: a control entry changes no metadata but does take an offset, and this way a consumer's
+replay (controller.state.ControllerState.replay) can stay strict about gaps, which catches a
+record that really went missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.metadata.image import MetadataImage
+from protocol.metadata.records import (
+    MetadataRecord,
+    NoOpRecord,
+    OffsetRecord,
+    decode_record,
+    encode_record,
+)
+from protocol.metadata.snapshot import image_from_snapshot
+from raft.driver import NotLeaderError, RaftDriver
+from raft.log_store import Entry, SnapshotId
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRecords:
+    """One run of committed records of one leader epoch."""
+
+    records: Sequence[OffsetRecord]
+    """In offset order, without holes (control entries as NoOpRecords)."""
+    epoch: int
+    """The leader epoch they were appended in."""
+    size_bytes: int
+    """Their encoded size (what KRaft counts toward the next snapshot)."""
+
+
+RecordsListener = Callable[[CommittedRecords], Awaitable[None]]
+ImageListener = Callable[[MetadataImage], Awaitable[None]]
+
+
+def not_controller_message(node_id: int, leader_id: int) -> str:
+    """What a controller that is not the active one says (names the leader it knows)."""
+    if leader_id >= 0 and leader_id != node_id:
+        return f"controller {node_id} is not the active controller; the active controller is {leader_id}"
+    if leader_id == node_id:
+        return f"controller {node_id} is not the active controller yet (it is taking over)"
+    return f"controller {node_id} is not the active controller; no active controller"
+
+
+class RaftMetadataLog:
+    """The MetadataLog of a Raft controller. Build it (and add listeners) before `driver.run`."""
+
+    def __init__(self, driver: RaftDriver, *, cluster_id: str = "") -> None:
+        self._driver = driver
+        self._cluster_id = cluster_id
+        self._record_listeners: list[RecordsListener] = []
+        self._image_listeners: list[ImageListener] = []
+        self._next_offset = 0
+        self._progress = trio.Event()
+        driver.add_listener(self._on_committed, self._on_snapshot)
+
+    def add_listener(
+        self, on_records: RecordsListener, on_image: ImageListener | None = None
+    ) -> None:
+        self._record_listeners.append(on_records)
+        if on_image is not None:
+            self._image_listeners.append(on_image)
+
+    @property
+    def applied_end_offset(self) -> int:
+        """Where the next record the listeners get will be (every offset below was given)."""
+        return self._next_offset
+
+    # -- controller.ports.MetadataLog ---------------------------------------------------------
+
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
+        """Propose `records` as one batch; the last offset once committed (and delivered).
+        KafkaError NOT_CONTROLLER naming the leader when this node does not lead (or stopped
+        leading before they committed)."""
+        try:
+            return await self._driver.propose([encode_record(r) for r in records])
+        except NotLeaderError as exc:
+            raise KafkaError(
+                ErrorCode.NOT_CONTROLLER,
+                f"{not_controller_message(self._driver.config.node_id, exc.leader_id)} "
+                f"({exc.message})",
+            ) from None
+
+    async def wait_committed(self, offset: int) -> None:
+        while self._next_offset <= offset:
+            await self._progress.wait()
+
+    # -- the driver's listeners -------------------------------------------------------------
+
+    async def _on_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        image = image_from_snapshot(
+            data, snapshot_id.end_offset, snapshot_id.epoch, self._cluster_id
+        )
+        for on_image in self._image_listeners:
+            await on_image(image)
+        self._next_offset = snapshot_id.end_offset
+        self._wake()
+
+    async def _on_committed(self, entries: Sequence[Entry]) -> None:
+        for run in self._epoch_runs(entries):
+            for on_records in self._record_listeners:
+                await on_records(run)
+            self._next_offset = run.records[-1].offset + 1
+        self._wake()
+
+    def _epoch_runs(self, entries: Sequence[Entry]) -> list[CommittedRecords]:
+        """Entries as runs of one epoch, holes filled with NoOpRecords (a hole takes the epoch
+        of the entry after it: the control entry that made it opened that epoch)."""
+        runs: list[CommittedRecords] = []
+        records: list[OffsetRecord] = []
+        size = 0
+        epoch = -1
+        expected = self._next_offset
+        for entry in entries:
+            if entry.offset < expected:
+                continue  # delivered already (a snapshot loaded past it)
+            if records and entry.epoch != epoch:
+                runs.append(CommittedRecords(records, epoch, size))
+                records, size = [], 0
+            epoch = entry.epoch
+            records.extend(OffsetRecord(o, NoOpRecord()) for o in range(expected, entry.offset))
+            records.append(OffsetRecord(entry.offset, decode_record(entry.data)))
+            size += len(entry.data)
+            expected = entry.offset + 1
+        if records:
+            runs.append(CommittedRecords(records, epoch, size))
+        return runs
+
+    def _wake(self) -> None:
+        self._progress.set()
+        self._progress = trio.Event()
