@@ -121,6 +121,7 @@ class BenchCluster:
         os.environ["TRIOKA_LOG_LEVEL"] = self.log_level
         self.state = cluster_up(
             self.dir / "cluster",
+            mode="zk",  # issue 3's benchmarks: a ZK-mode cluster (cluster_up's default is raft)
             brokers=self.brokers,
             session_timeout_ms=self.session_timeout_ms,
             overrides=self.overrides,

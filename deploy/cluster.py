@@ -1,16 +1,27 @@
-"""`trioka cluster`: a local supervisor of a ZK-mode cluster (one ZooKeeper + N broker processes).
+"""`trioka cluster`: a local supervisor of a cluster of processes, in Raft mode (N controller
+processes + brokers, the default) or ZK mode (one ZooKeeper + brokers).
 
-    state = cluster_up(Path("/tmp/c"), brokers=3)         # start ZooKeeper, then the brokers
-    await wait_until_ready(state.bootstrap, 3, within=60)  # every broker registered and known
+    state = cluster_up(Path("/tmp/c"), mode="raft", brokers=3, controllers=3)
+    await wait_until_ready(state.bootstrap, 3, within=60,
+                           controller_bootstrap=state.controller_bootstrap)  # leader + live brokers
     report = await describe_cluster(state.bootstrap)      # controller, brokers, partitions
-    kill_node(Path("/tmp/c"), 2, signal.SIGKILL); start_broker(Path("/tmp/c"), 2)
-    cluster_down(Path("/tmp/c"))                          # brokers (SIGTERM, then SIGKILL), ZK
+    kill_node(Path("/tmp/c"), 2, signal.SIGKILL); start_node(Path("/tmp/c"), 2)  # 3001: a controller
+    cluster_down(Path("/tmp/c"))                          # brokers, then controllers / ZooKeeper
 
 Layout under the cluster directory:
-    cluster.json                 the state file: pids (with their start time), ports, commands
-    zookeeper/                   zoo.cfg, dataDir, zookeeper.log
+    cluster.json                 the state file: mode, pids (with their start time), ports, commands
+    zookeeper/                   (zk) zoo.cfg, dataDir, zookeeper.log
+    controller-<id>/             (raft) controller.toml, metadata/ (its metadata log and
+                                 quorum-state file), controller.log; ids 3001..
     broker-<id>/broker.toml      the broker's config; broker-<id>/data its log dir;
+                                 broker-<id>/metadata its copy of the metadata log (raft)
     broker-<id>/broker.log       its JSON log lines (stdout and stderr)
+
+In Raft mode the controllers' ports are chosen before the first start (every voter must know the
+others' addresses: controller.quorum.voters) and a cluster id is generated once (cluster.id of
+every process). `--override` settings go to the brokers, and those a controller knows as well
+(the shared policy keys: num.partitions, default.replication.factor, log.* defaults, ...) to the
+controllers too; `controller_overrides` only to the controllers.
 
 Every process runs in its own session, so it outlives `trioka cluster up` and a Ctrl-C in the
 terminal does not reach it; `down` and `kill` find them by the pids in cluster.json and signal a
@@ -30,27 +41,45 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from client import Admin
+from deploy.cluster_raft import (
+    CONTROLLER_BASE_ID,
+    broker_raft_lines,
+    controller_part,
+    controller_toml,
+    heartbeat_interval_ms,
+    new_cluster_id,
+    voters_string,
+)
+from deploy.cluster_state import (
+    STATE_FILE,
+    ClusterError,
+    ClusterState,
+    NodeRecord,
+    read_state,
+    state_path,
+    write_state,
+)
+from deploy.cluster_status import BrokerStatus, ClusterReport, describe_cluster, wait_until_ready
 from deploy.config import load_broker_config, parse_overrides
-from deploy.zookeeper_process import ZooKeeperProcess
-from protocol.errors import TriokaError
+from deploy.controller_config import load_controller_config
+from deploy.zookeeper_process import ZooKeeperProcess, free_port
 
-STATE_FILE = "cluster.json"
 ZK_CHROOT = "/trioka"
 # ZooKeeper's tick bounds the session timeouts it grants ([2, 20] ticks): 500 ms allows the
 # short sessions of a local cluster, where a killed broker should be noticed in seconds.
 ZK_TICK_TIME_MS = 500
 DEFAULT_SESSION_TIMEOUT_MS = 6000
+MODES = ("raft", "zk")
 POLL_S = 0.05
 
 __all__ = [
+    "MODES",
+    "STATE_FILE",
     "BrokerStatus",
     "ClusterError",
     "ClusterReport",
@@ -63,97 +92,9 @@ __all__ = [
     "node_alive",
     "read_state",
     "start_broker",
+    "start_node",
     "wait_until_ready",
 ]
-
-
-class ClusterError(TriokaError):
-    """A supervisor error with a message for the user (no state, already running, ...)."""
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    """One supervised process."""
-
-    name: str
-    """"zookeeper" or "broker-<id>"."""
-    node_id: int
-    """The broker's node.id (0 for ZooKeeper)."""
-    host: str
-    port: int
-    dir: str
-    log: str
-    command: tuple[str, ...] = ()
-    pid: int = 0
-    start_ticks: int = 0
-    """The process's start time in /proc/<pid>/stat: a reused pid has another."""
-    metrics_port: int = 0
-    """A broker's /metrics port (http://host:metrics_port/metrics); 0: none or not known yet."""
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    dir: str
-    zookeeper: NodeRecord
-    brokers: tuple[NodeRecord, ...]
-    zookeeper_connect: str
-    overrides: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"{b.host}:{b.port}" for b in self.brokers)
-
-    def broker(self, node_id: int) -> NodeRecord:
-        for b in self.brokers:
-            if b.node_id == node_id:
-                return b
-        known = ", ".join(str(b.node_id) for b in self.brokers)
-        raise ClusterError(f"no broker {node_id} in this cluster (brokers: {known})")
-
-    def with_node(self, node: NodeRecord) -> ClusterState:
-        if node.name == "zookeeper":
-            return replace(self, zookeeper=node)
-        return replace(
-            self, brokers=tuple(node if b.node_id == node.node_id else b for b in self.brokers)
-        )
-
-
-# -- the state file --------------------------------------------------------------------------
-
-
-def state_path(base_dir: Path) -> Path:
-    return Path(base_dir) / STATE_FILE
-
-
-def read_state(base_dir: Path) -> ClusterState:
-    path = state_path(base_dir)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ClusterError(
-            f"no cluster in {str(base_dir)!r} (no {STATE_FILE}; start one with "
-            "`trioka cluster up --dir DIR`)"
-        ) from None
-    except ValueError as exc:
-        raise ClusterError(f"{str(path)!r} is not a cluster state file: {exc}") from None
-
-    def node(d: Mapping[str, Any]) -> NodeRecord:
-        return NodeRecord(**{**d, "command": tuple(d.get("command", ()))})
-
-    return ClusterState(
-        dir=raw["dir"],
-        zookeeper=node(raw["zookeeper"]),
-        brokers=tuple(node(b) for b in raw["brokers"]),
-        zookeeper_connect=raw["zookeeper_connect"],
-        overrides=dict(raw.get("overrides", {})),
-    )
-
-
-def write_state(state: ClusterState) -> None:
-    path = state_path(Path(state.dir))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -248,29 +189,38 @@ def _start_zookeeper(base_dir: Path, host: str, port: int, timeout: float) -> No
     )
 
 
-# -- brokers ----------------------------------------------------------------------------------
+# -- brokers and controllers ------------------------------------------------------------------
 
 
-def _broker_toml(node_id: int, host: str, port: int, data_dir: Path, zk_connect: str,
-                 session_timeout_ms: int, replication_factor: int) -> str:  # fmt: skip
+def _broker_toml(node_id: int, host: str, port: int, data_dir: Path, replication_factor: int,
+                 mode_lines: str) -> str:  # fmt: skip
     return (
         f'"node.id" = {node_id}\n'
         f'"listeners" = ["PLAINTEXT://{host}:{port}"]\n'
         f'"log.dirs" = [{json.dumps(str(data_dir))}]\n'
-        '"metadata.mode" = "zk"\n'
-        f'"zookeeper.connect" = {json.dumps(zk_connect)}\n'
-        f'"zookeeper.session.timeout.ms" = {session_timeout_ms}\n'
         f'"default.replication.factor" = {replication_factor}\n'
         # A free port at first start, pinned afterwards like the listener's (_pin_port).
-        '"trioka.metrics.port" = 0\n'
+        '"trioka.metrics.port" = 0\n' + mode_lines
     )
 
 
-def _broker_command(config_file: Path, overrides: Mapping[str, str]) -> tuple[str, ...]:
-    cmd = [sys.executable, "-m", "deploy.broker_app", "--config", str(config_file)]
+def _zk_lines(zk_connect: str, session_timeout_ms: int) -> str:
+    return (
+        '"metadata.mode" = "zk"\n'
+        f'"zookeeper.connect" = {json.dumps(zk_connect)}\n'
+        f'"zookeeper.session.timeout.ms" = {session_timeout_ms}\n'
+    )
+
+
+def _command(module: str, config_file: Path, overrides: Mapping[str, str]) -> tuple[str, ...]:
+    cmd = [sys.executable, "-m", module, "--config", str(config_file)]
     for key, value in overrides.items():
         cmd += ["--override", f"{key}={value}"]
     return tuple(cmd)
+
+
+def _broker_command(config_file: Path, overrides: Mapping[str, str]) -> tuple[str, ...]:
+    return _command("deploy.broker_app", config_file, overrides)
 
 
 def _log_events(path: Path, offset: int) -> list[dict[str, Any]]:
@@ -296,7 +246,7 @@ def _log_tail(path: str | Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def _spawn_broker(node: NodeRecord) -> tuple[NodeRecord, int]:
+def _spawn_node(node: NodeRecord) -> tuple[NodeRecord, int]:
     log_file = Path(node.log)
     offset = log_file.stat().st_size if log_file.exists() else 0
     env = {**os.environ, "TRIOKA_LOG_FORMAT": "json"}
@@ -304,29 +254,44 @@ def _spawn_broker(node: NodeRecord) -> tuple[NodeRecord, int]:
     return replace(node, pid=pid, start_ticks=_start_ticks(pid) or 0), offset
 
 
-def _wait_listening(node: NodeRecord, log_offset: int, timeout: float) -> NodeRecord:
-    """Wait for the broker's "broker listening" event; returns the node with its bound port
-    (and its /metrics port: the broker logs "metrics serving" before it listens)."""
+def _wait_event(
+    node: NodeRecord, log_offset: int, name: str, timeout: float
+) -> list[dict[str, Any]]:
+    """Poll the node's JSON log until the event `name` appears; returns the events up to it.
+    ClusterError (with the log's tail) if the process exits or the deadline passes."""
+    what = node.name.replace("-", " ")
     deadline = time.monotonic() + timeout
     while True:
-        metrics_port = node.metrics_port
-        for event in _log_events(Path(node.log), log_offset):
-            if event.get("event") == "metrics serving":
-                metrics_port = int(event["port"])
-            if event.get("event") == "broker listening":
-                return replace(node, port=int(event["port"]), metrics_port=metrics_port)
+        events = _log_events(Path(node.log), log_offset)
+        for i, event in enumerate(events):
+            if event.get("event") == name:
+                return events[: i + 1]
         if not node_alive(node):
             _reap(node.pid)
             raise ClusterError(
-                f"broker {node.node_id} exited while starting; last lines of {node.log}:\n"
-                + _log_tail(node.log)
+                f"{what} exited while starting; last lines of {node.log}:\n" + _log_tail(node.log)
             )
         if time.monotonic() > deadline:
             raise ClusterError(
-                f"broker {node.node_id} did not listen within {timeout:g} s; last lines of "
+                f"{what} did not log {name!r} within {timeout:g} s; last lines of "
                 f"{node.log}:\n" + _log_tail(node.log)
             )
         time.sleep(POLL_S)  # polling a condition under a deadline
+
+
+def _wait_listening(node: NodeRecord, log_offset: int, timeout: float) -> NodeRecord:
+    """Wait until the node serves: a broker's "broker listening" event (returns the node with
+    its bound port and its /metrics port: the broker logs "metrics serving" before it listens),
+    a controller's "controller started" (its port was chosen before it started)."""
+    if node.is_controller:
+        _wait_event(node, log_offset, "controller started", timeout)
+        return node
+    events = _wait_event(node, log_offset, "broker listening", timeout)
+    metrics_port = node.metrics_port
+    for event in events:
+        if event.get("event") == "metrics serving":
+            metrics_port = int(event["port"])
+    return replace(node, port=int(events[-1]["port"]), metrics_port=metrics_port)
 
 
 def _pin_port(node: NodeRecord) -> None:
@@ -344,129 +309,254 @@ def _pin_port(node: NodeRecord) -> None:
     config_file.write_text("\n".join(new) + "\n")
 
 
+def _new_brokers(base_dir: Path, count: int, host: str, base_port: int,
+                 mode_lines: Callable[[Path], str], extra: Mapping[str, str]) -> list[NodeRecord]:  # fmt: skip
+    """Broker dirs with their broker.toml; bad overrides are refused before anything starts."""
+    nodes = []
+    for node_id in range(1, count + 1):
+        node_dir = base_dir / f"broker-{node_id}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        port = base_port + node_id - 1 if base_port else 0
+        toml = _broker_toml(node_id, host, port, node_dir / "data", min(3, count),
+                            mode_lines(node_dir))  # fmt: skip
+        (node_dir / "broker.toml").write_text(toml)
+        load_broker_config(node_dir / "broker.toml", extra)
+        nodes.append(
+            NodeRecord(
+                name=f"broker-{node_id}",
+                node_id=node_id,
+                host=host,
+                port=port,
+                dir=str(node_dir),
+                log=str(node_dir / "broker.log"),
+                command=_broker_command(node_dir / "broker.toml", extra),
+            )
+        )
+    return nodes
+
+
+def _new_controllers(base_dir: Path, count: int, host: str, cluster_id: str,
+                     settings: Mapping[str, object],
+                     extra: Mapping[str, str]) -> list[NodeRecord]:  # fmt: skip
+    """Controller dirs with their controller.toml (ids 3001.., free ports chosen now)."""
+    ids = [CONTROLLER_BASE_ID + i for i in range(count)]
+    ports = {node_id: free_port(host) for node_id in ids}
+    voters = voters_string([(i, host, ports[i]) for i in ids])
+    nodes = []
+    for node_id in ids:
+        node_dir = base_dir / f"controller-{node_id}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        config_file = node_dir / "controller.toml"
+        config_file.write_text(
+            controller_toml(
+                node_id, host, ports[node_id], voters, node_dir / "metadata", cluster_id, settings
+            )
+        )
+        load_controller_config(config_file, extra)
+        nodes.append(
+            NodeRecord(
+                name=f"controller-{node_id}",
+                node_id=node_id,
+                host=host,
+                port=ports[node_id],
+                dir=str(node_dir),
+                log=str(node_dir / "controller.log"),
+                command=_command("deploy.controller_app", config_file, extra),
+            )
+        )
+    return nodes
+
+
+def _start_processes(state: ClusterState, nodes: Sequence[NodeRecord], timeout: float,
+                     started: list[NodeRecord]) -> ClusterState:  # fmt: skip
+    """Spawn `nodes` together, then wait for each to serve; pins the brokers' bound ports."""
+    spawned = []
+    for node in nodes:
+        node, offset = _spawn_node(node)
+        started.append(node)
+        spawned.append((node, offset))
+        state = state.with_node(node)
+    write_state(state)
+    deadline = time.monotonic() + timeout
+    for node, offset in spawned:
+        listening = _wait_listening(node, offset, max(0.1, deadline - time.monotonic()))
+        if not node.is_controller and (
+            listening.port != node.port
+            or node.port == 0
+            or listening.metrics_port != node.metrics_port
+        ):
+            _pin_port(listening)
+        state = state.with_node(listening)
+    write_state(state)
+    return state
+
+
+def _refuse_running(base_dir: Path, overrides: object) -> ClusterState | None:
+    """The stopped cluster found in `base_dir` (None: none); ClusterError if it runs."""
+    if not state_path(base_dir).exists():
+        return None
+    previous = read_state(base_dir)
+    alive = [n.name for n in previous.nodes if node_alive(n)]
+    if alive:
+        raise ClusterError(
+            f"a cluster is already running in {str(base_dir)!r} ({', '.join(alive)}); "
+            "stop it first with `trioka cluster down`"
+        )
+    if overrides:
+        raise ClusterError(
+            f"{str(base_dir)!r} holds a stopped cluster: it starts again with its own "
+            "config; --override applies to a new cluster only"
+        )
+    return previous
+
+
 def cluster_up(
     base_dir: Path,
     *,
+    mode: str = "raft",
     brokers: int = 3,
+    controllers: int = 3,
     host: str = "127.0.0.1",
     base_port: int = 0,
     zookeeper_port: int = 0,
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
     overrides: Sequence[str] | Mapping[str, str] = (),
+    controller_overrides: Sequence[str] | Mapping[str, str] = (),
     timeout: float = 60.0,
 ) -> ClusterState:
-    """Start ZooKeeper and `brokers` broker processes under `base_dir` (or start again a stopped
-    cluster found there, with its ports and data). Returns once every broker listens; see
-    `wait_until_ready` for "every broker is known to the cluster". Stops what it started if any
-    process fails to come up."""
+    """Start a cluster under `base_dir` (or start again a stopped cluster found there, with its
+    mode, ports and data): Raft mode `controllers` controller processes, ZK mode a ZooKeeper,
+    then `brokers` broker processes. Returns once every process serves; see `wait_until_ready`
+    for "a quorum leader, every broker live". `session_timeout_ms` is how soon a dead broker is
+    noticed: zookeeper.session.timeout.ms (zk) or broker.session.timeout.ms (raft). Stops what
+    it started if any process fails to come up."""
     base_dir = Path(base_dir).resolve()
     extra = dict(overrides) if isinstance(overrides, Mapping) else parse_overrides(overrides)
-    previous: ClusterState | None = None
-    if state_path(base_dir).exists():
-        previous = read_state(base_dir)
-        alive = [n.name for n in (previous.zookeeper, *previous.brokers) if node_alive(n)]
-        if alive:
-            raise ClusterError(
-                f"a cluster is already running in {str(base_dir)!r} ({', '.join(alive)}); "
-                "stop it first with `trioka cluster down`"
-            )
-        if overrides:
-            raise ClusterError(
-                f"{str(base_dir)!r} holds a stopped cluster: it starts again with its own "
-                "config; --override applies to a new cluster only"
-            )
-    elif brokers < 1:
-        raise ClusterError(f"--brokers must be at least 1, not {brokers}")
-    base_dir.mkdir(parents=True, exist_ok=True)
-
+    ctl_extra = (
+        dict(controller_overrides)
+        if isinstance(controller_overrides, Mapping)
+        else parse_overrides(controller_overrides)
+    )
+    previous = _refuse_running(base_dir, extra or ctl_extra)
     if previous is None:
-        zk_connect_placeholder = f"{host}:{zookeeper_port or 2181}{ZK_CHROOT}"
-        nodes = []
-        for node_id in range(1, brokers + 1):
-            node_dir = base_dir / f"broker-{node_id}"
-            node_dir.mkdir(parents=True, exist_ok=True)
-            port = base_port + node_id - 1 if base_port else 0
-            toml = _broker_toml(node_id, host, port, node_dir / "data", zk_connect_placeholder,
-                                session_timeout_ms, min(3, brokers))  # fmt: skip
-            (node_dir / "broker.toml").write_text(toml)
-            # Refuse bad overrides (unknown key, bad value) before anything starts.
-            load_broker_config(node_dir / "broker.toml", extra)
-            nodes.append(
-                NodeRecord(
-                    name=f"broker-{node_id}",
-                    node_id=node_id,
-                    host=host,
-                    port=port,
-                    dir=str(node_dir),
-                    log=str(node_dir / "broker.log"),
-                    command=_broker_command(node_dir / "broker.toml", extra),
-                )
-            )
-        zk_port = zookeeper_port
-    else:
-        nodes = list(previous.brokers)
-        zk_port = previous.zookeeper.port
+        if mode not in MODES:
+            raise ClusterError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if brokers < 1:
+            raise ClusterError(f"--brokers must be at least 1, not {brokers}")
+        if mode == "raft" and controllers < 1:
+            raise ClusterError(f"--controllers must be at least 1, not {controllers}")
+    base_dir.mkdir(parents=True, exist_ok=True)
+    if previous is not None:
+        return _restart_cluster(previous, timeout)
+    if mode == "zk":
+        return _zk_cluster_up(base_dir, brokers, host, base_port, zookeeper_port,
+                              session_timeout_ms, extra, timeout)  # fmt: skip
+    return _raft_cluster_up(base_dir, brokers, controllers, host, base_port,
+                            session_timeout_ms, extra, ctl_extra, timeout)  # fmt: skip
 
+
+def _stop_all(started: Sequence[NodeRecord]) -> None:
+    for node in reversed(started):
+        stop_node(node, timeout=10.0)
+
+
+def _zk_cluster_up(base_dir: Path, brokers: int, host: str, base_port: int, zookeeper_port: int,
+                   session_timeout_ms: int, extra: Mapping[str, str],
+                   timeout: float) -> ClusterState:  # fmt: skip
+    placeholder = f"{host}:{zookeeper_port or 2181}{ZK_CHROOT}"
+    zk_lines = _zk_lines(placeholder, session_timeout_ms)
+    nodes = _new_brokers(base_dir, brokers, host, base_port, lambda _: zk_lines, extra)
     started: list[NodeRecord] = []
     try:
-        zk = _start_zookeeper(base_dir, host, zk_port, timeout)
+        zk = _start_zookeeper(base_dir, host, zookeeper_port, timeout)
         started.append(zk)
         zk_connect = f"{zk.host}:{zk.port}{ZK_CHROOT}"
-        if previous is None:
-            for node in nodes:
-                config_file = Path(node.dir) / "broker.toml"
-                config_file.write_text(
-                    config_file.read_text().replace(zk_connect_placeholder, zk_connect)
-                )
-        state = ClusterState(
-            dir=str(base_dir),
-            zookeeper=zk,
-            brokers=tuple(nodes),
-            zookeeper_connect=zk_connect,
-            overrides=extra if previous is None else previous.overrides,
-        )
-        spawned = []
         for node in nodes:
-            node, offset = _spawn_broker(node)
-            started.append(node)
-            spawned.append((node, offset))
-            state = state.with_node(node)
-        write_state(state)
-        deadline = time.monotonic() + timeout
-        for node, offset in spawned:
-            listening = _wait_listening(node, offset, max(0.1, deadline - time.monotonic()))
-            if (
-                listening.port != node.port
-                or node.port == 0
-                or listening.metrics_port != node.metrics_port
-            ):
-                _pin_port(listening)
-            state = state.with_node(listening)
-        write_state(state)
-        return state
+            config_file = Path(node.dir) / "broker.toml"
+            config_file.write_text(config_file.read_text().replace(placeholder, zk_connect))
+        state = ClusterState(dir=str(base_dir), zookeeper=zk, brokers=tuple(nodes),
+                             zookeeper_connect=zk_connect, overrides=extra, mode="zk")  # fmt: skip
+        return _start_processes(state, nodes, timeout, started)
     except BaseException:
-        for node in reversed(started):
-            stop_node(node, timeout=10.0)
+        _stop_all(started)
         raise
+
+
+def _raft_cluster_up(base_dir: Path, brokers: int, controllers: int, host: str, base_port: int,
+                     session_timeout_ms: int, extra: Mapping[str, str],
+                     ctl_extra: Mapping[str, str], timeout: float) -> ClusterState:  # fmt: skip
+    cluster_id = new_cluster_id()
+    lifecycle = {
+        "broker.session.timeout.ms": session_timeout_ms,
+        "broker.heartbeat.interval.ms": heartbeat_interval_ms(session_timeout_ms),
+    }
+    # The controller creates topics in Raft mode: it needs the brokers' replication default.
+    ctl_settings = {**lifecycle, "default.replication.factor": min(3, brokers)}
+    ctl_extra = {**controller_part(extra), **ctl_extra}
+    ctl_nodes = _new_controllers(base_dir, controllers, host, cluster_id, ctl_settings, ctl_extra)
+    voters = voters_string([(c.node_id, c.host, c.port) for c in ctl_nodes])
+    broker_nodes = _new_brokers(
+        base_dir, brokers, host, base_port,
+        lambda node_dir: broker_raft_lines(voters, node_dir / "metadata", cluster_id, lifecycle),
+        extra,
+    )  # fmt: skip
+    state = ClusterState(dir=str(base_dir), zookeeper=None, brokers=tuple(broker_nodes),
+                         overrides=extra, mode="raft", controllers=tuple(ctl_nodes),
+                         cluster_id=cluster_id, controller_overrides=ctl_extra)  # fmt: skip
+    started: list[NodeRecord] = []
+    try:
+        state = _start_processes(state, ctl_nodes, timeout, started)
+        return _start_processes(state, broker_nodes, timeout, started)
+    except BaseException:
+        _stop_all(started)
+        raise
+
+
+def _restart_cluster(state: ClusterState, timeout: float) -> ClusterState:
+    """A stopped cluster again: ZooKeeper or the controllers first, then the brokers."""
+    started: list[NodeRecord] = []
+    try:
+        if state.zookeeper is not None:
+            base_dir = Path(state.dir)
+            zk = _start_zookeeper(base_dir, state.zookeeper.host, state.zookeeper.port, timeout)
+            started.append(zk)
+            state = state.with_node(zk)
+        else:
+            state = _start_processes(state, state.controllers, timeout, started)
+        return _start_processes(state, state.brokers, timeout, started)
+    except BaseException:
+        _stop_all(started)
+        raise
+
+
+def start_node(base_dir: Path, node_id: int, *, timeout: float = 30.0) -> NodeRecord:
+    """Start one stopped broker or controller of the cluster again (same config, port, data)."""
+    state = read_state(Path(base_dir).resolve())
+    node = state.node(node_id)
+    if node.name == "zookeeper":
+        raise ClusterError("ZooKeeper starts with the cluster (`trioka cluster up`), not alone")
+    if node_alive(node):
+        raise ClusterError(f"{node.name} is already running (pid {node.pid})")
+    node, offset = _spawn_node(node)
+    write_state(state.with_node(node))
+    try:
+        node = _wait_listening(node, offset, timeout)
+    finally:
+        write_state(read_state(Path(state.dir)).with_node(node))
+    return node
 
 
 def start_broker(base_dir: Path, node_id: int, *, timeout: float = 30.0) -> NodeRecord:
     """Start one stopped broker of the cluster again (same config, port and data)."""
-    state = read_state(Path(base_dir).resolve())
-    node = state.broker(node_id)
-    if node_alive(node):
-        raise ClusterError(f"broker {node_id} is already running (pid {node.pid})")
-    node, offset = _spawn_broker(node)
-    write_state(state.with_node(node))
-    node = _wait_listening(node, offset, timeout)
-    write_state(state.with_node(node))
-    return node
+    read_state(Path(base_dir).resolve()).broker(node_id)
+    return start_node(base_dir, node_id, timeout=timeout)
 
 
 def kill_node(base_dir: Path, node_id: int, sig: int = signal.SIGKILL) -> NodeRecord:
-    """Send `sig` to broker `node_id` (0: ZooKeeper). SIGKILL waits until it is gone."""
+    """Send `sig` to broker or controller `node_id` (0: ZooKeeper). SIGKILL waits until it is
+    gone."""
     state = read_state(Path(base_dir).resolve())
-    node = state.zookeeper if node_id == 0 else state.broker(node_id)
+    node = state.node(node_id)
     if not node_alive(node):
         raise ClusterError(f"{node.name} is not running")
     os.kill(node.pid, sig)
@@ -476,87 +566,22 @@ def kill_node(base_dir: Path, node_id: int, sig: int = signal.SIGKILL) -> NodeRe
 
 
 def cluster_down(
-    base_dir: Path, *, timeout: float = 30.0, controller_id: int | None = None
+    base_dir: Path,
+    *,
+    timeout: float = 30.0,
+    controller_id: int | None = None,
+    active_controller_id: int | None = None,
 ) -> list[tuple[NodeRecord, str]]:
-    """Stop the brokers one by one (the controller's last, so that leadership moves only once),
-    then ZooKeeper: SIGTERM, SIGKILL after `timeout` s. Returns (node, outcome) pairs."""
+    """Stop the brokers one by one (ZK mode: the controller's last, so that leadership moves
+    only once), then the controllers (the active one last, so no election runs meanwhile) or
+    ZooKeeper: SIGTERM, SIGKILL after `timeout` s. The brokers go first: their controlled
+    shutdown needs the controller. Returns (node, outcome) pairs."""
     state = read_state(Path(base_dir).resolve())
     order = sorted(state.brokers, key=lambda b: (b.node_id == controller_id, b.node_id))
     outcomes = [(b, stop_node(b, timeout)) for b in order]
-    outcomes.append((state.zookeeper, stop_node(state.zookeeper, timeout)))
+    ctl_order = sorted(state.controllers, key=lambda c: (c.node_id == active_controller_id,
+                                                          c.node_id))  # fmt: skip
+    outcomes += [(c, stop_node(c, timeout)) for c in ctl_order]
+    if state.zookeeper is not None:
+        outcomes.append((state.zookeeper, stop_node(state.zookeeper, timeout)))
     return outcomes
-
-
-# -- asking the cluster -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BrokerStatus:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-@dataclass(frozen=True)
-class ClusterReport:
-    cluster_id: str | None
-    controller_id: int
-    brokers: tuple[BrokerStatus, ...]
-    topics: int
-    partitions: int
-    under_replicated: tuple[tuple[str, int], ...]
-    """Partitions whose ISR is smaller than their replica set."""
-    offline: tuple[tuple[str, int], ...]
-    """Partitions without a leader."""
-
-
-def _admin(bootstrap: str, timeout_ms: int) -> Admin:
-    return Admin(
-        {
-            "bootstrap.servers": bootstrap,
-            "default.api.timeout.ms": timeout_ms,
-            "request.timeout.ms": timeout_ms,
-            "socket.connection.setup.timeout.ms": min(timeout_ms, 2000),
-        }
-    )
-
-
-async def describe_cluster(bootstrap: str, *, timeout_ms: int = 10_000) -> ClusterReport:
-    """Controller, live brokers and partition health, from a Metadata request."""
-    async with _admin(bootstrap, timeout_ms) as admin:
-        cluster = await admin.describe_cluster()
-        topics = await admin.describe_topics()
-    parts = [p for t in topics for p in t.partitions]
-    return ClusterReport(
-        cluster_id=cluster.cluster_id,
-        controller_id=cluster.controller_id,
-        brokers=tuple(BrokerStatus(b.node_id, b.host, b.port, b.rack) for b in cluster.brokers),
-        topics=len(topics),
-        partitions=len(parts),
-        under_replicated=tuple(
-            (p.topic, p.partition) for p in parts if len(p.isr) < len(p.replicas)
-        ),
-        offline=tuple((p.topic, p.partition) for p in parts if p.leader < 0),
-    )
-
-
-async def wait_until_ready(bootstrap: str, brokers: int, *, within: float = 60.0) -> ClusterReport:
-    """Poll until the cluster has a controller and knows `brokers` live brokers."""
-    last: BaseException | None = None
-    report: ClusterReport | None = None
-    with trio.move_on_after(within):
-        while True:
-            try:
-                report = await describe_cluster(bootstrap, timeout_ms=2000)
-                if report.controller_id >= 0 and len(report.brokers) >= brokers:
-                    return report
-            except (TriokaError, OSError) as exc:
-                last = exc
-            await trio.sleep(0.1)
-    seen = (
-        f"controller {report.controller_id}, brokers {[b.node_id for b in report.brokers]}"
-        if report is not None
-        else f"no answer ({last})"
-    )
-    raise ClusterError(f"the cluster was not ready within {within:g} s: {seen}")

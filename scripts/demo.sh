@@ -47,7 +47,7 @@ leader_of() {
 
 say "starting ZooKeeper and 3 brokers (trioka cluster up, state in $cluster)"
 cluster_started=1
-bootstrap="$("$trioka" cluster up --dir "$cluster" --brokers 3 --session-timeout-ms 4000)"
+bootstrap="$("$trioka" cluster up --dir "$cluster" --mode zk --brokers 3 --session-timeout-ms 4000)"
 say "cluster is up; bootstrap servers: $bootstrap"
 "$trioka" cluster describe --dir "$cluster"
 

@@ -61,11 +61,11 @@ def _pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-def test_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
+def test_zk_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
     cluster_dir = tmp_path / "c"
     pids: list[int] = []
     try:
-        up = trioka("cluster", "up", "--dir", str(cluster_dir), "--brokers", "2",
+        up = trioka("cluster", "up", "--dir", str(cluster_dir), "--mode", "zk", "--brokers", "2",
                     "--session-timeout-ms", "3000", timeout=120)  # fmt: skip
         assert up.returncode == 0, up.stderr.decode()
         bootstrap = up.stdout.decode().strip()

@@ -1,0 +1,328 @@
+"""`trioka cluster up|status|describe|kill|start|down`: the local cluster supervisor
+(deploy.cluster) on the command line. Raft mode (the default) runs N controller processes and the
+brokers; `--mode zk` a ZooKeeper and the brokers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import trio
+from rich.table import Table
+
+from client import Admin
+from deploy import cluster as sup
+from deploy.cli_options import property_option
+from deploy.cli_quorum import QuorumReport
+from deploy.cluster_raft import quorum_report
+from protocol.config_defs import ConfigError
+from protocol.errors import KafkaError, TriokaError
+
+T = TypeVar("T")
+
+DEFAULT_CLUSTER_DIR = ".trioka-cluster"
+
+
+def cluster_dir_option(fn: Any) -> Any:
+    return click.option(
+        "--dir",
+        "cluster_dir",
+        type=click.Path(file_okay=False),
+        default=lambda: os.environ.get("TRIOKA_CLUSTER_DIR", DEFAULT_CLUSTER_DIR),
+        show_default=DEFAULT_CLUSTER_DIR,
+        help="Directory of the cluster: state file, the processes' dirs and logs "
+        "(env TRIOKA_CLUSTER_DIR).",
+    )(fn)
+
+
+def _cluster_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    from deploy.cli import fail
+    from deploy.zookeeper_process import ZooKeeperStartError
+
+    try:
+        return fn(*args, **kwargs)
+    except (sup.ClusterError, ZooKeeperStartError) as exc:
+        fail(str(exc))
+    except ConfigError as exc:
+        fail(exc.message)
+
+
+def _quorum(state: sup.ClusterState) -> tuple[QuorumReport | None, str | None]:
+    """The controller quorum as its leader describes it (Raft mode), or why there is none."""
+    if not any(sup.node_alive(c) for c in state.controllers):
+        return None, "no controller is running" if state.controllers else None
+    try:
+        return trio.run(partial(quorum_report, state.controller_bootstrap)), None
+    except (KafkaError, OSError) as exc:
+        return None, str(exc)
+
+
+@click.group()
+def cluster() -> None:
+    """Supervise a local cluster: controllers (Raft mode) or ZooKeeper (ZK mode), plus brokers."""
+
+
+@cluster.command("up")
+@cluster_dir_option
+@click.option("--mode", type=click.Choice(sup.MODES), default="raft", show_default=True,
+              help="raft: controller processes hold the metadata; zk: a ZooKeeper does.")  # fmt: skip
+@click.option("--brokers", "-n", type=int, default=3, show_default=True,
+              help="Number of brokers (node ids 1..N).")  # fmt: skip
+@click.option("--controllers", type=int, default=3, show_default=True,
+              help="Raft mode: number of controllers (node ids 3001..).")  # fmt: skip
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address every process listens on.")  # fmt: skip
+@click.option("--base-port", type=int, default=0, show_default="free ports",
+              help="Broker N listens on BASE_PORT+N-1.")  # fmt: skip
+@click.option("--zookeeper-port", type=int, default=0, show_default="a free port",
+              help="ZK mode: ZooKeeper's client port.")  # fmt: skip
+@click.option("--session-timeout-ms", type=int, default=sup.DEFAULT_SESSION_TIMEOUT_MS,
+              show_default=True, help="How soon a dead broker is noticed: "
+              "broker.session.timeout.ms (raft) or zookeeper.session.timeout.ms (zk).")  # fmt: skip
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Broker config for every broker, and for every controller when it is a "
+              "controller config too (num.partitions, ...) (repeatable).")  # fmt: skip
+@click.option("--controller-override", "controller_overrides", multiple=True,
+              metavar="KEY=VALUE", help="Raft mode: config for every controller (repeatable).")  # fmt: skip
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for the cluster to be ready.")  # fmt: skip
+def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host: str,
+               base_port: int, zookeeper_port: int, session_timeout_ms: int,
+               overrides: tuple[str, ...], controller_overrides: tuple[str, ...],
+               timeout: float) -> None:  # fmt: skip
+    """Start the cluster in the background; prints the bootstrap servers.
+
+    A directory holding a stopped cluster starts it again with its mode, ports and data."""
+    from deploy.cli import fail, run
+
+    if mode == "raft" and zookeeper_port:
+        fail("--zookeeper-port is for --mode zk (a Raft-mode cluster has no ZooKeeper)")
+    if mode == "zk" and controller_overrides:
+        fail("--controller-override is for --mode raft (a ZK-mode cluster has no controllers)")
+    state = _cluster_call(
+        sup.cluster_up, Path(cluster_dir), mode=mode, brokers=brokers, controllers=controllers,
+        host=host, base_port=base_port, zookeeper_port=zookeeper_port,
+        session_timeout_ms=session_timeout_ms, overrides=list(overrides),
+        controller_overrides=list(controller_overrides), timeout=timeout,
+    )  # fmt: skip
+    try:
+        report = run(
+            partial(
+                sup.wait_until_ready,
+                state.bootstrap,
+                len(state.brokers),
+                within=timeout,
+                controller_bootstrap=state.controller_bootstrap,
+            )
+        )
+    except click.ClickException:
+        click.echo("the cluster did not become ready; stopping it", err=True)
+        sup.cluster_down(Path(cluster_dir), timeout=10.0)
+        raise
+    if state.zookeeper is not None:
+        where = f"ZooKeeper {state.zookeeper_connect} (pid {state.zookeeper.pid})"
+        controller = f"controller {report.controller_id}"
+    else:
+        quorum, _ = _quorum(state)
+        where = f"controllers {','.join(str(c.node_id) for c in state.controllers)}"
+        controller = f"active controller {quorum.leader_id if quorum else 'unknown'}"
+    click.echo(
+        f"cluster up in {state.dir} ({state.mode} mode): {where}, {len(state.brokers)} brokers, "
+        f"{controller}",
+        err=True,
+    )
+    click.echo(state.bootstrap)
+
+
+def _roles(state: sup.ClusterState, alive: dict[str, bool], report: sup.ClusterReport | None,
+           quorum: QuorumReport | None) -> dict[str, str]:  # fmt: skip
+    """Each running process's role: a controller's Raft role, a broker's standing."""
+    roles: dict[str, str] = {}
+    statuses = {r.node_id: r.status for r in quorum.replicas} if quorum else {}
+    for n in state.controllers:
+        if alive[n.name]:
+            status = statuses.get(n.node_id)
+            roles[n.name] = {"Leader": "active controller", "Follower": "standby"}.get(
+                status or "", "unknown"
+            )
+    live = {b.node_id for b in report.brokers} if report else set()
+    for b in state.brokers:
+        if report is None or not alive[b.name]:
+            continue
+        if state.mode == "zk" and b.node_id == report.controller_id:
+            roles[b.name] = "controller"
+        elif b.node_id in live:
+            roles[b.name] = "broker"
+        else:
+            roles[b.name] = "fenced" if state.mode == "raft" else "not registered"
+    return roles
+
+
+@cluster.command("status")
+@cluster_dir_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def cluster_status(cluster_dir: str, as_json: bool) -> None:
+    """Processes (pid, alive, role), the quorum (Raft mode), brokers and partition health."""
+    from deploy.cli import stdout_console
+
+    state = _cluster_call(sup.read_state, Path(cluster_dir))
+    nodes = state.nodes
+    alive = {n.name: sup.node_alive(n) for n in nodes}
+    report = None
+    error = None
+    if any(alive[b.name] for b in state.brokers):
+        try:
+            report = trio.run(partial(sup.describe_cluster, state.bootstrap, timeout_ms=5000))
+        except (TriokaError, OSError) as exc:
+            error = str(exc)
+    quorum, quorum_error = _quorum(state)
+    roles = _roles(state, alive, report, quorum)
+    if as_json:
+        out: dict[str, Any] = {
+            "dir": state.dir,
+            "mode": state.mode,
+            "zookeeper_connect": state.zookeeper_connect or None,
+            "controller_bootstrap": state.controller_bootstrap or None,
+            "bootstrap": state.bootstrap,
+            "processes": [
+                {
+                    "name": n.name,
+                    "node_id": n.node_id,
+                    "pid": n.pid,
+                    "host": n.host,
+                    "port": n.port,
+                    "metrics_port": n.metrics_port or None,
+                    "alive": alive[n.name],
+                    "role": roles.get(n.name),
+                    "log": n.log,
+                }
+                for n in nodes
+            ],
+            "quorum": {
+                "leader_id": quorum.leader_id,
+                "leader_epoch": quorum.leader_epoch,
+                "high_watermark": quorum.high_watermark,
+                "voters": quorum.current_voters,
+                "observers": quorum.current_observers,
+            }
+            if quorum
+            else None,
+            "quorum_error": quorum_error,
+            "controller_id": report.controller_id if report else None,
+            "live_brokers": [b.node_id for b in report.brokers] if report else [],
+            "partitions": report.partitions if report else None,
+            "under_replicated": [list(p) for p in report.under_replicated] if report else None,
+            "offline": [list(p) for p in report.offline] if report else None,
+            "error": error,
+        }
+        click.echo(json.dumps(out))
+        return
+    console = stdout_console()
+    table = Table("Process", "Pid", "Address", "Metrics", "Alive", "Role", box=None)
+    for n in nodes:
+        metrics = f"http://{n.host}:{n.metrics_port}/metrics" if n.metrics_port else ""
+        table.add_row(n.name, str(n.pid), f"{n.host}:{n.port}", metrics,
+                      "yes" if alive[n.name] else "no", roles.get(n.name, ""))  # fmt: skip
+    console.print(table)
+    if quorum is not None:
+        console.print(
+            f"Quorum: leader {quorum.leader_id}\tepoch {quorum.leader_epoch}\t"
+            f"high watermark {quorum.high_watermark}\tvoters {quorum.current_voters}\t"
+            f"observers {quorum.current_observers}"
+        )
+    elif quorum_error:
+        console.print(f"quorum unreachable: {quorum_error}")
+    if report is None:
+        console.print(f"cluster unreachable: {error}" if error else "no broker is running")
+        return
+    controller = "Controller" if state.mode == "zk" else "Controller (as brokers report it)"
+    console.print(
+        f"{controller}: {report.controller_id}\tLive brokers: "
+        f"{','.join(str(b.node_id) for b in report.brokers)}\tTopics: {report.topics}\t"
+        f"Partitions: {report.partitions}\tUnder-replicated: {len(report.under_replicated)}\t"
+        f"Offline: {len(report.offline)}"
+    )
+    for topic_name, partition in report.under_replicated:
+        console.print(f"  under-replicated: {topic_name}-{partition}")
+    for topic_name, partition in report.offline:
+        console.print(f"  offline: {topic_name}-{partition}")
+
+
+@cluster.command("describe")
+@click.option("--bootstrap-server", "-b", default=None, metavar="HOST:PORT[,...]",
+              help="Broker(s) to ask (default: the brokers of --dir's cluster).")  # fmt: skip
+@cluster_dir_option
+@property_option
+def cluster_describe(bootstrap_server: str | None, cluster_dir: str,
+                     properties: tuple[str, ...]) -> None:  # fmt: skip
+    """The cluster id, the controller and the live brokers."""
+    from deploy.cli import admin_props, run, stdout_console
+
+    if bootstrap_server is None:
+        bootstrap_server = _cluster_call(sup.read_state, Path(cluster_dir)).bootstrap
+
+    async def go() -> Any:
+        async with Admin(admin_props(bootstrap_server, properties)) as admin:
+            return await admin.describe_cluster()
+
+    description = run(go)
+    console = stdout_console()
+    console.print(f"ClusterId: {description.cluster_id}\tController: {description.controller_id}")
+    table = Table("Broker", "Host", "Port", "Rack", "Controller", box=None)
+    for b in description.brokers:
+        is_controller = "yes" if b.node_id == description.controller_id else ""
+        table.add_row(str(b.node_id), b.host, str(b.port), b.rack or "", is_controller)
+    console.print(table)
+
+
+@cluster.command("down")
+@cluster_dir_option
+@click.option("--timeout", type=float, default=30.0, show_default=True,
+              help="Seconds each process gets after SIGTERM before SIGKILL.")  # fmt: skip
+def cluster_down(cluster_dir: str, timeout: float) -> None:
+    """Stop the brokers (controlled shutdown), then the controllers (the active one last) or
+    ZooKeeper: SIGTERM, then SIGKILL."""
+    state = _cluster_call(sup.read_state, Path(cluster_dir))
+    controller = None
+    if state.mode == "zk" and any(sup.node_alive(b) for b in state.brokers):
+        try:
+            controller = trio.run(
+                partial(sup.describe_cluster, state.bootstrap, timeout_ms=3000)
+            ).controller_id
+        except (TriokaError, OSError):
+            controller = None
+    quorum, _ = _quorum(state)
+    for node, outcome in sup.cluster_down(
+        Path(cluster_dir), timeout=timeout, controller_id=controller,
+        active_controller_id=quorum.leader_id if quorum else None,
+    ):  # fmt: skip
+        click.echo(f"{node.name} (pid {node.pid}): {outcome}", err=True)
+
+
+@cluster.command("kill")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+@click.option("--signal", "signal_name", default="KILL", show_default=True,
+              type=click.Choice(["KILL", "TERM", "STOP", "CONT"], case_sensitive=False),
+              help="Signal to send.")  # fmt: skip
+def cluster_kill(node_id: int, cluster_dir: str, signal_name: str) -> None:
+    """Send a signal to broker or controller NODE_ID (0: ZooKeeper), e.g. to test a failover."""
+    sig = signal.Signals[f"SIG{signal_name.upper()}"]
+    node = _cluster_call(sup.kill_node, Path(cluster_dir), node_id, sig)
+    click.echo(f"sent {sig.name} to {node.name} (pid {node.pid})", err=True)
+
+
+@cluster.command("start")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+@click.option("--timeout", type=float, default=30.0, show_default=True)
+def cluster_start(node_id: int, cluster_dir: str, timeout: float) -> None:
+    """Start stopped broker or controller NODE_ID again (same config, port and data)."""
+    node = _cluster_call(sup.start_node, Path(cluster_dir), node_id, timeout=timeout)
+    click.echo(f"started {node.name} (pid {node.pid}) on {node.host}:{node.port}", err=True)
