@@ -141,8 +141,11 @@ class KafkaApis:
         alter_partition: AlterPartitionManager | None = None,
         controller_requests: ControllerRequestHandler | None = None,
         local_controller: ControllerChannel | None = None,
+        controller_id: Callable[[], int] | None = None,
     ) -> None:
         self.config = config
+        self._controller_id_fn = controller_id
+        """Raft mode: the controller id Metadata / DescribeCluster report."""
         self.node_id = config.node_id
         self.partitions = partitions
         self.publisher = publisher
@@ -213,6 +216,8 @@ class KafkaApis:
         self.produce_purgatory.notify(tp)
 
     def controller_id(self) -> int:
+        if self._controller_id_fn is not None:
+            return self._controller_id_fn()
         if self.controller_requests is not None:
             return self.controller_requests.controller_id
         return self.node_id

@@ -17,10 +17,13 @@ Some keys are trioka's own, each documented as such:
   pushes back on the client.
 - `cluster.id` (default empty): the cluster id written to meta.properties on first start (what
   `kafka-storage format --cluster-id` does in Kafka); empty means generate one.
-- `metadata.mode` (standalone | zk, default standalone): where the metadata lives. Kafka says
-  this with `zookeeper.connect` vs `process.roles`; trioka names it because a standalone broker
-  (its own single-node controller) is a third choice. In zk mode `zookeeper.connect` is required
-  and `inter.broker.listener.name` must name one of the advertised listeners.
+- `metadata.mode` (standalone | zk | raft, default standalone): where the metadata lives. Kafka
+  says this with `zookeeper.connect` vs `process.roles`; trioka names it because a standalone
+  broker (its own single-node controller) is a third choice. In zk mode `zookeeper.connect` is
+  required and `inter.broker.listener.name` must name one of the advertised listeners. In raft
+  mode (KRaft) `controller.quorum.voters` is required (the broker is not one of them),
+  `process.roles` if set is exactly ["broker"], and `controller.listener.names` names the
+  controllers' listener (not one of this broker's).
 - `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
   back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
 - `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
@@ -49,6 +52,7 @@ from protocol.config_defs import (
     ConfigDefs,
     ConfigError,
 )
+from protocol.quorum_voters import Voter, parse_voters
 
 _MS_PER_HOUR = 3_600_000
 # Kafka's SecurityProtocol names; its default listener.security.protocol.map maps each to itself.
@@ -158,8 +162,29 @@ BROKER_CONFIGS = ConfigDefs(
         ConfigDef("request.timeout.ms", "int", 30000, "upper bound of acks=all waits", min=0),
         # Metadata mode and ZooKeeper
         ConfigDef("metadata.mode", "string", "standalone", "trioka: where cluster metadata "
-                  "lives: standalone (one node, local metadata log) or zk (ZooKeeper, Kafka's ZK "
-                  "mode); raft arrives later", choices=("standalone", "zk"), read_only=True),
+                  "lives: standalone (one node, local metadata log), zk (ZooKeeper, Kafka's ZK "
+                  "mode) or raft (a quorum of controller processes, Kafka's KRaft mode)",
+                  choices=("standalone", "zk", "raft"), read_only=True),
+        # Raft mode (KRaft's broker side)
+        ConfigDef("controller.quorum.voters", "string", "", "the controller quorum as "
+                  "id@host:port[,id@host:port...] (required when metadata.mode=raft)",
+                  read_only=True),
+        ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000, "the metadata observer "
+                  "looks for another leader after this long without a good fetch answer", min=1,
+                  read_only=True),
+        ConfigDef("controller.quorum.request.timeout.ms", "int", 2000, "timeout of requests "
+                  "to the controllers (metadata fetches, registration, heartbeats)", min=1,
+                  read_only=True),
+        ConfigDef("controller.quorum.retry.backoff.ms", "int", 20, "backoff after an error "
+                  "answer from a controller", min=0, read_only=True),
+        ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
+                  "the broker snapshots its metadata image (and deletes its metadata log below "
+                  "it) after this many bytes of records (raft mode)", min=1, read_only=True),
+        ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "time between heartbeats to "
+                  "the active controller (raft mode)", min=1, read_only=True),
+        ConfigDef("broker.session.timeout.ms", "int", 9000, "a broker not heard from for this "
+                  "long is fenced by the controller (raft mode; the controller's value decides)",
+                  min=1, read_only=True),
         ConfigDef("zookeeper.connect", "string", "", "ZooKeeper connection string "
                   "host:port[,host:port...][/chroot] (required when metadata.mode=zk)",
                   read_only=True),
@@ -355,10 +380,46 @@ class BrokerConfig:
                     f"inter.broker.listener.name: {inter} must be one of the advertised "
                     f"listeners {effective}"
                 )
+        if self.values["metadata.mode"] == "raft":
+            self._check_raft_mode(names)
         if self.values["replica.socket.timeout.ms"] < self.values["replica.fetch.wait.max.ms"]:
             raise ConfigError(
                 "replica.socket.timeout.ms: must be at least replica.fetch.wait.max.ms "
                 f"({self.values['replica.fetch.wait.max.ms']})"
+            )
+
+    def _check_raft_mode(self, listener_names: list[str]) -> None:
+        """KRaft's broker rules (KafkaConfig.validateValues for process.roles=broker)."""
+        roles = tuple(self.values["process.roles"])
+        if "process.roles" in self.explicit and roles != ("broker",):
+            raise ConfigError(
+                f"process.roles: a metadata.mode=raft broker process needs exactly ['broker'], "
+                f"got {list(roles)} (the controllers are separate processes)"
+            )
+        voters = self.voters  # parses: ConfigError naming controller.quorum.voters
+        if self.node_id in voters:
+            raise ConfigError(
+                f"node.id: {self.node_id} is one of controller.quorum.voters "
+                f"({', '.join(str(v) for v in sorted(voters))}); a broker needs an id of its own"
+            )
+        names = self.controller_listener_names
+        if not names:
+            raise ConfigError(
+                "controller.listener.names: required when metadata.mode is raft (the name of "
+                "the controllers' listener, e.g. ['CONTROLLER'])"
+            )
+        for name in names:
+            if name in listener_names:
+                raise ConfigError(
+                    f"controller.listener.names: {name} must not be one of this broker's "
+                    f"listeners {listener_names} (process.roles=broker)"
+                )
+        inter = self.inter_broker_listener_name
+        effective = [a.name for a in self.effective_advertised_listeners]
+        if inter not in effective:
+            raise ConfigError(
+                f"inter.broker.listener.name: {inter} must be one of the advertised "
+                f"listeners {effective}"
             )
 
     def __getitem__(self, key: str) -> Any:
@@ -412,6 +473,19 @@ class BrokerConfig:
     @property
     def zk_mode(self) -> bool:
         return self.values["metadata.mode"] == "zk"
+
+    @property
+    def raft_mode(self) -> bool:
+        return self.values["metadata.mode"] == "raft"
+
+    @property
+    def voters(self) -> dict[int, Voter]:
+        """controller.quorum.voters parsed (ConfigError naming the key when malformed)."""
+        return parse_voters(str(self.values["controller.quorum.voters"]))
+
+    @property
+    def controller_listener_names(self) -> tuple[str, ...]:
+        return tuple(str(n).upper() for n in self.values["controller.listener.names"])
 
     @property
     def inter_broker_listener_name(self) -> str:

@@ -7,11 +7,9 @@ Every request is fenced first: a controller epoch older than the newest this bro
 
 LeaderAndIsr, in Kafka's order: per partition, a topic id other than the local log's ->
 INCONSISTENT_TOPIC_ID, a leader epoch not newer than ours (nor, at the same leader epoch, a
-newer partition epoch) -> skipped with STALE_CONTROLLER_EPOCH, as Kafka; then makeLeaders
-(stop fetching them, take the registration, wake waiting produces and fetches), then
-makeFollowers (take the registration, stop the old fetcher, truncate by leader epoch as
-`FollowerFetchState.become_follower` decides, start fetching from the new leader when it is
-live); then one HW checkpoint.
+newer partition epoch) -> skipped with STALE_CONTROLLER_EPOCH, as Kafka; then makeLeaders and
+makeFollowers through `broker.partition_changes.PartitionChangeApplier` (the code Raft mode's
+metadata publisher uses too), with the request's live leaders as the fetch sources.
 
 A FULL LeaderAndIsr (type 1: the controller's first request after a failover or after this
 broker registered) names every partition this broker hosts: a local log it does not name, or
@@ -31,15 +29,14 @@ carries is what Metadata and DescribeCluster report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.fetcher import ReplicaFetcherManager, SourceBroker, truncate_log
+from broker.fetcher import ReplicaFetcherManager, SourceBroker
 from broker.metadata_cache import apply_update_metadata
 from broker.metadata_publisher import MetadataPublisher
+from broker.partition_changes import PartitionChangeApplier, storage_error
 from broker.partitions import PartitionManager
-from broker.replica.follower import FollowerFetchState
 from broker.replica.partition_state import PartitionChange
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import (
@@ -56,9 +53,6 @@ from protocol.messages.stop_replica import (
 )
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.names import TopicPartition
-
-if TYPE_CHECKING:
-    from broker.partitions import Partition
 
 log = structlog.get_logger("broker.leader_and_isr")
 
@@ -89,6 +83,13 @@ class ControllerRequestHandler:
         """The newest controller epoch seen (Kafka's ReplicaManager.controllerEpoch)."""
         self.controller_id = -1
         """The controller of the newest accepted request; Metadata reports it."""
+        self.applier = PartitionChangeApplier(
+            node_id=node_id,
+            partitions=partitions,
+            fetchers=fetchers,
+            on_partition_change=on_partition_change,
+            truncate_to_hw_on_become_follower=truncate_to_hw_on_become_follower,
+        )
 
     # -- fencing ---------------------------------------------------------------------------
 
@@ -141,7 +142,7 @@ class ControllerRequestHandler:
                     replicas=tuple(p.replicas),
                     partition_epoch=p.partition_epoch,
                 )
-                code = self._check_partition(change)
+                code = self.applier.check(change)
                 errors[tp] = int(code)
                 if code != ErrorCode.NONE:
                     continue
@@ -152,10 +153,11 @@ class ControllerRequestHandler:
                     leaders.append(change)
                 else:
                     followers.append(change)
-        for change in leaders:
-            errors[change.tp] = self._make_leader(change)
-        for change in followers:
-            errors[change.tp] = self._make_follower(change, live)
+        errors.update(
+            self.applier.apply_partition_changes(
+                leaders=leaders, followers=followers, live_brokers=live
+            )
+        )
         # No HW checkpoint here: as Kafka's ReplicaManager, the periodic one
         # (replica.high.watermark.checkpoint.interval.ms) and the one at shutdown write it.
         # Rewriting the HWs of every partition per LeaderAndIsr was 12.5% of a broker's
@@ -205,75 +207,9 @@ class ControllerRequestHandler:
             else:
                 continue
             log.warning("deleting stray partition", topic_partition=str(tp), reason=reason)
-            self.fetchers.remove_partitions([tp])
-            try:
-                self.partitions.stop(tp, delete=True)
-            except Exception as exc:  # the next FULL request tries again
-                _storage_error(tp, exc)
-                continue
-            self.on_partition_change(tp)
-            strays.append(tp)
+            if self.applier.delete(tp) == 0:  # else the next FULL request tries again
+                strays.append(tp)
         return strays
-
-    def _check_partition(self, change: PartitionChange) -> ErrorCode:
-        partition = self.partitions.get(change.tp)
-        log_topic_id = None
-        if partition is not None:
-            log_topic_id = partition.state.topic_id or partition.log.topic_id
-        else:
-            existing = self.partitions.log_manager.get_log(change.tp)
-            log_topic_id = existing.topic_id if existing is not None else None
-        if log_topic_id and change.topic_id and log_topic_id != change.topic_id:
-            log.error(
-                "LeaderAndIsr for another topic id",
-                topic_partition=str(change.tp),
-                log_topic_id=log_topic_id,
-                request_topic_id=change.topic_id,
-            )
-            return ErrorCode.INCONSISTENT_TOPIC_ID
-        if partition is not None and not partition.state.is_newer(change):
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        return ErrorCode.NONE
-
-    def _make_leader(self, change: PartitionChange) -> int:
-        try:
-            self.fetchers.remove_partitions([change.tp])
-            self.partitions.become(change)
-        except Exception as exc:
-            return _storage_error(change.tp, exc)
-        self.on_partition_change(change.tp)
-        return 0
-
-    def _make_follower(self, change: PartitionChange, live: dict[int, SourceBroker]) -> int:
-        try:
-            self.partitions.become(change)
-            partition = self.partitions.get(change.tp)
-            assert partition is not None
-            state = FollowerFetchState.become_follower(
-                topic_id=change.topic_id,
-                leader_epoch=change.leader_epoch,
-                log=partition.log,
-                high_watermark=partition.state.high_watermark,
-                current=self.fetchers.state_of(change.tp),
-                truncate_to_hw_on_become_follower=self.truncate_to_hw_on_become_follower,
-            )
-            self.fetchers.remove_partitions([change.tp])
-            if state.truncate_to is not None:
-                _truncate(partition, state.truncate_to)
-                state.truncation_done(partition.log)
-            source = live.get(change.leader)
-            if source is not None and source.port > 0:
-                self.fetchers.add_partition(change.tp, source, state)
-            else:
-                log.info(
-                    "follower without a live leader; not fetching",
-                    topic_partition=str(change.tp),
-                    leader=change.leader,
-                )
-        except Exception as exc:
-            return _storage_error(change.tp, exc)
-        self.on_partition_change(change.tp)
-        return 0
 
     # -- StopReplica -------------------------------------------------------------------------
 
@@ -335,7 +271,7 @@ class ControllerRequestHandler:
         try:
             self.partitions.stop(tp, delete=delete)
         except Exception as exc:
-            return ErrorCode(_storage_error(tp, exc))
+            return ErrorCode(storage_error(tp, exc))
         self.on_partition_change(tp)
         return ErrorCode.NONE
 
@@ -358,21 +294,3 @@ class ControllerRequestHandler:
             state = partition.state
             if state.is_leader:
                 state.ineligible_replicas = frozenset(r for r in state.replicas if r not in live)
-
-
-def _truncate(partition: Partition, offset: int) -> None:
-    log.info(
-        "truncating on becoming follower",
-        topic_partition=str(partition.tp),
-        log_end_offset=partition.log.log_end_offset,
-        truncate_to=offset,
-    )
-    truncate_log(partition, offset)
-
-
-def _storage_error(tp: TopicPartition, exc: Exception) -> int:
-    log.warning("partition change failed", topic_partition=str(tp), error=str(exc))
-    code = getattr(exc, "code", None)
-    if isinstance(code, ErrorCode):
-        return int(code)
-    return int(ErrorCode.KAFKA_STORAGE_ERROR)

@@ -7,12 +7,23 @@ followers) to `PartitionManager.apply_leader_and_isr` and applies changed topic 
 live logs. `run(source)` does that for every batch a MetadataSource delivers.
 `wait_for(offset)` lets a request handler answer only after the image includes a change it
 asked the controller for.
+
+Raft mode (KRaft's BrokerMetadataPublisher): a source may deliver a whole `MetadataImage` (a
+snapshot loaded by the observer) among the records: `load_snapshot(image)` takes it and applies
+it as a FULL change set (`apply_full()`): every local partition the image names is applied
+(leaders, then followers) and every local log it does not name, or names with another topic
+id, is a stray and is deleted first, as ZK mode's FULL LeaderAndIsr (KIP-516). With
+`defer_local_changes` set (a starting Raft-mode broker until it has caught up with the
+metadata log, KRaft's initial catch-up) the image follows the records but nothing is applied
+locally; the broker then calls `apply_full()` once. `apply_changes` (default
+`PartitionManager.apply_leader_and_isr`) is where the change sets go: Raft mode sets it to the
+code ZK mode's LeaderAndIsr uses (broker.partition_changes), fetchers included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import structlog
 import trio
@@ -26,6 +37,41 @@ from protocol.metadata.image import TOPIC_RESOURCE, MetadataImage
 from protocol.names import TopicPartition
 
 log = structlog.get_logger("broker.metadata")
+
+
+class ApplyChanges(Protocol):
+    """Applies one change set: deletes, then leaders, then followers."""
+
+    def __call__(
+        self,
+        *,
+        deletes: Iterable[TopicPartition],
+        leaders: Iterable[PartitionChange],
+        followers: Iterable[PartitionChange],
+    ) -> object: ...
+
+
+def full_local_changes(
+    image: MetadataImage, node_id: int, local: Iterable[tuple[TopicPartition, str | None]]
+) -> tuple[list[TopicPartition], list[PartitionChange], list[PartitionChange]]:
+    """The FULL change set of `image` for broker `node_id`: (deletes, leaders, followers).
+    `local` lists the (partition, topic id) this broker has logs or state of; those the image
+    does not name, or names with another topic id, are the deletes (strays)."""
+    leaders: list[PartitionChange] = []
+    followers: list[PartitionChange] = []
+    named: dict[TopicPartition, str] = {}
+    for topic in image.topics.by_id.values():
+        for tp, reg in topic.topic_partitions():
+            if node_id not in reg.replicas:
+                continue
+            named[tp] = topic.topic_id
+            change = partition_change(tp, LocalReplica(topic.topic_id, reg))
+            (leaders if reg.leader == node_id else followers).append(change)
+    deletes = []
+    for tp, topic_id in local:
+        if tp not in named or (topic_id and topic_id != named[tp]):
+            deletes.append(tp)
+    return sorted(set(deletes)), leaders, followers
 
 
 def partition_change(tp: TopicPartition, replica: LocalReplica) -> PartitionChange:
@@ -52,6 +98,12 @@ class MetadataPublisher:
         self.topic_defaults = dict(topic_defaults)
         self.image = MetadataImage.empty(cluster_id)
         self.partitions: PartitionManager | None = None
+        self.apply_changes: ApplyChanges | None = None
+        """Where change sets go (None: `partitions.apply_leader_and_isr`)."""
+        self.defer_local_changes = False
+        """True: keep the image current but apply nothing locally until `apply_full()`."""
+        self.on_published: Callable[[], None] = lambda: None
+        """Called after every image change (e.g. the lifecycle's catch-up check)."""
         self._offset_changed = trio.Event()
 
     @property
@@ -69,8 +121,20 @@ class MetadataPublisher:
                 log.warning("ignoring bad topic config", topic=topic, error=exc.message)
         return out
 
-    def publish(self, records: Sequence[tuple[int, Any]]) -> None:
-        """Replay committed records and apply what changed to the local partitions."""
+    def publish(self, records: Sequence[Any]) -> None:
+        """Replay committed records and apply what changed to the local partitions. An item
+        that is a MetadataImage (a snapshot) replaces everything before it."""
+        run: list[tuple[int, Any]] = []
+        for item in records:
+            if isinstance(item, MetadataImage):
+                self._publish_records(run)
+                run = []
+                self.load_snapshot(item)
+            else:
+                run.append(item)
+        self._publish_records(run)
+
+    def _publish_records(self, records: Sequence[tuple[int, Any]]) -> None:
         if not records:
             return
         delta = MetadataDelta(self.image)
@@ -81,9 +145,9 @@ class MetadataPublisher:
         changes = (
             topics.local_changes(self.node_id) if topics is not None else LocalReplicaChanges()
         )
-        if self.partitions is not None:
+        if self.partitions is not None and not self.defer_local_changes:
             if changes:
-                self.partitions.apply_leader_and_isr(
+                self._apply(
                     deletes=list(changes.deletes),
                     leaders=[partition_change(tp, r) for tp, r in changes.leaders.items()],
                     followers=[partition_change(tp, r) for tp, r in changes.followers.items()],
@@ -94,8 +158,68 @@ class MetadataPublisher:
                     n = self.partitions.update_topic_config(topic)
                     if n:
                         log.info("applied topic config", topic=topic, partitions=n)
+        self._changed()
+
+    def _apply(
+        self,
+        *,
+        deletes: list[TopicPartition],
+        leaders: list[PartitionChange],
+        followers: list[PartitionChange],
+    ) -> None:
+        assert self.partitions is not None
+        apply = self.apply_changes or self.partitions.apply_leader_and_isr
+        apply(deletes=deletes, leaders=leaders, followers=followers)
+
+    def _changed(self) -> None:
         self._offset_changed.set()
         self._offset_changed = trio.Event()
+        self.on_published()
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        """Take a whole new image (a snapshot): configs reach the live logs, and unless local
+        changes are deferred it is applied as a FULL change set."""
+        before, self.image = self.image, image
+        log.info(
+            "metadata snapshot loaded",
+            offset=image.provenance.last_offset,
+            topics=len(image.topics.by_id),
+            brokers=len(image.cluster.brokers),
+        )
+        if self.partitions is not None and not self.defer_local_changes:
+            for topic in _changed_topic_configs(before, image):
+                self.partitions.update_topic_config(topic)
+            self.apply_full()
+        self._changed()
+
+    def apply_full(self) -> None:
+        """Apply the current image as a FULL change set (strays deleted first) and stop
+        deferring local changes."""
+        self.defer_local_changes = False
+        if self.partitions is None:
+            return
+        local: dict[TopicPartition, str | None] = {}
+        for the_log in self.partitions.log_manager.logs():
+            local[the_log.topic_partition] = the_log.topic_id
+        for tp, partition in self.partitions.partitions.items():
+            local.setdefault(tp, partition.state.topic_id or partition.log.topic_id)
+        deletes, leaders, followers = full_local_changes(self.image, self.node_id, local.items())
+        for tp in deletes:
+            log.warning(
+                "deleting stray partition",
+                topic_partition=str(tp),
+                reason="not in the metadata image, or another topic id",
+            )
+        for topic in {tp.topic for tp in local} | set(self.image.topics.by_name):
+            self.partitions.update_topic_config(topic)
+        self._apply(deletes=deletes, leaders=leaders, followers=followers)
+        log.info(
+            "applied full metadata image",
+            offset=self.applied_offset,
+            deleted=len(deletes),
+            leaders=len(leaders),
+            followers=len(followers),
+        )
 
     def replace_image(self, image: MetadataImage) -> None:
         """ZK mode: take an image built from UpdateMetadata (broker.metadata_cache); changed

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import structlog
@@ -23,17 +23,22 @@ from broker.alter_partition import AlterPartitionManager
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shutdown
-from broker.fetcher import FetcherConfig, ReplicaFetcherManager
+from broker.fetcher import FetcherConfig, ReplicaFetcherManager, SourceBroker
 from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_cache import with_topic_configs
 from broker.metadata_publisher import MetadataPublisher
+from broker.partition_changes import PartitionChangeApplier
 from broker.partitions import PartitionManager
 from broker.ports import ControllerChannel, MetadataSource, Transport
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache
+from broker.replica.partition_state import PartitionChange
 from broker.server import BoundListener, BrokerServer, ServerLimits
 from protocol import failpoints
 from protocol.config_defs import LONG_MAX, ConfigError
+from protocol.errors import ErrorCode
+from protocol.metadata.image import MetadataImage
+from protocol.names import TopicPartition
 
 if TYPE_CHECKING:
     from storage.log_manager import LogManager
@@ -95,11 +100,19 @@ class Broker:
         broker_epoch: Callable[[], int] | None = None,
         local_controller: ControllerChannel | None = None,
         transport_factory: Callable[[], Transport] | None = None,
+        controlled_shutdown: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
-        if config.zk_mode and transport is None:
-            raise ConfigError("metadata.mode=zk: the broker needs a transport to reach leaders")
+        if (config.zk_mode or config.raft_mode) and transport is None:
+            raise ConfigError(
+                f"metadata.mode={config.metadata_mode}: the broker needs a transport to reach "
+                "leaders"
+            )
         if not config.zk_mode and metadata_source is None:
-            raise ConfigError("metadata.mode=standalone: the broker needs a metadata source")
+            raise ConfigError(
+                f"metadata.mode={config.metadata_mode}: the broker needs a metadata source"
+            )
+        self._controlled_shutdown_fn = controlled_shutdown
+        """Raft mode: the lifecycle's controlled shutdown through the heartbeat."""
         self.config = config
         self.log_manager = log_manager
         self.metadata_source = metadata_source
@@ -128,6 +141,28 @@ class Broker:
         )
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller_requests: ControllerRequestHandler | None = None
+        self.applier: PartitionChangeApplier | None = None
+        if config.raft_mode:
+            assert transport is not None
+            self.fetchers = ReplicaFetcherManager(
+                fetcher_config(config),
+                self.partitions,
+                transport,
+                on_high_watermark=self._notify,
+                transport_factory=transport_factory,
+            )
+            self.applier = PartitionChangeApplier(
+                node_id=config.node_id,
+                partitions=self.partitions,
+                fetchers=self.fetchers,
+                on_partition_change=self._notify,
+                truncate_to_hw_on_become_follower=bool(
+                    config["trioka.replica.truncate.to.hw.on.become.follower"]
+                ),
+            )
+            self.publisher.apply_changes = self._apply_from_image
+            # KRaft: nothing is applied locally before the initial catch-up (apply_full).
+            self.publisher.defer_local_changes = True
         if config.zk_mode:
             assert transport is not None
             self.fetchers = ReplicaFetcherManager(
@@ -152,7 +187,9 @@ class Broker:
             config=config,
             partitions=self.partitions,
             publisher=self.publisher,
-            metadata_source=metadata_source,
+            # Raft mode: the observer's commit lags the controller's answer, so forwarded
+            # requests wait for their effect in the image (as ZK mode), not for an offset.
+            metadata_source=None if config.raft_mode else metadata_source,
             controller=controller,
             purgatory=self.purgatory,
             cluster_id=cluster_id,
@@ -163,6 +200,7 @@ class Broker:
             alter_partition=self.alter_partition,
             controller_requests=self.controller_requests,
             local_controller=local_controller,
+            controller_id=self._image_controller_id if config.raft_mode else None,
         )
         self.server = BrokerServer(
             self.apis,
@@ -172,6 +210,79 @@ class Broker:
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
         """Set once run() has shut down gracefully."""
+
+    # -- Raft mode: the image's changes through the LeaderAndIsr code ----------------------
+
+    def live_sources(self, image: MetadataImage) -> dict[int, SourceBroker]:
+        """Registered brokers at their inter-broker endpoint: where followers fetch from (as
+        KRaft's makeFollowers, a fenced leader's registration still gives its address)."""
+        listener = self.config.inter_broker_listener_name
+        out = {}
+        for broker_id, reg in image.cluster.brokers.items():
+            endpoint = reg.endpoint(listener)
+            if endpoint is not None and broker_id != self.config.node_id:
+                out[broker_id] = SourceBroker(broker_id, endpoint.host, endpoint.port)
+        return out
+
+    def _apply_from_image(
+        self,
+        *,
+        deletes: Iterable[TopicPartition],
+        leaders: Iterable[PartitionChange],
+        followers: Iterable[PartitionChange],
+    ) -> None:
+        assert self.applier is not None
+        image = self.publisher.image
+        fresh_leaders = [c for c in leaders if self._fresh(c)]
+        fresh_followers = [c for c in followers if self._fresh(c)]
+        errors = self.applier.apply_partition_changes(
+            deletes=deletes,
+            leaders=fresh_leaders,
+            followers=fresh_followers,
+            live_brokers=self.live_sources(image),
+        )
+        self._update_ineligible(image)
+        failed = {str(tp): code for tp, code in errors.items() if code}
+        log.info(
+            "applied metadata changes",
+            offset=image.provenance.last_offset,
+            deleted=len(errors) - len(fresh_leaders) - len(fresh_followers),
+            leaders=len(fresh_leaders),
+            followers=len(fresh_followers),
+            failed=len(failed),
+        )
+        if failed:
+            log.warning("metadata changes failed", partitions=dict(list(failed.items())[:20]))
+
+    def _fresh(self, change: PartitionChange) -> bool:
+        assert self.applier is not None
+        code = self.applier.check(change)
+        if code == 0:
+            return True
+        if code != ErrorCode.STALE_CONTROLLER_EPOCH:
+            log.warning(
+                "skipping partition change", topic_partition=str(change.tp), error=code.name
+            )
+        return False
+
+    def _update_ineligible(self, image: MetadataImage) -> None:
+        """Fenced or shutting-down brokers may not join an ISR (KIP-841)."""
+        for partition in self.partitions.partitions.values():
+            state = partition.state
+            if state.is_leader:
+                state.ineligible_replicas = frozenset(
+                    r for r in state.replicas if not image.cluster.is_usable(r)
+                )
+
+    def _image_controller_id(self) -> int:
+        """Metadata's controller id in Raft mode: KRaft brokers report a random alive broker
+        (clients send controller-bound requests there and it forwards them); trioka reports
+        the lowest unfenced broker id, stable between requests, this broker when none."""
+        usable = [b for b in self.publisher.image.cluster.brokers if self._usable(b)]
+        return min(usable) if usable else self.config.node_id
+
+    def _usable(self, broker_id: int) -> bool:
+        return self.publisher.image.cluster.is_usable(broker_id)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -278,7 +389,9 @@ class Broker:
             task_status.started(bound)
             await self._shutdown.wait()
             log.info("broker shutting down")
-            if self.config.zk_mode:
+            if self._controlled_shutdown_fn is not None:
+                await self._controlled_shutdown_fn()
+            elif self.config.zk_mode:
                 await self.controlled_shutdown()
             if self.fetchers is not None:
                 self.fetchers.remove_partitions(list(self.partitions.partitions))

@@ -34,7 +34,9 @@ class MetadataSource(Protocol):
 
     async def read_committed(self, after_offset: int) -> Sequence[tuple[int, Any]]:
         """Committed `(offset, record)` pairs with offset > after_offset, in order; waits until
-        there is at least one. Records are protocol.metadata.records messages."""
+        there is at least one. Records are protocol.metadata.records messages. A Raft-mode
+        source may also deliver a `MetadataImage` item (a snapshot the observer loaded): it
+        replaces everything before it. Offsets may have holes (Raft control entries)."""
         ...
 
 

@@ -342,13 +342,17 @@ async def run_broker(
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
 ) -> None:
-    """Run one broker until SIGTERM/SIGINT (or cancellation): standalone, or in ZK mode, with
+    """Run one broker until SIGTERM/SIGINT (or cancellation): standalone, ZK or Raft mode, with
     /metrics served meanwhile when trioka.metrics.port is set (deploy.metrics_server)."""
     # First, so that the "metrics serving" event precedes "broker listening": whoever waits
     # for the listener (tests, `trioka cluster`) finds the metrics port already logged.
     with serve_metrics(config):
         if config.zk_mode:
             await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
+        elif config.raft_mode:
+            from deploy.raft_broker import run_raft_broker  # it imports helpers from here
+
+            await run_raft_broker(config, task_status=task_status, handle_signals=handle_signals)
         else:
             await _run_standalone_broker(config, task_status, handle_signals)
 

@@ -1,0 +1,156 @@
+"""Applying leadership changes to the local partitions, fetchers included (Kafka's
+ReplicaManager.becomeLeaderOrFollower / applyDelta, the part both metadata paths share).
+
+ZK mode feeds it from LeaderAndIsr requests (broker.leader_and_isr), Raft mode from the
+metadata image's local changes (broker.metadata_publisher): one code path, in Kafka's order:
+deletes (stop fetching, drop the partition, delete its log), then makeLeaders (stop fetching,
+take the registration, wake waiting produces and fetches), then makeFollowers (take the
+registration, stop the old fetcher, truncate by leader epoch as
+`FollowerFetchState.become_follower` decides, fetch from the new leader when its endpoint is
+known: `live_brokers` maps broker ids to their inter-broker endpoint; a follower whose leader
+is not there, or has no leader, gets no fetcher until a later change names a known one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.fetcher import ReplicaFetcherManager, SourceBroker, truncate_log
+from broker.partitions import PartitionManager
+from broker.replica.follower import FollowerFetchState
+from broker.replica.partition_state import PartitionChange
+from protocol.errors import ErrorCode
+from protocol.names import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.partitions import Partition
+
+log = structlog.get_logger("broker.partition_changes")
+
+
+class PartitionChangeApplier:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        partitions: PartitionManager,
+        fetchers: ReplicaFetcherManager,
+        on_partition_change: Callable[[TopicPartition], None] = lambda tp: None,
+        truncate_to_hw_on_become_follower: bool = False,
+    ) -> None:
+        self.node_id = node_id
+        self.partitions = partitions
+        self.fetchers = fetchers
+        self.on_partition_change = on_partition_change
+        self.truncate_to_hw_on_become_follower = truncate_to_hw_on_become_follower
+
+    def apply_partition_changes(
+        self,
+        *,
+        deletes: Iterable[TopicPartition] = (),
+        leaders: Iterable[PartitionChange] = (),
+        followers: Iterable[PartitionChange] = (),
+        live_brokers: Mapping[int, SourceBroker],
+    ) -> dict[TopicPartition, int]:
+        """Deletes, then leaders, then followers; returns an error code per partition
+        (0: applied)."""
+        errors: dict[TopicPartition, int] = {}
+        for tp in deletes:
+            errors[tp] = self.delete(tp)
+        for change in leaders:
+            errors[change.tp] = self.make_leader(change)
+        for change in followers:
+            errors[change.tp] = self.make_follower(change, live_brokers)
+        return errors
+
+    def check(self, change: PartitionChange) -> ErrorCode:
+        """INCONSISTENT_TOPIC_ID when the local log belongs to another topic id,
+        STALE_CONTROLLER_EPOCH when the change is not newer than our state, else NONE."""
+        partition = self.partitions.get(change.tp)
+        log_topic_id = None
+        if partition is not None:
+            log_topic_id = partition.state.topic_id or partition.log.topic_id
+        else:
+            existing = self.partitions.log_manager.get_log(change.tp)
+            log_topic_id = existing.topic_id if existing is not None else None
+        if log_topic_id and change.topic_id and log_topic_id != change.topic_id:
+            log.error(
+                "partition change for another topic id",
+                topic_partition=str(change.tp),
+                log_topic_id=log_topic_id,
+                request_topic_id=change.topic_id,
+            )
+            return ErrorCode.INCONSISTENT_TOPIC_ID
+        if partition is not None and not partition.state.is_newer(change):
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        return ErrorCode.NONE
+
+    def delete(self, tp: TopicPartition) -> int:
+        self.fetchers.remove_partitions([tp])
+        try:
+            self.partitions.stop(tp, delete=True)
+        except Exception as exc:  # the next full change set tries again
+            return storage_error(tp, exc)
+        self.on_partition_change(tp)
+        return 0
+
+    def make_leader(self, change: PartitionChange) -> int:
+        try:
+            self.fetchers.remove_partitions([change.tp])
+            self.partitions.become(change)
+        except Exception as exc:
+            return storage_error(change.tp, exc)
+        self.on_partition_change(change.tp)
+        return 0
+
+    def make_follower(self, change: PartitionChange, live: Mapping[int, SourceBroker]) -> int:
+        try:
+            self.partitions.become(change)
+            partition = self.partitions.get(change.tp)
+            assert partition is not None
+            state = FollowerFetchState.become_follower(
+                topic_id=change.topic_id,
+                leader_epoch=change.leader_epoch,
+                log=partition.log,
+                high_watermark=partition.state.high_watermark,
+                current=self.fetchers.state_of(change.tp),
+                truncate_to_hw_on_become_follower=self.truncate_to_hw_on_become_follower,
+            )
+            self.fetchers.remove_partitions([change.tp])
+            if state.truncate_to is not None:
+                _truncate(partition, state.truncate_to)
+                state.truncation_done(partition.log)
+            source = live.get(change.leader)
+            if source is not None and source.port > 0:
+                self.fetchers.add_partition(change.tp, source, state)
+            else:
+                log.info(
+                    "follower without a live leader; not fetching",
+                    topic_partition=str(change.tp),
+                    leader=change.leader,
+                )
+        except Exception as exc:
+            return storage_error(change.tp, exc)
+        self.on_partition_change(change.tp)
+        return 0
+
+
+def _truncate(partition: Partition, offset: int) -> None:
+    log.info(
+        "truncating on becoming follower",
+        topic_partition=str(partition.tp),
+        log_end_offset=partition.log.log_end_offset,
+        truncate_to=offset,
+    )
+    truncate_log(partition, offset)
+
+
+def storage_error(tp: TopicPartition, exc: Exception) -> int:
+    log.warning("partition change failed", topic_partition=str(tp), error=str(exc))
+    code = getattr(exc, "code", None)
+    if isinstance(code, ErrorCode):
+        return int(code)
+    return int(ErrorCode.KAFKA_STORAGE_ERROR)
