@@ -1,5 +1,5 @@
-"""CreatePartitions end to end on a ZK-mode cluster of 3 real broker processes and a real
-ZooKeeper: `trioka topic alter --topic T --partitions N` (the CLI as a process, like
+"""CreatePartitions end to end on a cluster of 3 real broker processes, in ZK and in Raft mode
+(`cluster_factory`): `trioka topic alter --topic T --partitions N` (the CLI as a process, like
 kafka-topics.sh --alter) grows a topic from 1 to 3 partitions; the new partitions get leaders
 and full ISRs and take acks=all records that consumers read back. Shrinking is refused with
 INVALID_PARTITIONS and Kafka's message; a manual assignment (Admin.create_partitions) with the
@@ -12,16 +12,16 @@ import trio
 
 from client import Consumer, KafkaError, Producer, TopicPartition
 from protocol.errors import ErrorCode
-from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.integration.cluster.conftest import ClusterFactory
 from tests.integration.cluster.test_cluster_leadership import NO_REBALANCE, trioka
 
 TOPIC = "growing"
 
 
 async def test_topic_alter_adds_partitions_that_get_leaders_and_take_records(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3, NO_REBALANCE)
+    cluster = cluster_factory(3, NO_REBALANCE)
     await cluster.wait_ready()
     async with cluster.admin() as admin:
         await admin.create_topic(TOPIC, 1, 3)

@@ -1,12 +1,17 @@
-"""A ZK-mode cluster of 3 real broker processes on a real ZooKeeper: what survives a SIGKILL.
+"""A cluster of 3 real broker processes: what survives a SIGKILL.
 
 - RF=3, min.insync.replicas=2, acks=all: SIGKILL the partition leader while producing; a new
   leader comes from the ISR; every acknowledged record is read back (at least once), in send
   order, and nothing is read that was not sent. Metadata lists the killed broker's replica
-  as offline until it restarts.
-- SIGKILL of the controller's broker: another broker becomes the controller and the cluster
-  keeps serving (topic creation goes through the new controller).
-- Controlled shutdown (SIGTERM): leadership moves to another ISR member before the broker exits.
+  as offline until it restarts. Both modes (`cluster_factory`): in ZK mode the dead broker's
+  session expires, in Raft mode it is fenced after broker.session.timeout.ms.
+- ZK mode only: SIGKILL of the controller's broker: another broker becomes the controller and
+  the cluster keeps serving (in Raft mode the controller is not a broker: the quorum's failover
+  is tested in test_cluster_raft.py).
+- ZK mode only: controlled shutdown (SIGTERM): leadership moves to another ISR member before
+  the broker exits; the test tells the controlled path from the session's end by ZooKeeper's
+  registration and the ZK controller's events (Raft mode's version, through the heartbeat, is
+  in test_cluster_raft.py).
 """
 
 from __future__ import annotations
@@ -18,22 +23,22 @@ from client import Consumer, Producer
 from protocol.errors import KafkaError
 from protocol.messages.metadata import MetadataRequest
 from protocol.names import TopicPartition
-from tests.integration.cluster.conftest import ZkClusterFactory
-from tests.support.cluster import ZkCluster
+from tests.integration.cluster.conftest import ClusterFactory, ZkClusterFactory
+from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 from zkstore import ZkClient
 from zkstore.znodes import BrokerIdZNode
 
 
-async def create_topic(cluster: ZkCluster, name: str, partitions: int, **configs: str) -> None:
+async def create_topic(cluster: Cluster, name: str, partitions: int, **configs: str) -> None:
     async with cluster.admin() as admin:
         await admin.create_topic(name, partitions, 3, configs)
     for p in range(partitions):
         await cluster.wait_partition(name, p, lambda i: i.leader >= 0 and len(i.isr) == 3)
 
 
-async def consume_everything(cluster: ZkCluster, topic: str, partitions: int) -> list[bytes]:
+async def consume_everything(cluster: Cluster, topic: str, partitions: int) -> list[bytes]:
     """Every record of `topic` up to the current end offsets, partition by partition."""
     out: list[bytes] = []
     async with Consumer(
@@ -54,9 +59,9 @@ async def consume_everything(cluster: ZkCluster, topic: str, partitions: int) ->
 
 
 async def test_leader_sigkill_with_acks_all_keeps_every_acknowledged_record(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3, {"min.insync.replicas": 2})
+    cluster = cluster_factory(3, {"min.insync.replicas": 2})
     await cluster.wait_ready()
     await create_topic(cluster, "events", 1, **{"min.insync.replicas": "2"})
     before = await cluster.partition("events", 0)
