@@ -7,8 +7,12 @@ __cluster_metadata-0) and its quorum-state file, runs raft.driver.RaftDriver, an
 quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of the metadata partition,
 FetchSnapshot, DescribeQuorum, ApiVersions) on its listeners through broker.server.BrokerServer.
 Peers are reached through deploy.transport.PooledTransport at their controller.quorum.voters
-address. No controller logic yet (the QuorumController comes next): like KRaft's leader it
-proposes a NoOpRecord when it becomes leader, so the high watermark moves into its epoch.
+address. The QuorumController is deploy.raft_controller.RaftControllerService over
+raft.metadata_log.RaftMetadataLog: it answers BrokerRegistration, BrokerHeartbeat,
+UnregisterBroker and the requests brokers forward (CreateTopics, DeleteTopics,
+IncrementalAlterConfigs, DescribeConfigs, CreatePartitions, ElectLeaders,
+Alter/ListPartitionReassignments, AlterPartition) when active, NOT_CONTROLLER naming the active
+controller otherwise.
 
 SIGTERM/SIGINT: a leader resigns (EndQuorumEpoch) before the process exits.
 """
@@ -27,28 +31,43 @@ import trio
 from broker.server import BrokerServer, ConnectionInfo
 from deploy.controller_config import ControllerConfig, load_controller_config
 from deploy.logging_config import configure_logging
+from deploy.raft_controller import RaftControllerService
 from deploy.raft_transport import VoterTransport
 from deploy.transport import PooledTransport
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 from protocol.messages import ApiKey, Response, error_response
+from protocol.messages.alter_partition import AlterPartitionRequest
 from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.broker_lifecycle import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    UnregisterBrokerRequest,
+)
+from protocol.messages.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from protocol.messages.create_partitions import CreatePartitionsRequest
 from protocol.messages.describe_quorum import (
     DescribeQuorumListener,
     DescribeQuorumNode,
     DescribeQuorumRequest,
 )
-from protocol.metadata.records import NoOpRecord, encode_record
+from protocol.messages.elect_leaders import ElectLeadersRequest
+from protocol.messages.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+)
+from protocol.messages.topics import CreateTopicsRequest, DeleteTopicsRequest
 from raft import wire
 from raft.core import Role
 from raft.disk_log_store import DiskLogStore
 from raft.driver import RaftDriver
+from raft.metadata_log import RaftMetadataLog
 from raft.quorum_state import FileQuorumStateStore
 
 log = structlog.get_logger("deploy.controller_app")
 
-SERVED = {
+QUORUM_APIS = {
     ApiKey.API_VERSIONS,
     ApiKey.VOTE,
     ApiKey.BEGIN_QUORUM_EPOCH,
@@ -57,13 +76,32 @@ SERVED = {
     ApiKey.FETCH_SNAPSHOT,
     ApiKey.DESCRIBE_QUORUM,
 }
+CONTROLLER_REQUESTS = (
+    BrokerRegistrationRequest,
+    BrokerHeartbeatRequest,
+    UnregisterBrokerRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    IncrementalAlterConfigsRequest,
+    DescribeConfigsRequest,
+    CreatePartitionsRequest,
+    ElectLeadersRequest,
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+)
+"""What the QuorumController answers (brokers' lifecycle, and the requests they forward)."""
+SERVED = QUORUM_APIS | {r.API_KEY for r in CONTROLLER_REQUESTS}
 
 
 class ControllerHandler:
-    """broker.server's RequestHandler for a controller: the quorum APIs only."""
+    """broker.server's RequestHandler for a controller: the quorum APIs (the RaftDriver) and
+    the controller's requests (the RaftControllerService; NOT_CONTROLLER naming the active
+    controller on a standby)."""
 
-    def __init__(self, driver: RaftDriver) -> None:
+    def __init__(self, driver: RaftDriver, service: RaftControllerService) -> None:
         self.driver = driver
+        self.service = service
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
         body = request.body
@@ -73,6 +111,17 @@ class ControllerHandler:
         if isinstance(body, (*wire.QUORUM_WIRE_REQUESTS, DescribeQuorumRequest)):
             await self.driver.started.wait()
             return await self.driver.handle_request(body)
+        if isinstance(body, CONTROLLER_REQUESTS):
+            await self.driver.started.wait()
+            response: Response = await self.service.submit(body)
+            if isinstance(body, BrokerRegistrationRequest) and response.error_code == 0:
+                log.info(
+                    "broker registered",
+                    broker_id=body.broker_id,
+                    broker_epoch=response.broker_epoch,  # type: ignore[attr-defined]
+                    incarnation_id=body.incarnation_id,
+                )
+            return response
         return error_response(
             type(body),
             ErrorCode.UNSUPPORTED_VERSION,
@@ -90,24 +139,6 @@ def voter_endpoints(config: ControllerConfig) -> tuple[DescribeQuorumNode, ...]:
         )
         for v in sorted(config.voters.values(), key=lambda v: v.node_id)
     )
-
-
-async def _propose_noop_when_leader(driver: RaftDriver) -> None:
-    """KRaft's leader writes a record of its own when elected, so the HW reaches its epoch
-    (and the controller knows everything before it is committed)."""
-    await driver.started.wait()
-    led_epoch = -1
-    while True:
-        changed = driver.role_changed
-        if driver.role is Role.LEADER and driver.epoch != led_epoch:
-            led_epoch = driver.epoch
-            try:
-                offset = await driver.propose([encode_record(NoOpRecord())])
-                log.info("controller leader: no-op committed", epoch=led_epoch, offset=offset)
-            except KafkaError as exc:
-                log.info("controller leader: no-op not committed", error=str(exc))
-            continue
-        await changed.wait()
 
 
 async def run_controller(
@@ -130,11 +161,21 @@ async def run_controller(
                 cluster_id=config.cluster_id,
                 voter_endpoints=voter_endpoints(config),
             )
-            server = BrokerServer(ControllerHandler(driver), config.listeners)
+            metadata_log = RaftMetadataLog(driver, cluster_id=config.cluster_id or "")
+            service = RaftControllerService(
+                driver,
+                metadata_log,
+                config.controller_config(),
+                session_timeout_ms=config.broker_session_timeout_ms,
+                idle_interval_ms=config.metadata_max_idle_interval_ms,
+                snapshot_max_record_bytes=config.snapshot_max_record_bytes,
+                cluster_id=config.cluster_id,
+            )
+            server = BrokerServer(ControllerHandler(driver, service), config.listeners)
             async with trio.open_nursery() as nursery:
                 await nursery.start(driver.run)
+                await nursery.start(service.run)
                 bound = await nursery.start(server.serve)
-                nursery.start_soon(_propose_noop_when_leader, driver)
                 log.info(
                     "controller started",
                     node_id=config.node_id,

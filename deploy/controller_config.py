@@ -19,11 +19,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import Listener
+from broker.config import _FALLBACKS, BROKER_CONFIGS, TOPIC_SYNONYMS, Listener
+from controller.config import ControllerConfig as ControllerSettings
 from deploy.config import flatten, parse_overrides
-from protocol.config_defs import ConfigDef, ConfigDefs, ConfigError
+from protocol.config_defs import TOPIC_CONFIGS, ConfigDef, ConfigDefs, ConfigError
 from protocol.quorum_voters import Voter, parse_voters
 from raft.core import RaftConfig
+
+POLICY_KEYS = (
+    "num.partitions",
+    "default.replication.factor",
+    "delete.topic.enable",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+    "unclean.leader.election.enable",
+)
+"""What the QuorumController decides by (controller.config.ControllerConfig)."""
+TOPIC_DEFAULT_KEYS = tuple(
+    sorted({*TOPIC_SYNONYMS.values(), *(k for keys in _FALLBACKS.values() for k, _ in keys)})
+)
+"""The broker keys that set topic config defaults (log.retention.ms -> retention.ms, ...):
+a controller describes the ones set in its config as STATIC_BROKER_CONFIG, as the ZK-mode
+controller does with its broker's."""
 
 # fmt: off
 CONTROLLER_CONFIGS = ConfigDefs(
@@ -55,6 +73,20 @@ CONTROLLER_CONFIGS = ConfigDefs(
                   "answer", min=0),
         ConfigDef("controller.quorum.append.linger.ms", "int", 25, "how long proposals wait "
                   "to be appended together", min=0),
+        # The QuorumController (Kafka's names and defaults).
+        ConfigDef("broker.session.timeout.ms", "int", 9000, "a broker not heard from for "
+                  "longer is fenced (its leaderships re-elected)", min=1),
+        ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "how often brokers are "
+                  "expected to heartbeat", min=1),
+        ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
+                  "write a metadata snapshot once this many bytes of records were applied "
+                  "since the last one", min=1),
+        ConfigDef("metadata.max.idle.interval.ms", "int", 500, "the active controller "
+                  "appends a NoOpRecord when nothing was written for this long (0: never)",
+                  min=0),
+        # Controller policy and topic defaults: the broker's definitions, same names/defaults.
+        *(BROKER_CONFIGS[key] for key in POLICY_KEYS),
+        *(BROKER_CONFIGS[key] for key in TOPIC_DEFAULT_KEYS if key not in POLICY_KEYS),
     ],
 )
 # fmt: on
@@ -65,6 +97,8 @@ class ControllerConfig:
     values: Mapping[str, Any]
     voters: Mapping[int, Voter]
     listeners: tuple[Listener, ...]
+    explicit: frozenset[str] = frozenset()
+    """The keys the file and overrides set (the rest are defaults)."""
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> ControllerConfig:
@@ -96,7 +130,7 @@ class ControllerConfig:
                     f"controller.listener.names: {name} is not one of the listeners "
                     f"({', '.join(str(lst) for lst in listeners)})"
                 )
-        return cls(resolved, voters, listeners)
+        return cls(resolved, voters, listeners, frozenset(values))
 
     @property
     def node_id(self) -> int:
@@ -126,6 +160,54 @@ class ControllerConfig:
             retry_backoff_ms=v["controller.quorum.retry.backoff.ms"],
             append_linger_ms=v["controller.quorum.append.linger.ms"],
         )
+
+    def controller_config(self) -> ControllerSettings:
+        """The QuorumController's settings (controller.config.ControllerConfig)."""
+        v = self.values
+        return ControllerSettings(
+            num_partitions=int(v["num.partitions"]),
+            default_replication_factor=int(v["default.replication.factor"]),
+            delete_topic_enable=bool(v["delete.topic.enable"]),
+            auto_leader_rebalance_enable=bool(v["auto.leader.rebalance.enable"]),
+            leader_imbalance_check_interval_seconds=int(
+                v["leader.imbalance.check.interval.seconds"]
+            ),
+            leader_imbalance_per_broker_percentage=int(v["leader.imbalance.per.broker.percentage"]),
+            topic_defaults=self.static_topic_defaults(),
+        )
+
+    def static_topic_defaults(self) -> dict[str, str]:
+        """Topic configs whose default this config sets explicitly (log.retention.hours = 1
+        -> retention.ms = 3600000), as strings; as broker.config.BrokerConfig's."""
+        out: dict[str, str] = {}
+        for topic_key in TOPIC_CONFIGS.defs:
+            value = self._topic_default(topic_key)
+            if value is not None:
+                out[topic_key] = TOPIC_CONFIGS[topic_key].to_string(value)
+        return out
+
+    def _topic_default(self, topic_key: str) -> Any:
+        for broker_key, factor in _FALLBACKS.get(topic_key, ()):
+            if broker_key in self.explicit and self.values[broker_key] is not None:
+                value = self.values[broker_key]
+                return value if value < 0 else value * factor
+        broker_key = TOPIC_SYNONYMS.get(topic_key)
+        if broker_key is not None and broker_key in self.explicit:
+            return self.values[broker_key]
+        return None
+
+    @property
+    def broker_session_timeout_ms(self) -> int:
+        return int(self.values["broker.session.timeout.ms"])
+
+    @property
+    def metadata_max_idle_interval_ms(self) -> int:
+        return int(self.values["metadata.max.idle.interval.ms"])
+
+    @property
+    def snapshot_max_record_bytes(self) -> int:
+        """metadata.log.max.record.bytes.between.snapshots"""
+        return int(self.values["metadata.log.max.record.bytes.between.snapshots"])
 
 
 def load_controller_config(

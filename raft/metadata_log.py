@@ -54,12 +54,18 @@ RecordsListener = Callable[[CommittedRecords], Awaitable[None]]
 ImageListener = Callable[[MetadataImage], Awaitable[None]]
 
 
-def not_controller_message(node_id: int, leader_id: int) -> str:
-    """What a controller that is not the active one says (names the leader it knows)."""
+def not_controller_message(node_id: int, leader_id: int, *, leading: bool = False) -> str:
+    """What a controller that is not the active one says: the leader it knows, or that there
+    is none. `leading`: this node is the Raft leader (its term is starting)."""
     if leader_id >= 0 and leader_id != node_id:
-        return f"controller {node_id} is not the active controller; the active controller is {leader_id}"
-    if leader_id == node_id:
+        return (
+            f"controller {node_id} is not the active controller; "
+            f"the active controller is {leader_id}"
+        )
+    if leader_id == node_id and leading:
         return f"controller {node_id} is not the active controller yet (it is taking over)"
+    # A leader id naming this node while it does not lead is its own stale hint (resigned,
+    # or a pre-vote after losing its quorum).
     return f"controller {node_id} is not the active controller; no active controller"
 
 
@@ -98,8 +104,8 @@ class RaftMetadataLog:
         except NotLeaderError as exc:
             raise KafkaError(
                 ErrorCode.NOT_CONTROLLER,
-                f"{not_controller_message(self._driver.config.node_id, exc.leader_id)} "
-                f"({exc.message})",
+                f"{not_controller_message(self._driver.config.node_id, exc.leader_id)}: "
+                f"{exc.message}",
             ) from None
 
     async def wait_committed(self, offset: int) -> None:

@@ -137,4 +137,6 @@ async def test_append_on_a_node_that_does_not_lead_is_not_controller() -> None:
 def test_not_controller_message_names_the_leader() -> None:
     assert "the active controller is 3002" in not_controller_message(3001, 3002)
     assert "no active controller" in not_controller_message(3001, -1)
-    assert "taking over" in not_controller_message(3001, 3001)
+    assert "taking over" in not_controller_message(3001, 3001, leading=True)
+    # Its own stale hint (resigned, pre-voting) is no active controller.
+    assert "no active controller" in not_controller_message(3001, 3001)
