@@ -213,8 +213,10 @@ class RaftControllerService:
 
     async def _on_image(self, image: MetadataImage) -> None:
         term = self._term
-        if term is not None:
-            # A leader never loads a snapshot; if it did, its driver's state is gone.
+        if term is not None and term.driver is not None:
+            # An active controller never loads a snapshot (a starting leader may, before its
+            # NoOp commits: it reads the state only after); if it did, its driver's state is
+            # not the replayed one any more.
             log.warning("metadata snapshot loaded during a term; ending it", epoch=term.epoch)
             term.scope.cancel()
         self._state = ControllerState(image)

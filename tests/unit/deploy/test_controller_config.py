@@ -110,3 +110,64 @@ def test_quorum_report_lag_as_kafka() -> None:
     assert report.max_follower_lag == 10
     assert report.max_follower_lag_time_ms == 100
     assert report.current_observers == [7]
+
+
+def test_quorum_controller_keys_have_kafkas_defaults_and_map_to_controller_settings() -> None:
+    base = {
+        "node.id": 3001,
+        "controller.quorum.voters": "3001@127.0.0.1:9093",
+        "metadata.log.dir": "/tmp/unused",
+        "listeners": ["CONTROLLER://127.0.0.1:9093"],
+    }
+    config = load_controller_config(None, base)
+    assert config.broker_session_timeout_ms == 9000
+    assert config.values["broker.heartbeat.interval.ms"] == 2000
+    assert config.snapshot_max_record_bytes == 20971520
+    assert config.metadata_max_idle_interval_ms == 500
+    settings = config.controller_config()
+    assert (settings.num_partitions, settings.default_replication_factor) == (1, 1)
+    assert settings.delete_topic_enable and settings.auto_leader_rebalance_enable
+    assert settings.leader_imbalance_check_interval_seconds == 300
+    assert settings.leader_imbalance_per_broker_percentage == 10
+    assert dict(settings.topic_defaults) == {}  # nothing set: no STATIC_BROKER_CONFIG
+
+    config = load_controller_config(
+        None,
+        {
+            **base,
+            "num.partitions": 6,
+            "default.replication.factor": 3,
+            "auto.leader.rebalance.enable": False,
+            "log.retention.hours": 1,
+            "min.insync.replicas": 2,
+            "unclean.leader.election.enable": True,
+        },
+    )
+    settings = config.controller_config()
+    assert (settings.num_partitions, settings.default_replication_factor) == (6, 3)
+    assert not settings.auto_leader_rebalance_enable
+    assert dict(settings.topic_defaults) == {
+        "retention.ms": "3600000",
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "true",
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("broker.session.timeout.ms", 0, "broker.session.timeout.ms"),
+        ("metadata.max.idle.interval.ms", -1, "metadata.max.idle.interval.ms"),
+        ("num.partitions", 0, "num.partitions"),
+    ],
+)
+def test_quorum_controller_keys_are_checked(key: str, value: int, problem: str) -> None:
+    base = {
+        "node.id": 3001,
+        "controller.quorum.voters": "3001@127.0.0.1:9093",
+        "metadata.log.dir": "/tmp/unused",
+        "listeners": ["CONTROLLER://127.0.0.1:9093"],
+    }
+    with pytest.raises(ConfigError) as raised:
+        load_controller_config(None, {**base, key: value})
+    assert problem in raised.value.message
