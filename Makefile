@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup setup-dev lint unit bench clean
+.PHONY: demo demo-zk test setup setup-dev lint unit bench clean
 
-# The demo's cluster and the tests run a real ZooKeeper (Debian's package, with its Java runtime).
+# The ZK-mode demo and the tests run a real ZooKeeper (Debian's package, with its Java runtime);
+# `make demo` (Raft mode: controller processes, no ZooKeeper) needs only Python.
 APT_PACKAGES := zookeeper
 
 setup:
@@ -15,8 +16,13 @@ setup:
 setup-dev:
 	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh dev
 
+# 3 controllers (Raft quorum) + 3 brokers: a replicated topic, a leader SIGKILLed, all consumed.
 demo: setup
 	@bash scripts/demo.sh
+
+# The same story on ZooKeeper + 3 brokers (issue 3's cluster).
+demo-zk: setup
+	@bash scripts/demo-zk.sh
 
 lint: setup-dev
 	$(BIN)/ruff check .

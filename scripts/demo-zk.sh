@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make demo`: a 3-broker ZooKeeper-mode cluster on this machine (`trioka cluster up`), a topic
+# `make demo-zk`: a 3-broker ZooKeeper-mode cluster on this machine (`trioka cluster up`), a topic
 # with 3 replicas per partition (min.insync.replicas=2), records produced with acks=all, the
 # leader of partition 0 SIGKILLed, more records produced while it is down, everything consumed
 # back, the cluster's status, then `trioka cluster down`. Everything lives in a mktemp

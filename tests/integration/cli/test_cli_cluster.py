@@ -1,5 +1,5 @@
-"""`trioka cluster`: the local supervisor's user errors (the running cluster is tested in
-tests/integration/cluster)."""
+"""`trioka cluster`: the local supervisor's user errors, and a whole life cycle (up, status,
+kill, start, down) in ZK mode and in Raft mode (the default)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.cli.test_cli_commands import one_error_line, trioka
+from tests.support.cluster import skip_unless_raft_mode
 
 
 def test_cluster_status_without_a_cluster_names_the_directory(tmp_path: Path) -> None:
@@ -109,6 +110,100 @@ def test_zk_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
         assert not any(_pid_alive(pid) for pid in pids)
         status = _status(cluster_dir)
         assert not any(p["alive"] for p in status["processes"])
+    finally:
+        if (cluster_dir / "cluster.json").exists():
+            trioka("cluster", "down", "--dir", str(cluster_dir), "--timeout", "5", timeout=120)
+
+
+def test_cluster_up_raft_refuses_zookeeper_options_and_zero_controllers(tmp_path: Path) -> None:
+    line = one_error_line(trioka("cluster", "up", "--dir", str(tmp_path), "--zookeeper-port", "1"))
+    assert "--zookeeper-port is for --mode zk" in line
+    line = one_error_line(trioka("cluster", "up", "--dir", str(tmp_path), "--controllers", "0"))
+    assert "--controllers must be at least 1" in line
+    line = one_error_line(trioka("cluster", "up", "--dir", str(tmp_path), "--mode", "kraft"))
+    assert "kraft" in line and "raft" in line and "zk" in line
+    assert not (tmp_path / "cluster.json").exists()
+
+
+def test_cluster_status_reads_a_state_file_from_before_raft_mode(tmp_path: Path) -> None:
+    """A cluster.json written by issue 3's supervisor (no mode, a zookeeper) is a ZK cluster."""
+    node = {"host": "127.0.0.1", "port": 1, "dir": str(tmp_path), "log": str(tmp_path / "x.log"),
+            "command": [], "pid": 0, "start_ticks": 0, "metrics_port": 0}  # fmt: skip
+    (tmp_path / "cluster.json").write_text(
+        json.dumps(
+            {
+                "dir": str(tmp_path),
+                "zookeeper": {**node, "name": "zookeeper", "node_id": 0},
+                "brokers": [{**node, "name": "broker-1", "node_id": 1}],
+                "zookeeper_connect": "127.0.0.1:1/trioka",
+                "overrides": {},
+            }
+        )
+    )
+    status = _status(tmp_path)
+    assert status["mode"] == "zk"
+    assert [p["name"] for p in status["processes"]] == ["zookeeper", "broker-1"]
+    assert not any(p["alive"] for p in status["processes"])
+    assert status["quorum"] is None
+
+
+def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
+    """Raft mode (the default): 3 controllers and 2 brokers; status shows the quorum's roles;
+    the active controller is SIGKILLed and a standby takes over; a broker is killed and fenced,
+    both start again; `down` stops the brokers, then the controllers."""
+    skip_unless_raft_mode()
+    cluster_dir = tmp_path / "c"
+    try:
+        up = trioka("cluster", "up", "--dir", str(cluster_dir), "--brokers", "2",
+                    "--session-timeout-ms", "3000", timeout=120)  # fmt: skip
+        assert up.returncode == 0, up.stderr.decode()
+        assert "(raft mode)" in up.stderr.decode()
+        bootstrap = up.stdout.decode().strip()
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        assert status["mode"] == "raft" and status["zookeeper_connect"] is None
+        names = [p["name"] for p in status["processes"]]
+        assert names == ["controller-3001", "controller-3002", "controller-3003", "broker-1",
+                         "broker-2"]  # fmt: skip
+        assert all(p["alive"] for p in status["processes"])
+        leader = status["quorum"]["leader_id"]
+        assert status["quorum"]["voters"] == [3001, 3002, 3003]
+        roles = {p["node_id"]: p["role"] for p in status["processes"]}
+        assert roles[leader] == "active controller"
+        assert sorted(roles[c] for c in (3001, 3002, 3003) if c != leader) == ["standby"] * 2
+        assert roles[1] == roles[2] == "broker"
+        text = trioka("cluster", "status", "--dir", str(cluster_dir)).stdout.decode()
+        assert f"Quorum: leader {leader}" in text and "active controller" in text
+
+        killed = trioka("cluster", "kill", str(leader), "--dir", str(cluster_dir))
+        assert killed.returncode == 0, killed.stderr.decode()
+        assert f"controller-{leader}" in killed.stderr.decode()
+        status = _wait_status(
+            cluster_dir, lambda s: s["quorum"] is not None and s["quorum"]["leader_id"] != leader
+        )
+        assert status["quorum"]["leader_id"] in (3001, 3002, 3003)
+        started = trioka("cluster", "start", str(leader), "--dir", str(cluster_dir), timeout=120)
+        assert started.returncode == 0, started.stderr.decode()
+
+        killed = trioka("cluster", "kill", "2", "--dir", str(cluster_dir))
+        assert killed.returncode == 0, killed.stderr.decode()
+        status = _wait_status(cluster_dir, lambda s: s["live_brokers"] == [1])
+        started = trioka("cluster", "start", "2", "--dir", str(cluster_dir), timeout=120)
+        assert started.returncode == 0, started.stderr.decode()
+        status = _wait_status(
+            cluster_dir,
+            lambda s: (
+                sorted(s["live_brokers"]) == [1, 2] and all(p["alive"] for p in s["processes"])
+            ),
+        )
+        assert status["bootstrap"] == bootstrap  # same ports after a restart
+        pids = [p["pid"] for p in status["processes"]]
+
+        down = trioka("cluster", "down", "--dir", str(cluster_dir), timeout=120)
+        assert down.returncode == 0, down.stderr.decode()
+        lines = down.stderr.decode().splitlines()
+        assert [line.split()[0] for line in lines][:2] == ["broker-1", "broker-2"], lines
+        assert sum(": stopped" in line for line in lines) == 5, lines
+        assert not any(_pid_alive(pid) for pid in pids)
     finally:
         if (cluster_dir / "cluster.json").exists():
             trioka("cluster", "down", "--dir", str(cluster_dir), "--timeout", "5", timeout=120)

@@ -1,6 +1,7 @@
-"""`make demo` runs scripts/demo.sh after setup: a 3-broker ZK-mode cluster under
-`trioka cluster`, a leader SIGKILLed mid-demo, everything consumed; it must work from a clone
-and leave no process behind."""
+"""`make demo` runs scripts/demo.sh after setup: a Raft-mode cluster (3 controllers, 3 brokers)
+under `trioka cluster`, the quorum shown, a leader SIGKILLed mid-demo, everything consumed;
+`make demo-zk` runs scripts/demo-zk.sh, the same on ZooKeeper and 3 brokers. Both must work from
+a clone and leave no process behind."""
 
 from __future__ import annotations
 
@@ -9,12 +10,38 @@ import re
 import subprocess
 
 from tests.support.broker_process import REPO_ROOT
+from tests.support.cluster import skip_unless_raft_mode
 
 
-def test_demo_script_survives_a_leader_kill_and_cleans_up() -> None:
+def test_raft_demo_shows_the_quorum_survives_a_leader_kill_and_cleans_up() -> None:
+    skip_unless_raft_mode()
     result = subprocess.run(
         ["bash", "scripts/demo.sh"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
     )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    # The quorum: --status names the leader among the voters, --replication lists every node.
+    assert re.search(r"LeaderId:\s+300[123]", out), out
+    assert re.search(r"CurrentVoters:\s+\[3001, 3002, 3003\]", out), out
+    assert re.search(r"300[123]\s.*\sLeader", out), out
+    assert "Produced 5 records to demo-events." in out
+    assert "Produced 3 records to demo-events." in out
+    assert "Processed a total of 8 messages." in out
+    assert re.search(r"SIGKILLed broker \d \(leader of partition 0\)", out), out
+    assert "8 of 8 records were consumed back" in " ".join(out.split())
+    assert "active controller" in out and "standby" in out  # cluster status's quorum roles
+    # `trioka cluster down` named every process it stopped: none of them is left.
+    stopped = [int(pid) for pid in re.findall(r"\(pid (\d+)\): (?:stopped|killed)", out)]
+    assert len(stopped) == 5, out  # the two live brokers and the three controllers
+    for pid in stopped:
+        assert not _alive(pid), f"pid {pid} is still running after the demo"
+
+
+def test_zk_demo_script_survives_a_leader_kill_and_cleans_up() -> None:
+    result = subprocess.run(
+        ["bash", "scripts/demo-zk.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert "Produced 5 records to demo-events." in out

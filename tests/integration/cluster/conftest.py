@@ -17,32 +17,12 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, RaftCluster, ZkCluster
+from tests.support.cluster import Cluster, RaftCluster, ZkCluster, skip_unless_raft_mode
 from tests.support.zookeeper import ZooKeeperChroot
 
 ZkClusterFactory = Callable[..., ZkCluster]
 RaftClusterFactory = Callable[..., RaftCluster]
 ClusterFactory = Callable[..., Cluster]
-
-
-def _skip_unless_raft_mode() -> None:
-    """Raft mode needs the Raft-mode broker (deploy.broker_app.run_raft_broker) and the
-    controller's broker lifecycle keys: while either is missing its tests are skipped, saying
-    so (transitional, issue 4: remove once both have landed)."""
-    import deploy.broker_app
-    from deploy.controller_config import CONTROLLER_CONFIGS
-
-    missing = [
-        what
-        for what, there in [
-            ("deploy.broker_app.run_raft_broker", hasattr(deploy.broker_app, "run_raft_broker")),
-            ("controller config broker.session.timeout.ms",
-             "broker.session.timeout.ms" in CONTROLLER_CONFIGS),
-        ]
-        if not there
-    ]  # fmt: skip
-    if missing:
-        pytest.skip(f"Raft mode is not complete yet: no {', '.join(missing)}")
 
 
 def _factory(tmp_path: Path, build: Callable[..., Cluster], made: list[Cluster]) -> Any:
@@ -85,7 +65,7 @@ def zk_cluster_factory(tmp_path: Path, zookeeper: ZooKeeperChroot) -> Iterator[Z
 
 @pytest.fixture
 def raft_cluster_factory(tmp_path: Path) -> Iterator[RaftClusterFactory]:
-    _skip_unless_raft_mode()
+    skip_unless_raft_mode()
     made: list[Cluster] = []
     try:
         yield _factory(tmp_path, RaftCluster, made)
@@ -100,7 +80,7 @@ def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     if request.param == "zk":
         build = _zk_build(request.getfixturevalue("zookeeper"))
     else:
-        _skip_unless_raft_mode()
+        skip_unless_raft_mode()
         build = RaftCluster
     made: list[Cluster] = []
     try:
