@@ -17,13 +17,21 @@ Some keys are trioka's own, each documented as such:
   pushes back on the client.
 - `cluster.id` (default empty): the cluster id written to meta.properties on first start (what
   `kafka-storage format --cluster-id` does in Kafka); empty means generate one.
-- `metadata.mode` (standalone | zk | raft, default standalone): where the metadata lives. Kafka
-  says this with `zookeeper.connect` vs `process.roles`; trioka names it because a standalone
-  broker (its own single-node controller) is a third choice. In zk mode `zookeeper.connect` is
-  required and `inter.broker.listener.name` must name one of the advertised listeners. In raft
-  mode (KRaft) `controller.quorum.voters` is required (the broker is not one of them),
-  `process.roles` if set is exactly ["broker"], and `controller.listener.names` names the
-  controllers' listener (not one of this broker's).
+- `metadata.mode` (raft | zk | standalone, default raft): where the metadata lives. Kafka
+  says this with `zookeeper.connect` vs `process.roles`; trioka names it because it has a third,
+  legacy choice. raft (KRaft): with `process.roles = ["broker", "controller"]` (combined mode,
+  the default for a single dev node as in Kafka 4) the process is also the metadata quorum's
+  only voter: `controller.quorum.voters` empty (the voter is this node.id) or naming exactly
+  this node, whose CONTROLLER listener (`controller.listener.names`, one of `listeners`, not
+  advertised) then serves the quorum APIs (`trioka quorum describe`); trioka's combined mode is
+  single-node only. With `process.roles = ["broker"]` (the default when
+  `controller.quorum.voters` is set and does not name this node) the broker follows a quorum of
+  separate controller processes: `controller.quorum.voters` required (the broker is not one of
+  them) and `controller.listener.names` names the controllers' listener (not one of this
+  broker's). zk: `zookeeper.connect` is required and `inter.broker.listener.name` must name one
+  of the advertised listeners. standalone: the pre-Raft single-node broker on a local metadata
+  log (raft.local_log) with no Raft at all, kept as an explicit fallback (no quorum state, no
+  registration or heartbeats); new setups should use the raft default.
 - `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
   back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
 - `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
@@ -69,8 +77,11 @@ BROKER_CONFIGS = ConfigDefs(
                   read_only=True),
         ConfigDef("cluster.id", "string", "", "trioka: cluster id for meta.properties on first "
                   "start; empty generates one", read_only=True),
-        ConfigDef("process.roles", "list", ("broker", "controller"), "roles of this process; a "
-                  "standalone broker is both", choices=("broker", "controller"), read_only=True),
+        ConfigDef("process.roles", "list", ("broker", "controller"), "roles of this process "
+                  "(metadata.mode=raft): broker,controller = combined mode, the single-node "
+                  "quorum's only voter; broker = a broker of a separate controller quorum "
+                  "(the default when controller.quorum.voters names other nodes only)",
+                  choices=("broker", "controller"), read_only=True),
         ConfigDef("listeners", "list", ("PLAINTEXT://:9092",), "listeners as NAME://host:port; "
                   "an empty host binds all interfaces, port 0 picks a free port", read_only=True),
         ConfigDef("advertised.listeners", "list", (), "addresses given to clients (default: "
@@ -161,13 +172,15 @@ BROKER_CONFIGS = ConfigDefs(
                   "builds", min=1024),
         ConfigDef("request.timeout.ms", "int", 30000, "upper bound of acks=all waits", min=0),
         # Metadata mode and ZooKeeper
-        ConfigDef("metadata.mode", "string", "standalone", "trioka: where cluster metadata "
-                  "lives: standalone (one node, local metadata log), zk (ZooKeeper, Kafka's ZK "
-                  "mode) or raft (a quorum of controller processes, Kafka's KRaft mode)",
+        ConfigDef("metadata.mode", "string", "raft", "trioka: where cluster metadata lives: "
+                  "raft (Kafka's KRaft mode: combined single-node by default, or a quorum of "
+                  "controller processes), zk (ZooKeeper, Kafka's ZK mode) or standalone (legacy "
+                  "fallback: one node on a local metadata log, no Raft)",
                   choices=("standalone", "zk", "raft"), read_only=True),
         # Raft mode (KRaft's broker side)
         ConfigDef("controller.quorum.voters", "string", "", "the controller quorum as "
-                  "id@host:port[,id@host:port...] (required when metadata.mode=raft)",
+                  "id@host:port[,id@host:port...] (required for process.roles=broker; in "
+                  "combined mode empty or this node only)",
                   read_only=True),
         ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000, "the metadata observer "
                   "looks for another leader after this long without a good fetch answer", min=1,
@@ -389,14 +402,25 @@ class BrokerConfig:
             )
 
     def _check_raft_mode(self, listener_names: list[str]) -> None:
-        """KRaft's broker rules (KafkaConfig.validateValues for process.roles=broker)."""
-        roles = tuple(self.values["process.roles"])
-        if "process.roles" in self.explicit and roles != ("broker",):
+        """KRaft's rules (KafkaConfig.validateValues) for process.roles=broker, or trioka's
+        single-node combined mode."""
+        if self.combined_mode:
+            self._check_combined_mode(listener_names)
+            return
+        roles = self.process_roles
+        if roles != ("broker",):
             raise ConfigError(
-                f"process.roles: a metadata.mode=raft broker process needs exactly ['broker'], "
-                f"got {list(roles)} (the controllers are separate processes)"
+                f"process.roles: a metadata.mode=raft process needs ['broker'] or ['broker', "
+                f"'controller'] (combined mode), got {list(roles)} (a controller-only process is "
+                "`python -m deploy.controller_app`)"
             )
         voters = self.voters  # parses: ConfigError naming controller.quorum.voters
+        if not voters:
+            raise ConfigError(
+                "controller.quorum.voters: required when process.roles is ['broker'] (the "
+                "controllers as id@host:port,...); leave process.roles unset for a single-node "
+                "combined broker+controller"
+            )
         if self.node_id in voters:
             raise ConfigError(
                 f"node.id: {self.node_id} is one of controller.quorum.voters "
@@ -414,6 +438,59 @@ class BrokerConfig:
                     f"controller.listener.names: {name} must not be one of this broker's "
                     f"listeners {listener_names} (process.roles=broker)"
                 )
+        self._check_inter_broker_listener()
+
+    def _check_combined_mode(self, listener_names: list[str]) -> None:
+        """process.roles=[broker, controller]: this process is the quorum's only voter."""
+        voters = self.voters
+        others = sorted(v for v in voters if v != self.node_id)
+        if others or (voters and self.node_id not in voters):
+            raise ConfigError(
+                f"process.roles: combined mode (['broker', 'controller']) is single-node only "
+                f"in trioka, but controller.quorum.voters names {others or sorted(voters)} "
+                f"besides node.id {self.node_id}; run the controllers as separate processes "
+                "(deploy.controller_app) and set process.roles = ['broker'] here"
+            )
+        names = self.controller_listener_names
+        if voters:
+            if not names:
+                raise ConfigError(
+                    "controller.listener.names: required when controller.quorum.voters names "
+                    "this node (the listener serving the quorum APIs, e.g. ['CONTROLLER'])"
+                )
+            if names[0] not in listener_names:
+                raise ConfigError(
+                    f"controller.listener.names: {names[0]} must be one of the listeners "
+                    f"{listener_names} in combined mode (it serves the quorum APIs)"
+                )
+            voter = voters[self.node_id]
+            listener = next(x for x in self.listeners if x.name == names[0])
+            if listener.port not in (0, voter.port):
+                raise ConfigError(
+                    f"controller.quorum.voters: node {self.node_id} is at port {voter.port} but "
+                    f"its controller listener {listener} listens on {listener.port}"
+                )
+        elif names:
+            raise ConfigError(
+                f"controller.listener.names: {list(names)} set but controller.quorum.voters is "
+                f"empty; a combined node serves a controller listener only when the voters name "
+                f'it (controller.quorum.voters = "{self.node_id}@host:port")'
+            )
+        advertised = [a.name for a in self.advertised_listeners]
+        for name in names:
+            if name in advertised:
+                raise ConfigError(
+                    f"advertised.listeners: must not contain the controller listener {name}"
+                )
+        if self.inter_broker_listener_name in names:
+            raise ConfigError(
+                f"inter.broker.listener.name: {self.inter_broker_listener_name} is a controller "
+                "listener; name one of the broker's listeners"
+            )
+        # No inter.broker.listener.name check (unlike process.roles=broker): no other broker
+        # ever dials a single node, so listeners may be named freely, as in standalone mode.
+
+    def _check_inter_broker_listener(self) -> None:
         inter = self.inter_broker_listener_name
         effective = [a.name for a in self.effective_advertised_listeners]
         if inter not in effective:
@@ -445,7 +522,24 @@ class BrokerConfig:
     def effective_advertised_listeners(self) -> tuple[Listener, ...]:
         """advertised.listeners when set, else listeners (as Kafka: a listener missing from a
         set advertised.listeners is not advertised, so clients never learn its address)."""
-        return self.advertised_listeners or self.listeners
+        return self.advertised_listeners or self.broker_listeners
+
+    @property
+    def broker_listeners(self) -> tuple[Listener, ...]:
+        """The listeners that serve clients and brokers: all but a combined node's controller
+        listener (Kafka's BrokerServer does not serve controller.listener.names either)."""
+        if not self.combined_mode:
+            return self.listeners
+        names = self.controller_listener_names
+        return tuple(x for x in self.listeners if x.name not in names)
+
+    @property
+    def controller_listeners(self) -> tuple[Listener, ...]:
+        """A combined node's listeners that serve the quorum APIs (empty without voters)."""
+        if not self.combined_mode:
+            return ()
+        names = self.controller_listener_names
+        return tuple(x for x in self.listeners if x.name in names)
 
     @property
     def listener_security_protocol_map(self) -> dict[str, str]:
@@ -479,9 +573,28 @@ class BrokerConfig:
         return self.values["metadata.mode"] == "raft"
 
     @property
+    def process_roles(self) -> tuple[str, ...]:
+        """process.roles as set; unset: ['broker'] when controller.quorum.voters is set and does
+        not name this node (a broker of a separate quorum), else ['broker', 'controller']."""
+        if "process.roles" in self.explicit:
+            return tuple(self.values["process.roles"])
+        voters = str(self.values["controller.quorum.voters"]).strip()
+        if voters and self.node_id not in parse_voters(voters):
+            return ("broker",)
+        return ("broker", "controller")
+
+    @property
+    def combined_mode(self) -> bool:
+        """metadata.mode=raft with process.roles [broker, controller]: broker and the single
+        voter of the metadata quorum in one process."""
+        return self.raft_mode and set(self.process_roles) == {"broker", "controller"}
+
+    @property
     def voters(self) -> dict[int, Voter]:
-        """controller.quorum.voters parsed (ConfigError naming the key when malformed)."""
-        return parse_voters(str(self.values["controller.quorum.voters"]))
+        """controller.quorum.voters parsed (ConfigError naming the key when malformed); empty
+        when unset (a combined node is then the only voter)."""
+        text = str(self.values["controller.quorum.voters"])
+        return parse_voters(text) if text.strip() else {}
 
     @property
     def controller_listener_names(self) -> tuple[str, ...]:

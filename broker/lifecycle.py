@@ -103,6 +103,7 @@ class BrokerLifecycle:
         self.next_due_ms = now_ms
         self._backoff_ms = retry_backoff_ms
         self._in_flight = False
+        self._sent_want_fence = False
 
     # -- what to send ------------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class BrokerLifecycle:
         if self.state is BrokerState.SHUTTING_DOWN:
             return None
         self._in_flight = True
+        self._sent_want_fence = not self.ready_to_unfence and not self.want_shut_down
         if self.broker_epoch < 0:
             r = self.registration
             return BrokerRegistrationRequest(
@@ -205,6 +207,11 @@ class BrokerLifecycle:
         if self.want_shut_down and response.should_shut_down:
             self.state = BrokerState.SHUTTING_DOWN
             log.info(SHUTDOWN_ALLOWED, broker_epoch=self.broker_epoch)
+            return
+        if self.is_fenced and self.ready_to_unfence and self._sent_want_fence:
+            # Became ready while a heartbeat still asking to be fenced was in flight: ask to
+            # be unfenced at once, not a heartbeat interval later (KRaft's catch-up path).
+            self.next_due_ms = now_ms
             return
         self.next_due_ms = now_ms + self.heartbeat_interval_ms
 

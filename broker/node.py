@@ -204,7 +204,8 @@ class Broker:
         )
         self.server = BrokerServer(
             self.apis,
-            config.listeners,
+            # Not a combined node's controller listener: that one serves the quorum APIs.
+            config.broker_listeners,
             server_limits(config),
         )
         self._shutdown = trio.Event()

@@ -349,6 +349,12 @@ async def run_broker(
     with serve_metrics(config):
         if config.zk_mode:
             await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
+        elif config.combined_mode:
+            from deploy.raft_combined import run_combined_broker  # imports helpers from here
+
+            await run_combined_broker(
+                config, task_status=task_status, handle_signals=handle_signals
+            )
         elif config.raft_mode:
             from deploy.raft_broker import run_raft_broker  # it imports helpers from here
 

@@ -248,7 +248,11 @@ def raft_config(config: BrokerConfig) -> RaftConfig:
 
 
 def lifecycle_for(
-    config: BrokerConfig, cluster_id: str, bound: Sequence[BoundListener], now_ms: int
+    config: BrokerConfig,
+    cluster_id: str,
+    bound: Sequence[BoundListener],
+    now_ms: int,
+    incarnation_id: str | None = None,
 ) -> BrokerLifecycle:
     from deploy.broker_app import registered_endpoints
 
@@ -257,7 +261,7 @@ def lifecycle_for(
         Registration(
             broker_id=config.node_id,
             cluster_id=cluster_id,
-            incarnation_id=random_uuid(),
+            incarnation_id=incarnation_id or random_uuid(),
             listeners=registration_listeners([(e.name, e.host, e.port) for e in endpoints]),
             rack=config["broker.rack"] or None,
         ),
@@ -265,6 +269,55 @@ def lifecycle_for(
         retry_backoff_ms=max(int(config["controller.quorum.retry.backoff.ms"]), 50),
         now_ms=now_ms,
     )
+
+
+def log_manager_for(config: BrokerConfig, cluster_id: str) -> LogManager:
+    return LogManager(
+        list(config.log_dirs),
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        max_open_files=int(config["trioka.max.open.files"]),
+    )
+
+
+class LifecycleHolder:
+    """The broker's lifecycle manager, made once the listeners are bound (registration needs
+    their ports) but needed by the broker's controlled-shutdown hook made before that."""
+
+    def __init__(self) -> None:
+        self.manager: BrokerLifecycleManager | None = None
+
+
+def start_lifecycle(
+    nursery: trio.Nursery,
+    config: BrokerConfig,
+    broker: Broker,
+    channel: Any,
+    bound: Sequence[BoundListener],
+    *,
+    cluster_id: str,
+    request_timeout_s: float,
+    holder: LifecycleHolder,
+    incarnation_id: str | None = None,
+) -> BrokerLifecycleManager:
+    """KRaft's BrokerLifecycleManager started: registration and heartbeats over `channel`, the
+    publisher reporting what it applied, and the first full image applied once caught up."""
+
+    def on_epoch(epoch: int) -> None:
+        broker.broker_epoch = epoch
+
+    manager = BrokerLifecycleManager(
+        lifecycle_for(config, cluster_id, bound, int(trio.current_time() * 1000), incarnation_id),
+        channel,
+        lambda: broker.publisher.applied_offset,
+        request_timeout_s=request_timeout_s,
+        on_epoch=on_epoch,
+    )
+    holder.manager = manager
+    broker.publisher.on_published = manager.metadata_applied
+    nursery.start_soon(manager.run)
+    nursery.start_soon(_apply_once_caught_up, broker, manager)
+    return manager
 
 
 async def run_raft_broker(
@@ -285,12 +338,7 @@ async def run_raft_broker(
     quorum = FileQuorumStateStore(
         store.directory, voters=tuple(sorted(voters)), cluster_id=config["cluster.id"] or ""
     )
-    log_manager = LogManager(
-        list(config.log_dirs),
-        node_id=config.node_id,
-        cluster_id=cluster_id,
-        max_open_files=int(config["trioka.max.open.files"]),
-    )
+    log_manager = log_manager_for(config, cluster_id)
     request_timeout_s = int(config["request.timeout.ms"]) / 1000
     session_timeout_s = int(config["broker.session.timeout.ms"]) / 1000
     try:
@@ -318,11 +366,11 @@ async def run_raft_broker(
                 timeout_s=int(config["controller.quorum.request.timeout.ms"]) / 1000,
                 controller_wait_s=min(request_timeout_s, session_timeout_s),
             )
-            manager: BrokerLifecycleManager | None = None
+            holder = LifecycleHolder()
 
             async def controlled_shutdown() -> None:
-                if manager is not None and bool(config["controlled.shutdown.enable"]):
-                    await manager.controlled_shutdown(session_timeout_s)
+                if holder.manager is not None and bool(config["controlled.shutdown.enable"]):
+                    await holder.manager.controlled_shutdown(session_timeout_s)
 
             broker = Broker(
                 config,
@@ -334,20 +382,16 @@ async def run_raft_broker(
                 controlled_shutdown=controlled_shutdown,
             )
             bound = await nursery.start(broker.run)
-
-            def on_epoch(epoch: int) -> None:
-                broker.broker_epoch = epoch
-
-            manager = BrokerLifecycleManager(
-                lifecycle_for(config, cluster_id, bound, int(trio.current_time() * 1000)),
+            start_lifecycle(
+                nursery,
+                config,
+                broker,
                 channel,
-                lambda: broker.publisher.applied_offset,
+                bound,
+                cluster_id=cluster_id,
                 request_timeout_s=channel.controller_wait_s + channel.timeout_s,
-                on_epoch=on_epoch,
+                holder=holder,
             )
-            broker.publisher.on_published = manager.metadata_applied
-            nursery.start_soon(manager.run)
-            nursery.start_soon(_apply_once_caught_up, broker, manager)
             nursery.start_soon(
                 MetadataSnapshotter(
                     driver,

@@ -117,8 +117,14 @@ class RaftControllerService:
         clock_ms: Callable[[], int] = monotonic_ms,
         metrics: ControllerMetrics | None = None,
         rng: random.Random | None = None,
+        local_broker: tuple[int, str] | None = None,
     ) -> None:
         self._raft = raft
+        # Combined mode (deploy.raft_combined): (broker id, incarnation id) of the broker in
+        # this process. A registration of that id with another incarnation is an earlier run
+        # of this very process, so it has no live session (else re-registering after a crash
+        # would wait out broker.session.timeout.ms as DUPLICATE_BROKER_REGISTRATION).
+        self._local_broker = local_broker
         self._log = metadata_log
         self._settings = settings or ControllerSettings()
         self._session_timeout_ms = session_timeout_ms
@@ -307,6 +313,11 @@ class RaftControllerService:
             session_timeout_ms=self._session_timeout_ms,
             cluster_id=self._cluster_id,
         )
+        if self._local_broker is not None:
+            broker_id, incarnation_id = self._local_broker
+            registered = state.image.cluster.broker(broker_id)
+            if registered is not None and registered.incarnation_id != incarnation_id:
+                control.heartbeats.fence(broker_id)
         ctx = ControllerContext(
             config=self._settings, rng=self._rng, cluster_control=control, clock_ms=self._clock
         )

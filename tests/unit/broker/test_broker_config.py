@@ -84,7 +84,8 @@ def test_every_broker_config_has_doc() -> None:
 
 def test_cluster_keys_have_kafkas_defaults() -> None:
     c = BrokerConfig.from_values({})
-    assert c.metadata_mode == "standalone" and not c.zk_mode
+    # Raft (KRaft) is the default since issue 4: a single-node combined broker+controller.
+    assert c.metadata_mode == "raft" and c.combined_mode and not c.zk_mode
     assert c["zookeeper.session.timeout.ms"] == 18000
     assert c.zookeeper_connection_timeout_ms == 18000
     assert c["controlled.shutdown.enable"] is True

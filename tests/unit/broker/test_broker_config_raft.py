@@ -48,4 +48,79 @@ def test_raft_mode_errors_name_the_key(override: dict, named: str) -> None:
 
 
 def test_other_modes_ignore_the_raft_keys() -> None:
-    assert not BrokerConfig.from_values({}).raft_mode
+    assert not BrokerConfig.from_values({"metadata.mode": "standalone"}).raft_mode
+    assert not BrokerConfig.from_values({"metadata.mode": "standalone"}).combined_mode
+
+
+def test_unset_roles_with_other_voters_mean_a_broker_of_that_quorum() -> None:
+    """Wave 1's Raft-mode broker configs need not say process.roles = ["broker"]."""
+    config = BrokerConfig.from_values({k: v for k, v in RAFT.items() if k != "process.roles"})
+    assert config.process_roles == ("broker",) and not config.combined_mode
+
+
+CONTROLLER_MAP = {"listener.security.protocol.map": ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]}
+
+
+def test_combined_mode_is_the_default_single_voter() -> None:
+    config = BrokerConfig.from_values({})
+    assert config.raft_mode and config.combined_mode
+    assert config.process_roles == ("broker", "controller")
+    assert config.voters == {}
+    assert config.controller_listeners == ()
+    assert config.broker_listeners == config.listeners
+
+
+def test_combined_mode_with_its_own_controller_listener() -> None:
+    config = BrokerConfig.from_values(
+        {
+            "node.id": 1,
+            "controller.quorum.voters": "1@127.0.0.1:9093",
+            "listeners": ["PLAINTEXT://127.0.0.1:9092", "CONTROLLER://127.0.0.1:9093"],
+            "controller.listener.names": ["CONTROLLER"],
+            **CONTROLLER_MAP,
+        }
+    )
+    assert config.combined_mode
+    assert [x.name for x in config.broker_listeners] == ["PLAINTEXT"]
+    assert [x.name for x in config.controller_listeners] == ["CONTROLLER"]
+    # Clients are never told about the controller listener.
+    assert [x.name for x in config.effective_advertised_listeners] == ["PLAINTEXT"]
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        (
+            {"controller.quorum.voters": "1@h:9093,2@h:9094"},
+            "process.roles: combined mode (['broker', 'controller']) is single-node only",
+        ),
+        (
+            {"process.roles": ["broker", "controller"], "controller.quorum.voters": "2@h:9093"},
+            "is single-node only",
+        ),
+        ({"process.roles": ["controller"]}, "deploy.controller_app"),
+        ({"process.roles": ["broker"]}, "controller.quorum.voters: required when process.roles"),
+        ({"controller.quorum.voters": "1@h:9093"}, "controller.listener.names: required"),
+        ({"controller.listener.names": ["CONTROLLER"]}, "controller.quorum.voters is empty"),
+        (
+            {
+                "controller.quorum.voters": "1@h:9094",
+                "listeners": ["PLAINTEXT://:9092", "CONTROLLER://:9093"],
+                "controller.listener.names": ["CONTROLLER"],
+                **CONTROLLER_MAP,
+            },
+            "controller.quorum.voters: node 1 is at port 9094",
+        ),
+        (
+            {
+                "controller.quorum.voters": "1@h:9093",
+                "controller.listener.names": ["CONTROLLER"],
+            },
+            "must be one of the listeners",
+        ),
+    ],
+)
+def test_combined_mode_errors_name_the_key(values: dict, named: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.from_values(values)
+    assert named in info.value.message

@@ -70,6 +70,22 @@ def test_heartbeats_want_fence_until_caught_up_and_ready_then_every_interval() -
     assert lc.next_due_ms == 4000
 
 
+def test_ready_while_a_fenced_heartbeat_is_in_flight_asks_to_unfence_at_once() -> None:
+    """KRaft sends the unfence heartbeat as soon as the broker caught up, not an interval
+    later (a combined node would otherwise serve clients broker.heartbeat.interval.ms late)."""
+    lc = _lifecycle()
+    _registered(lc)
+    hb = lc.next_request(0, 40)
+    assert isinstance(hb, BrokerHeartbeatRequest) and hb.want_fence
+    lc.ready_to_unfence = True  # caught up and applied while that heartbeat was in flight
+    lc.on_heartbeat_response(BrokerHeartbeatResponse(is_fenced=True), 5)
+    hb = lc.next_request(5, 41)
+    assert isinstance(hb, BrokerHeartbeatRequest) and not hb.want_fence
+    # The controller still says fenced (not caught up in its eyes): the normal interval now.
+    lc.on_heartbeat_response(BrokerHeartbeatResponse(is_fenced=True), 10)
+    assert lc.next_due_ms == 2010
+
+
 def test_stale_epoch_or_unknown_broker_registers_again() -> None:
     for code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
         lc = _lifecycle()
