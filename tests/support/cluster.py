@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from client import Admin
@@ -72,28 +71,7 @@ __all__ = [
     "Cluster",
     "RaftCluster",
     "ZkCluster",
-    "skip_unless_raft_mode",
 ]
-
-
-def skip_unless_raft_mode() -> None:
-    """Raft mode needs the Raft-mode broker (deploy.broker_app.run_raft_broker) and the
-    controller's broker lifecycle keys: while either is missing its tests are skipped, saying
-    so (transitional, issue 4: remove once both have landed)."""
-    import deploy.broker_app
-    from deploy.controller_config import CONTROLLER_CONFIGS
-
-    missing = [
-        what
-        for what, there in [
-            ("deploy.broker_app.run_raft_broker", hasattr(deploy.broker_app, "run_raft_broker")),
-            ("controller config broker.session.timeout.ms",
-             "broker.session.timeout.ms" in CONTROLLER_CONFIGS),
-        ]
-        if not there
-    ]  # fmt: skip
-    if missing:
-        pytest.skip(f"Raft mode is not complete yet: no {', '.join(missing)}")
 
 
 class Cluster:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.cli.test_cli_commands import one_error_line, trioka
-from tests.support.cluster import skip_unless_raft_mode
 
 
 def test_cluster_status_without_a_cluster_names_the_directory(tmp_path: Path) -> None:
@@ -150,8 +149,8 @@ def test_cluster_status_reads_a_state_file_from_before_raft_mode(tmp_path: Path)
 def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
     """Raft mode (the default): 3 controllers and 2 brokers; status shows the quorum's roles;
     the active controller is SIGKILLed and a standby takes over; a broker is killed and fenced,
-    both start again; `down` stops the brokers, then the controllers."""
-    skip_unless_raft_mode()
+    both start again; `down` stops the brokers, then the controllers; `up` starts the stopped
+    cluster again."""
     cluster_dir = tmp_path / "c"
     try:
         up = trioka("cluster", "up", "--dir", str(cluster_dir), "--brokers", "2",
@@ -204,6 +203,13 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
         assert [line.split()[0] for line in lines][:2] == ["broker-1", "broker-2"], lines
         assert sum(": stopped" in line for line in lines) == 5, lines
         assert not any(_pid_alive(pid) for pid in pids)
+
+        # `up` on the stopped cluster starts it again: same mode, ports, cluster id and data.
+        again = trioka("cluster", "up", "--dir", str(cluster_dir), timeout=120)
+        assert again.returncode == 0, again.stderr.decode()
+        assert again.stdout.decode().strip() == bootstrap
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        assert status["mode"] == "raft" and status["quorum"]["voters"] == [3001, 3002, 3003]
     finally:
         if (cluster_dir / "cluster.json").exists():
             trioka("cluster", "down", "--dir", str(cluster_dir), "--timeout", "5", timeout=120)

@@ -10,11 +10,9 @@ import re
 import subprocess
 
 from tests.support.broker_process import REPO_ROOT
-from tests.support.cluster import skip_unless_raft_mode
 
 
 def test_raft_demo_shows_the_quorum_survives_a_leader_kill_and_cleans_up() -> None:
-    skip_unless_raft_mode()
     result = subprocess.run(
         ["bash", "scripts/demo.sh"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
     )

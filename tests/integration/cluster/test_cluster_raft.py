@@ -7,9 +7,9 @@ controller processes and 3 real Raft-mode brokers (tests/support/cluster.RaftClu
 - 2 of 3 controllers dead: a metadata write (CreateTopics) fails with a clear error, while
   produce (acks=all) and consume to the existing leaders go on.
 - A broker that stops heartbeating (SIGSTOP) keeps its leaderships until
-  broker.session.timeout.ms has passed and loses them after it; resumed, it is unfenced and
-  rejoins the ISR. Time is only bounded from below (a lower bound cannot flake) or waited for
-  with slack.
+  broker.session.timeout.ms has passed and loses them after it (time is only bounded from
+  below, which cannot flake, or waited for with slack); resumed, it is unfenced and rejoins
+  the ISR.
 - Controlled shutdown through the heartbeat: SIGTERM on a leader broker moves its leaderships
   away before it exits, with a session timeout far longer than the test, so fencing cannot be
   what moved them.
@@ -124,9 +124,21 @@ async def test_sigstopped_broker_keeps_its_leaderships_until_the_session_timeout
     assert answered_at >= earliest_fence, (answered_at - paused_at, info)
     assert info.leader in others and victim not in info.isr, info
 
+
+async def test_fenced_broker_that_comes_back_rejoins_the_isr(
+    raft_cluster_factory: RaftClusterFactory,
+) -> None:
+    cluster = raft_cluster_factory(3, NO_REBALANCE)
+    await cluster.wait_ready()
+    victim = 2
+    async with cluster.admin() as admin:
+        await admin.create_topics([NewTopic("back", replica_assignment={0: [1, victim, 3]})])
+    await cluster.wait_partition("back", 0, lambda p: p.leader == 1 and len(p.isr) == 3)
+    cluster.pause(victim)
+    await cluster.wait_partition("back", 0, lambda p: victim not in p.isr, within=60)
     cluster.resume(victim)
-    await cluster.wait_ready(within=60)
-    await cluster.wait_partition("held", 0, lambda p: victim in p.isr, within=60)
+    await cluster.wait_ready(within=60)  # registered again and unfenced
+    await cluster.wait_partition("back", 0, lambda p: victim in p.isr, within=30)
 
 
 async def test_controlled_shutdown_through_the_heartbeat_moves_leadership_before_exit(
