@@ -146,7 +146,10 @@ class BrokerProcess(ManagedProcess):
                 )
             if self.port == 0:
                 for event in self.events(since_start=True):
-                    if event.get("event") == "broker listening":
+                    # A combined node's CONTROLLER listener is not where clients go.
+                    if event.get("event") == "broker listening" and (
+                        event.get("listener") not in self._controller_listener_names()
+                    ):
                         self.port = int(event["port"])
                         break
             if self.port:
@@ -160,6 +163,10 @@ class BrokerProcess(ManagedProcess):
                     f"broker did not answer ApiVersions within {timeout}s:\n" + self.log_tail()
                 )
             time.sleep(POLL_S)  # polling a condition under a deadline, not synchronisation
+
+    def _controller_listener_names(self) -> set[str]:
+        names = self.overrides.get("controller.listener.names", "")
+        return {n.strip().upper() for n in names.strip("[]").replace('"', "").split(",") if n}
 
     # -- async twins ---------------------------------------------------------------------
 
