@@ -30,7 +30,7 @@ RAFT_KNOWN_FAILURES = {
         "the ISR"
     )
     for name in (
-        "test_leader_sigkill_with_acks_all_keeps_every_acknowledged_record",
+        "test_killed_leader_restarts_and_rejoins_the_isr",
         "test_preferred_election_gives_leadership_back_after_restart",
         "test_fenced_broker_that_comes_back_rejoins_the_isr",
     )

@@ -3,8 +3,9 @@
 - RF=3, min.insync.replicas=2, acks=all: SIGKILL the partition leader while producing; a new
   leader comes from the ISR; every acknowledged record is read back (at least once), in send
   order, and nothing is read that was not sent. Metadata lists the killed broker's replica
-  as offline until it restarts. Both modes (`cluster_factory`): in ZK mode the dead broker's
-  session expires, in Raft mode it is fenced after broker.session.timeout.ms.
+  as offline; restarted, it is online again and rejoins the ISR. Both modes (`cluster_factory`):
+  in ZK mode the dead broker's session expires, in Raft mode it is fenced after
+  broker.session.timeout.ms.
 - ZK mode only: SIGKILL of the controller's broker: another broker becomes the controller and
   the cluster keeps serving (in Raft mode the controller is not a broker: the quorum's failover
   is tested in test_cluster_raft.py).
@@ -128,6 +129,19 @@ async def test_leader_sigkill_with_acks_all_keeps_every_acknowledged_record(
     positions = [first_seen[v] for v in acked]
     assert positions == sorted(positions)
 
+
+async def test_killed_leader_restarts_and_rejoins_the_isr(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(3)
+    await cluster.wait_ready()
+    await create_topic(cluster, "events", 1)
+    old_leader = (await cluster.partition("events", 0)).leader
+    await cluster.brokers[old_leader].akill()
+    after = await cluster.wait_partition(
+        "events", 0, lambda p: p.leader >= 0 and p.leader != old_leader, within=60
+    )
+    assert after.offline_replicas == (old_leader,), after
     # Restarted, the broker is live again: no offline replica, and it rejoins the ISR.
     await cluster.brokers[old_leader].astart(within=60)
     back = await cluster.wait_partition(
