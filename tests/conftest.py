@@ -1,7 +1,10 @@
 """Fixtures shared by every test package.
 
 - `broker`: one started broker process (tests.support.broker_process.BrokerProcess) on a free
-  loopback port with its own log dir under tmp_path; killed by pid at teardown.
+  loopback port with its own log dir under tmp_path; killed by pid at teardown. It runs the
+  default config: a single-node KRaft combined process (metadata.mode=raft, broker and the
+  quorum's only voter); pass `{"metadata.mode": "standalone"}` to broker_factory for the
+  legacy LocalMetadataLog broker.
 - `broker_factory`: `broker_factory(overrides=None, *, start=True, node_id=1, log_dirs=None,
   preexec_fn=None, env=None) -> BrokerProcess`; every process it made is killed at teardown.
 - `zookeeper`, `zookeeper_server`, `zookeeper_factory`: see tests/support/zookeeper.py.
