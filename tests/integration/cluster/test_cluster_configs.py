@@ -7,6 +7,10 @@ broker is asked on its own connection: DescribeConfigs, which every broker answe
 metadata image (broker.apis.describe_configs, not forwarded), and a Produce to the partition it
 leads, which its own log refuses once max.message.bytes is lower than the batch. A broker that
 was down while the config changed reads it at start.
+
+ZK mode only: the mechanism under test is ZooKeeper's (/config/topics znodes and
+/config/changes notifications read by ZkTopicConfigSync); Raft mode carries configs as
+ConfigRecords in the metadata log, which needs its own test.
 """
 
 from __future__ import annotations

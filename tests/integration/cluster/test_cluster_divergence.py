@@ -3,7 +3,11 @@ followers are frozen (SIGSTOP), the leader takes records with acks=1 that nobody
 then it is SIGKILLed. A follower becomes leader and takes new records; the old leader, started
 again, truncates exactly the suffix nobody else has (by leader epoch, not to its own HW),
 catches up and rejoins the ISR, and no reader ever sees the lost suffix. (Whatever part of the
-suffix a fetch had already carried to a follower's socket survives, on every replica.)"""
+suffix a fetch had already carried to a follower's socket survives, on every replica.)
+
+ZK mode only for now: the old leader must rejoin the ISR, which a Raft-mode broker does not
+do yet (RAFT_KNOWN_FAILURES in conftest.py: a broker back from fencing never rejoins the ISR).
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,10 @@
   state is unchanged by them;
 - a LeaderAndIsr request crafted with an older controller epoch is refused with
   STALE_CONTROLLER_EPOCH and changes nothing.
+
+ZK mode only: a zombie controller is a broker whose ZooKeeper session expired, and the
+stale-epoch refusals are ZooKeeper's (/controller_epoch) and the ZK controller's LeaderAndIsr
+rounds; Raft mode fences with leader epochs (tests/sim, tests/integration/quorum).
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ told its advertised (proxy) port before it starts.
   refused and counted), a leader is SIGKILLed, the controller elects a new one and tells the
   brokers (LeaderAndIsr), followers replicate acks=all writes with min.insync.replicas=3,
   and no broker ever dials an EXTERNAL address.
+
+ZK mode only for now: the endpoints are checked in /brokers/ids/<id> (ZooKeeper); a Raft-mode
+run would check the BrokerRegistration's listeners instead.
 """
 
 from __future__ import annotations

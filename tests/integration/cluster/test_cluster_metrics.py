@@ -7,6 +7,9 @@ leading a partition is SIGKILLed and the controller elects new leaders for its p
 no other event type's timer moves for it; the KafkaController gauges (ActiveControllerCount,
 GlobalTopicCount, GlobalPartitionCount, OfflinePartitionsCount) are the active controller's
 view, zero elsewhere.
+
+ZK mode only: the controller metrics under test live in the broker that is the ZK controller;
+in Raft mode they belong to the controller processes.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ Each broker is the preferred leader of one partition. A broker that is not the c
 - disabled: Kafka schedules no check at all, so there is no check to count; the observation is
   bounded by time instead (the first check's 5 s delay plus 3 intervals, during which the
   controllers above ran theirs) and the timer's count stays 0 throughout.
+
+ZK mode only: the checks are counted on the ZK controller's timer, scraped from the /metrics
+of the broker that is the controller, and the stopped broker must not be that controller; a
+Raft-mode version would read the controller process's metrics.
 """
 
 from __future__ import annotations

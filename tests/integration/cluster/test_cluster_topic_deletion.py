@@ -13,6 +13,10 @@
 - A stale replica (its broker was down while the topic was moved off it, deleted and recreated
   under the same name) is deleted on restart (FULL LeaderAndIsr, KIP-516) and never serves
   the old records, even once the broker hosts the new topic again.
+
+ZK mode only: the deletion protocol under test is ZooKeeper's (/admin/delete_topics markers,
+topic znodes, the ZK controller's StopReplica rounds and its failover); Raft mode deletes with
+a RemoveTopicRecord, which needs its own test.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ uncleanly, and it takes new records at the offsets the lost ones had.
   from it (neither back to the start nor past the new records, as a plain OFFSET_OUT_OF_RANGE
   reset would).
 - A consumer that had not read beyond the new leader's log sees no truncation and reads on.
+
+ZK mode only for now: the follower resumed after SIGSTOP must be elected uncleanly once
+its leader is gone; not yet run on the Raft controller (candidate for `cluster_factory`).
 """
 
 from __future__ import annotations
