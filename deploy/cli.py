@@ -82,7 +82,8 @@ def broker() -> None:
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a config key (repeatable).")  # fmt: skip
 def broker_start(config_file: str | None, overrides: tuple[str, ...]) -> None:
-    """Start a standalone broker in the foreground (SIGTERM or Ctrl-C stops it gracefully)."""
+    """Start a broker in the foreground (SIGTERM or Ctrl-C stops it gracefully); by default a
+    single-node KRaft combined process (broker + its own Raft controller)."""
     from deploy.broker_app import run_broker
     from deploy.config import load_broker_config
 

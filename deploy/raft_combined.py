@@ -50,7 +50,7 @@ from deploy.raft_broker import (
 from deploy.raft_controller import RaftControllerService
 from deploy.transport import PooledTransport
 from protocol.codec import RequestEnvelope
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, TriokaError
 from protocol.messages import Request, Response
 from protocol.messages.describe_quorum import DescribeQuorumListener, DescribeQuorumNode
 from protocol.metadata.topic_ids import random_uuid
@@ -71,6 +71,10 @@ MAX_PARTITIONS_PER_REQUEST = 1_000_000
 """As the standalone broker had it: a single node may create one topic with tens of thousands
 of partitions (the Raft controller processes keep controller.config's 10,000, KRaft's limit
 of records per operation; here no follower has to take the batch)."""
+
+
+class UnfenceTimeoutError(TriokaError):
+    """The combined node's broker was not unfenced by its own controller in time."""
 
 
 class LocalControllerChannel:
@@ -151,7 +155,7 @@ async def _wait_unfenced(broker: Broker, manager: BrokerLifecycleManager, source
         await broker.publisher.wait_for(source.committed_offset())
     if scope.cancelled_caught:
         lc = manager.lifecycle
-        raise RuntimeError(
+        raise UnfenceTimeoutError(
             f"broker {broker.config.node_id} was not unfenced by its own controller within "
             f"{INITIAL_UNFENCE_TIMEOUT_S:g} s (state {lc.state.value}, broker epoch "
             f"{lc.broker_epoch}, caught up {lc.caught_up}, applied metadata offset "
