@@ -190,6 +190,9 @@ BROKER_CONFIGS = ConfigDefs(
                   read_only=True),
         ConfigDef("controller.quorum.retry.backoff.ms", "int", 20, "backoff after an error "
                   "answer from a controller", min=0, read_only=True),
+        ConfigDef("controller.quorum.append.linger.ms", "int", 25, "combined mode: how long "
+                  "the controller's proposals wait to be appended to the metadata log together",
+                  min=0, read_only=True),
         ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
                   "the broker snapshots its metadata image (and deletes its metadata log below "
                   "it) after this many bytes of records (raft mode)", min=1, read_only=True),

@@ -128,6 +128,7 @@ def combined_raft_config(config: BrokerConfig) -> RaftConfig:
         fetch_timeout_ms=int(config["controller.quorum.fetch.timeout.ms"]),
         request_timeout_ms=int(config["controller.quorum.request.timeout.ms"]),
         retry_backoff_ms=int(config["controller.quorum.retry.backoff.ms"]),
+        append_linger_ms=int(config["controller.quorum.append.linger.ms"]),
     )
 
 
