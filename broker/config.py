@@ -195,11 +195,13 @@ BROKER_CONFIGS = ConfigDefs(
                   min=0, read_only=True),
         ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
                   "the broker snapshots its metadata image (and deletes its metadata log below "
-                  "it) after this many bytes of records (raft mode)", min=1, read_only=True),
+                  "it) after this many bytes of records (raft mode; in combined mode its "
+                  "controller does, for both)", min=1, read_only=True),
         ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "time between heartbeats to "
                   "the active controller (raft mode)", min=1, read_only=True),
         ConfigDef("broker.session.timeout.ms", "int", 9000, "a broker not heard from for this "
-                  "long is fenced by the controller (raft mode; the controller's value decides)",
+                  "long is fenced by the controller (raft mode; the controller's value decides: "
+                  "in combined mode this one)",
                   min=1, read_only=True),
         ConfigDef("zookeeper.connect", "string", "", "ZooKeeper connection string "
                   "host:port[,host:port...][/chroot] (required when metadata.mode=zk)",
