@@ -38,13 +38,19 @@ bench: setup-dev
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
 
-# Issue 3's benchmarks (docs/benchmarks.md): a 3-broker ZooKeeper-mode cluster of real processes.
-.PHONY: bench-cluster bench-failover
+# Issue 3's and 4's benchmarks (docs/benchmarks.md): 3-broker clusters of real processes.
+# bench-failover and bench-metadata run ZK mode and Raft mode side by side (MODE=zk|raft|both).
+.PHONY: bench-cluster bench-failover bench-metadata
 BENCH_CLUSTER_ARGS ?= --runs 3
 FAILOVER_PARTITIONS ?= 3000
+MODE ?= both
+METADATA_ARGS ?= --clients 8 --writes 3000
 
 bench-cluster: setup-dev
 	$(BIN)/python bench/run_cluster.py $(BENCH_CLUSTER_ARGS)
 
 bench-failover: setup-dev
-	$(BIN)/python bench/run_failover.py --partitions $(FAILOVER_PARTITIONS)
+	$(BIN)/python bench/run_failover.py --mode $(MODE) --partitions $(FAILOVER_PARTITIONS)
+
+bench-metadata: setup-dev
+	$(BIN)/python bench/run_metadata.py --mode $(MODE) $(METADATA_ARGS)

@@ -1,15 +1,17 @@
-"""What the cluster benchmarks share: a 3-broker ZK-mode cluster they own, and ways to ask it.
+"""What the cluster benchmarks share: a 3-broker cluster they own (ZK or Raft mode), and ways to
+ask it.
 
-    with BenchCluster(brokers=3, session_timeout_ms=6000, overrides={...}) as cluster:
-        cluster.up()                                  # ZooKeeper + brokers (deploy.cluster)
-        trio.run(cluster.wait_ready)                  # a controller, every broker live
-        cluster.kill(2)                               # SIGKILL by pid, returns the wall time
-        cluster.events(2, "brokers changed")          # the broker's JSON log events
+    with BenchCluster(mode="raft", brokers=3, session_timeout_ms=6000, overrides={...}) as c:
+        c.up()                                  # controllers or ZooKeeper, then brokers
+        trio.run(c.wait_ready)                  # a controller, every broker live
+        c.kill(2)                               # SIGKILL by pid (broker or controller id)
+        c.events(3001, "brokers fenced")        # a node's JSON log events
     # every process it started is SIGKILLed by pid on exit, also on Ctrl-C or SIGTERM
 
-The cluster is the one `trioka cluster up` starts (`deploy.cluster.cluster_up`: Debian's
-ZooKeeper and `python -m deploy.broker_app` processes in their own sessions, state and logs in
-a temporary directory). The benchmark process is the supervisor: on exit, whatever the reason,
+The cluster is the one `trioka cluster up --mode zk|raft` starts (`deploy.cluster.cluster_up`:
+ZK mode Debian's ZooKeeper, Raft mode 3 `python -m deploy.controller_app` voters; then
+`python -m deploy.broker_app` processes in their own sessions, state and logs in a temporary
+directory). The benchmark process is the supervisor: on exit, whatever the reason,
 it SIGKILLs each process whose pid and /proc start time are still the ones it started.
 """
 
@@ -68,20 +70,26 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 
 
 class BenchCluster:
-    """A ZK-mode cluster owned by one benchmark run; a context manager that kills it on exit."""
+    """A cluster owned by one benchmark run; a context manager that kills it on exit."""
 
     def __init__(
         self,
         *,
+        mode: str = "zk",
         brokers: int = 3,
+        controllers: int = 3,
         session_timeout_ms: int = 6000,
         overrides: Mapping[str, str] | None = None,
+        controller_overrides: Mapping[str, str] | None = None,
         keep: bool = False,
         log_level: str = "INFO",
     ) -> None:
+        self.mode = mode
         self.brokers = brokers
+        self.controllers = controllers
         self.session_timeout_ms = session_timeout_ms
         self.overrides = dict(overrides or {})
+        self.controller_overrides = dict(controller_overrides or {})
         self.keep = keep
         self.log_level = log_level
         self.dir: Path | None = None
@@ -121,10 +129,12 @@ class BenchCluster:
         os.environ["TRIOKA_LOG_LEVEL"] = self.log_level
         self.state = cluster_up(
             self.dir / "cluster",
-            mode="zk",  # issue 3's benchmarks: a ZK-mode cluster (cluster_up's default is raft)
+            mode=self.mode,
             brokers=self.brokers,
+            controllers=self.controllers,
             session_timeout_ms=self.session_timeout_ms,
             overrides=self.overrides,
+            controller_overrides=self.controller_overrides,
             timeout=timeout,
         )
         return self.state
@@ -133,11 +143,12 @@ class BenchCluster:
         if self.state is None:
             # cluster_up failed half-way: it stopped what it started; read what it recorded.
             return []
-        return [*self.state.brokers, self.state.zookeeper]
+        first = (self.state.zookeeper,) if self.state.zookeeper is not None else ()
+        return [*self.state.brokers, *self.state.controllers, *first]
 
     def kill_all(self) -> None:
         """SIGKILL (after SIGCONT) every process of the cluster that is still the one started,
-        brokers first, then ZooKeeper; reap them."""
+        brokers first, then the controllers or ZooKeeper; reap them."""
         for node in self._nodes():
             if node_alive(node):
                 with contextlib.suppress(ProcessLookupError):
@@ -160,8 +171,18 @@ class BenchCluster:
         return self.state.bootstrap
 
     def node(self, node_id: int) -> NodeRecord:
+        """A broker or (Raft mode) a controller by node id."""
         assert self.state is not None
-        return self.state.broker(node_id)
+        return self.state.node(node_id)
+
+    def live_controller_ids(self) -> list[int]:
+        """Raft mode: the controllers still running."""
+        assert self.state is not None
+        return [c.node_id for c in self.state.controllers if node_alive(c)]
+
+    def live_controller_bootstrap(self) -> str:
+        assert self.state is not None
+        return ",".join(f"{c.host}:{c.port}" for c in self.state.controllers if node_alive(c))
 
     def live_ids(self) -> list[int]:
         assert self.state is not None
@@ -172,10 +193,11 @@ class BenchCluster:
         return ",".join(f"{b.host}:{b.port}" for b in self.state.brokers if node_alive(b))
 
     def kill(self, node_id: int) -> float:
-        """SIGKILL broker `node_id` by pid; returns the wall-clock time of the kill."""
+        """SIGKILL broker or controller `node_id` by pid; returns the wall-clock time of the
+        kill."""
         node = self.node(node_id)
         if not node_alive(node):
-            raise RuntimeError(f"broker {node_id} is not running")
+            raise RuntimeError(f"{node.name} is not running")
         at = time.time()
         os.kill(node.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -192,7 +214,7 @@ class BenchCluster:
     def events(
         self, node_id: int, name: str | None = None, *, offset: int = 0
     ) -> list[dict[str, Any]]:
-        """Broker `node_id`'s JSON log events from byte `offset` on (all, or those called
+        """Node `node_id`'s JSON log events from byte `offset` on (all, or those called
         `name`)."""
         path = Path(self.node(node_id).log)
         try:
@@ -212,7 +234,9 @@ class BenchCluster:
         return out
 
     async def wait_ready(self, within: float = 120.0) -> None:
-        await wait_until_ready(self.bootstrap, self.brokers, within=within)
+        assert self.state is not None
+        await wait_until_ready(self.bootstrap, self.brokers, within=within,
+                               controller_bootstrap=self.state.controller_bootstrap)  # fmt: skip
 
 
 async def metadata_of(

@@ -208,6 +208,10 @@ class Admin(ClientBase):
                 if attempt == 1 and not cluster.metadata.brokers:
                     raise
                 cluster.drop(cluster.metadata.controller_id)
+                # As Kafka's AdminClient: a dead controller is replaced; without fresh
+                # metadata every retry would go to the dead one until the deadline.
+                with contextlib.suppress(KafkaConnectionError):
+                    await cluster.refresh_metadata(())
             remaining = deadline - now_ms()
             if remaining <= 0:
                 raise KafkaTimeoutError(
