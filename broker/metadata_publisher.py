@@ -104,6 +104,11 @@ class MetadataPublisher:
         """True: keep the image current but apply nothing locally until `apply_full()`."""
         self.on_published: Callable[[], None] = lambda: None
         """Called after every image change (e.g. the lifecycle's catch-up check)."""
+        self.on_cluster_changed: Callable[[MetadataImage], None] = lambda image: None
+        """Called with the new image after every applied change that may touch the brokers
+        (registrations, fencing, controlled shutdown; a snapshot or FULL apply): state that
+        depends on other brokers (KIP-841 ineligible replicas, followers waiting for their
+        leader's endpoint) must follow these even when no partition changed."""
         self._offset_changed = trio.Event()
 
     @property
@@ -158,6 +163,8 @@ class MetadataPublisher:
                     n = self.partitions.update_topic_config(topic)
                     if n:
                         log.info("applied topic config", topic=topic, partitions=n)
+            if delta.cluster_delta is not None:
+                self.on_cluster_changed(self.image)
         self._changed()
 
     def _apply(
@@ -213,6 +220,7 @@ class MetadataPublisher:
         for topic in {tp.topic for tp in local} | set(self.image.topics.by_name):
             self.partitions.update_topic_config(topic)
         self._apply(deletes=deletes, leaders=leaders, followers=followers)
+        self.on_cluster_changed(self.image)
         log.info(
             "applied full metadata image",
             offset=self.applied_offset,

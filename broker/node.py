@@ -161,6 +161,7 @@ class Broker:
                 ),
             )
             self.publisher.apply_changes = self._apply_from_image
+            self.publisher.on_cluster_changed = self._brokers_changed
             # KRaft: nothing is applied locally before the initial catch-up (apply_full).
             self.publisher.defer_local_changes = True
         if config.zk_mode:
@@ -254,6 +255,14 @@ class Broker:
         )
         if failed:
             log.warning("metadata changes failed", partitions=dict(list(failed.items())[:20]))
+
+    def _brokers_changed(self, image: MetadataImage) -> None:
+        """A broker registered, was fenced/unfenced or began a controlled shutdown: the
+        leaders' ineligible replicas follow (a broker back from fencing may rejoin an ISR),
+        and followers waiting for their leader's endpoint start fetching."""
+        assert self.applier is not None
+        self._update_ineligible(image)
+        self.applier.resume_followers(self.live_sources(image))
 
     def _fresh(self, change: PartitionChange) -> bool:
         assert self.applier is not None

@@ -7,8 +7,13 @@ deletes (stop fetching, drop the partition, delete its log), then makeLeaders (s
 take the registration, wake waiting produces and fetches), then makeFollowers (take the
 registration, stop the old fetcher, truncate by leader epoch as
 `FollowerFetchState.become_follower` decides, fetch from the new leader when its endpoint is
-known: `live_brokers` maps broker ids to their inter-broker endpoint; a follower whose leader
-is not there, or has no leader, gets no fetcher until a later change names a known one).
+known: `live_brokers` maps broker ids to their inter-broker endpoint).
+
+A follower whose leader is not in `live_brokers` (not registered yet, or no leader) waits in
+`waiting_for_leader` with its fetch state; `resume_followers(live_brokers)` (Raft mode: on
+every change to the registered brokers) starts its fetcher once the leader is known, as
+KRaft's applyDelta would on the next image. A later change to the partition replaces the
+wait.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class PartitionChangeApplier:
         self.fetchers = fetchers
         self.on_partition_change = on_partition_change
         self.truncate_to_hw_on_become_follower = truncate_to_hw_on_become_follower
+        self.waiting_for_leader: dict[TopicPartition, tuple[int, FollowerFetchState]] = {}
+        """Followers without a fetcher: partition -> (leader id, fetch state to start)."""
 
     def apply_partition_changes(
         self,
@@ -88,7 +95,26 @@ class PartitionChangeApplier:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         return ErrorCode.NONE
 
+    def resume_followers(self, live: Mapping[int, SourceBroker]) -> list[TopicPartition]:
+        """Start the fetchers of waiting followers whose leader is now in `live`."""
+        started = []
+        for tp, (leader, state) in list(self.waiting_for_leader.items()):
+            source = live.get(leader)
+            if source is None or source.port <= 0:
+                continue
+            del self.waiting_for_leader[tp]
+            self.fetchers.add_partition(tp, source, state)
+            started.append(tp)
+        if started:
+            log.info(
+                "followers fetching from a leader that became known",
+                partitions=len(started),
+                sample=[str(tp) for tp in started[:10]],
+            )
+        return started
+
     def delete(self, tp: TopicPartition) -> int:
+        self.waiting_for_leader.pop(tp, None)
         self.fetchers.remove_partitions([tp])
         try:
             self.partitions.stop(tp, delete=True)
@@ -98,6 +124,7 @@ class PartitionChangeApplier:
         return 0
 
     def make_leader(self, change: PartitionChange) -> int:
+        self.waiting_for_leader.pop(change.tp, None)
         try:
             self.fetchers.remove_partitions([change.tp])
             self.partitions.become(change)
@@ -107,6 +134,7 @@ class PartitionChangeApplier:
         return 0
 
     def make_follower(self, change: PartitionChange, live: Mapping[int, SourceBroker]) -> int:
+        self.waiting_for_leader.pop(change.tp, None)
         try:
             self.partitions.become(change)
             partition = self.partitions.get(change.tp)
@@ -127,8 +155,9 @@ class PartitionChangeApplier:
             if source is not None and source.port > 0:
                 self.fetchers.add_partition(change.tp, source, state)
             else:
+                self.waiting_for_leader[change.tp] = (change.leader, state)
                 log.info(
-                    "follower without a live leader; not fetching",
+                    "follower without a live leader; fetching once it is known",
                     topic_partition=str(change.tp),
                     leader=change.leader,
                 )

@@ -1,0 +1,145 @@
+"""broker.node in Raft mode: changes that only touch the registered brokers (RegisterBroker,
+Fence/Unfence, controlled shutdown) reach the local partitions although no partition changed.
+
+- KIP-841: a leader's ineligible replicas follow the image, so a broker back from fencing may
+  rejoin the ISR (before the fix it stayed ineligible until the partition itself changed);
+- a follower whose leader was not registered when its partition change arrived starts fetching
+  once the leader registers (before the fix: only at the partition's next change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.node import Broker
+from deploy.raft_broker import log_manager_for
+from protocol.metadata.records import (
+    BrokerEndpoint,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from protocol.names import TopicPartition
+
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAg"
+LED = TopicPartition("t", 0)
+FOLLOWED = TopicPartition("t", 1)
+
+
+class Unused:
+    """Controller channel, metadata source and transport: never called by these tests."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected call: {name}")
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    config = BrokerConfig.from_values(
+        {
+            "node.id": 1,
+            "metadata.mode": "raft",
+            "process.roles": ["broker"],
+            "controller.quorum.voters": "3001@127.0.0.1:9093",
+            "controller.listener.names": ["CONTROLLER"],
+            "log.dirs": [str(tmp_path / "logs")],
+        }
+    )
+    log_manager = log_manager_for(config, "c")
+    log_manager.startup()
+    node = Broker(
+        config,
+        log_manager=log_manager,
+        controller=Unused(),  # type: ignore[arg-type]
+        metadata_source=Unused(),  # type: ignore[arg-type]
+        cluster_id="c",
+        transport=Unused(),  # type: ignore[arg-type]
+    )
+    try:
+        yield node
+    finally:
+        log_manager.shutdown()
+
+
+def _register(broker_id: int, epoch: int) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id=broker_id,
+        incarnation_id=f"inc-{broker_id}-{epoch}",
+        broker_epoch=epoch,
+        endpoints=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=19090 + broker_id),),
+    )
+
+
+class Feed:
+    """Committed records with increasing offsets, published as one batch per call."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.offset = 0
+
+    def __call__(self, *records: MetadataRecord) -> None:
+        batch = []
+        for record in records:
+            batch.append((self.offset, record))
+            self.offset += 1
+        self.broker.publisher.publish(batch)
+
+
+def _started(broker: Broker) -> Feed:
+    """Brokers 1-3 registered and unfenced; t-0 led here (replicas 1,2,3), t-1 led by 4 (not
+    registered yet); local changes applied (the initial catch-up's apply_full)."""
+    feed = Feed(broker)
+    feed(
+        *(_register(b, b) for b in (1, 2, 3)),
+        *(UnfenceBrokerRecord(id=b, epoch=b) for b in (1, 2, 3)),
+        TopicRecord(name="t", topic_id=TOPIC_ID),
+        PartitionRecord(
+            partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1
+        ),
+        PartitionRecord(partition_id=1, topic_id=TOPIC_ID, replicas=(4, 1), isr=(4, 1), leader=4),
+    )
+    broker.publisher.apply_full()
+    return feed
+
+
+def test_a_broker_back_from_fencing_becomes_eligible_for_the_isr_again(broker: Broker) -> None:
+    feed = _started(broker)
+    state = broker.partitions.partitions[LED].state
+    assert state.is_leader and state.ineligible_replicas == frozenset()
+    feed(FenceBrokerRecord(id=2, epoch=2))
+    assert state.ineligible_replicas == frozenset({2})
+    # Broker 2 restarts: a new registration (fenced), then unfenced; no partition changes.
+    feed(_register(2, 100))
+    assert state.ineligible_replicas == frozenset({2})
+    feed(UnfenceBrokerRecord(id=2, epoch=100))
+    assert state.ineligible_replicas == frozenset()
+
+
+def test_a_follower_fetches_once_its_unregistered_leader_registers(broker: Broker) -> None:
+    feed = _started(broker)
+    assert broker.fetchers is not None and broker.applier is not None
+    assert broker.fetchers.source_of(FOLLOWED) is None
+    assert FOLLOWED in broker.applier.waiting_for_leader
+    feed(_register(4, 50))
+    assert broker.fetchers.source_of(FOLLOWED) == 4
+    assert broker.applier.waiting_for_leader == {}
+
+
+def test_a_later_change_replaces_the_wait_for_a_leader(broker: Broker) -> None:
+    feed = _started(broker)
+    assert broker.applier is not None
+    # t-1 moves to this broker before 4 ever registers: it leads, nothing waits any more.
+    feed(PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, leader=1, isr=(1,)))
+    assert broker.partitions.partitions[FOLLOWED].state.is_leader
+    assert broker.applier.waiting_for_leader == {}
+    feed(_register(4, 50))
+    assert broker.fetchers is not None and broker.fetchers.source_of(FOLLOWED) is None
