@@ -20,36 +20,9 @@ import pytest
 from tests.support.cluster import Cluster, RaftCluster, ZkCluster
 from tests.support.zookeeper import ZooKeeperChroot
 
-# Raft-mode runs that fail because of a known bug outside the harness: expected to fail
-# (strict, so the fix turns them red until the entry goes). Test name -> the bug.
-RAFT_KNOWN_FAILURES = {
-    name: (
-        "broker/node.py: a Raft-mode leader refreshes its partitions' ineligible replicas "
-        "(KIP-841) only when a metadata delta has partition changes, so a broker that was "
-        "fenced or shut down and comes back (RegisterBroker/UnfenceBroker only) never rejoins "
-        "the ISR"
-    )
-    for name in (
-        "test_killed_leader_restarts_and_rejoins_the_isr",
-        "test_preferred_election_gives_leadership_back_after_restart",
-        "test_fenced_broker_that_comes_back_rejoins_the_isr",
-    )
-}
-
 ZkClusterFactory = Callable[..., ZkCluster]
 RaftClusterFactory = Callable[..., RaftCluster]
 ClusterFactory = Callable[..., Cluster]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        reason = RAFT_KNOWN_FAILURES.get(getattr(item, "originalname", ""))
-        callspec = getattr(item, "callspec", None)
-        is_raft = "raft_cluster_factory" in getattr(item, "fixturenames", ()) or (
-            callspec is not None and callspec.params.get("cluster_factory") == "raft"
-        )
-        if reason and is_raft:
-            item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
 
 
 def _factory(tmp_path: Path, build: Callable[..., Cluster], made: list[Cluster]) -> Any:
