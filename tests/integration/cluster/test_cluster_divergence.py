@@ -5,14 +5,14 @@ again, truncates exactly the suffix nobody else has (by leader epoch, not to its
 catches up and rejoins the ISR, and no reader ever sees the lost suffix. (Whatever part of the
 suffix a fetch had already carried to a follower's socket survives, on every replica.)
 
-ZK mode only for now: the old leader must rejoin the ISR, which a Raft-mode broker does not
-do yet (RAFT_KNOWN_FAILURES in conftest.py: a broker back from fencing never rejoins the ISR).
+Both modes (`cluster_factory`): in Raft mode the killed leader is fenced after
+broker.session.timeout.ms, and the restarted one registers again and rejoins the ISR.
 """
 
 from __future__ import annotations
 
 from client import Producer
-from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.integration.cluster.conftest import ClusterFactory
 from tests.integration.cluster.test_cluster_failover import consume_everything, create_topic
 
 COMMITTED = 20
@@ -20,9 +20,9 @@ SUFFIX = 5
 
 
 async def test_old_leader_truncates_exactly_its_unreplicated_suffix_and_rejoins(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3)
+    cluster = cluster_factory(3)
     await cluster.wait_ready()
     await create_topic(cluster, "diverge", 1)
     before = await cluster.partition("diverge", 0)

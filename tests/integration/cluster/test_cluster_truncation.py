@@ -1,7 +1,7 @@
 """KIP-320 on real broker processes: consumers detect a log truncated under them by an unclean
 leader election, and act on auto.offset.reset as Kafka's consumer does.
 
-Three ZK-mode brokers; the topic has RF=2 on the two brokers that are not the controller, with
+Three brokers; the topic has RF=2 on the two brokers that are not the controller, with
 unclean.leader.election.enable=true and min.insync.replicas=1. The follower is frozen (SIGSTOP)
 until the leader drops it from the ISR (replica.lag.time.max.ms), the leader takes records with
 acks=1 that only it has, and consumers read them (their positions are beyond the follower's log,
@@ -15,8 +15,9 @@ uncleanly, and it takes new records at the offsets the lost ones had.
   reset would).
 - A consumer that had not read beyond the new leader's log sees no truncation and reads on.
 
-ZK mode only for now: the follower resumed after SIGSTOP must be elected uncleanly once
-its leader is gone; not yet run on the Raft controller (candidate for `cluster_factory`).
+Both modes (`cluster_factory`): in Raft mode "the controller's broker" is the broker Metadata
+names as controller (the lowest unfenced id, which forwards to the quorum); the unclean
+election is the Raft controller's once the leader is fenced.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from client import (
     Producer,
     TopicPartition,
 )
-from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.integration.cluster.conftest import ClusterFactory
 
 TOPIC = "truncated"
 TP = TopicPartition(TOPIC, 0)
@@ -66,9 +67,9 @@ async def read_until(c: Consumer, last_offset: int, within: float = 60) -> list[
 
 
 async def test_consumers_detect_log_truncation_after_an_unclean_election(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3, {"replica.lag.time.max.ms": 1500})
+    cluster = cluster_factory(3, {"replica.lag.time.max.ms": 1500})
     await cluster.wait_ready()
     controller = await cluster.controller_id()
     leader, follower = (b for b in sorted(cluster.brokers) if b != controller)
