@@ -9,9 +9,9 @@ reader never sees a value that is later gone. With the pre-KIP-101 truncation to
 switched back on (`trioka.replica.truncate.to.hw.on.become.follower=true`) it asserts that the
 loss or the divergence does happen: the proof that these tests can fail.
 
-ZK mode only for now: the scenarios end with every replica back in the ISR, which a Raft-mode
-broker does not reach yet (RAFT_KNOWN_FAILURES in conftest.py: a broker back from fencing
-never rejoins the ISR).
+Both modes (`cluster_factory`): the failpoints are the brokers' own (fetcher and follower
+state); in Raft mode the killed brokers are fenced after broker.session.timeout.ms and the
+partition changes come from the metadata log instead of LeaderAndIsr.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from client.admin import NewTopic
 from protocol.names import TopicPartition
 from storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from storage.log import Log
-from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.integration.cluster.conftest import ClusterFactory
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster import ZkCluster
+from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 from tests.support.wire import records_of
 
@@ -40,7 +40,7 @@ Entries = list[tuple[int, bytes | None]]
 # -- helpers ---------------------------------------------------------------------------------
 
 
-async def create(cluster: ZkCluster, topic: str, replicas: list[int]) -> None:
+async def create(cluster: Cluster, topic: str, replicas: list[int]) -> None:
     async with cluster.admin() as admin:
         await admin.create_topics([NewTopic(topic, replica_assignment={0: replicas})])
     await cluster.wait_partition(
@@ -48,7 +48,7 @@ async def create(cluster: ZkCluster, topic: str, replicas: list[int]) -> None:
     )
 
 
-async def produce(cluster: ZkCluster, topic: str, values: list[bytes], acks: str) -> list[int]:
+async def produce(cluster: Cluster, topic: str, values: list[bytes], acks: str) -> list[int]:
     """Send one by one to the current leader; the offsets they were acknowledged at."""
     async with Producer(
         bootstrap_servers=cluster.live_bootstrap(),
@@ -62,7 +62,7 @@ async def produce(cluster: ZkCluster, topic: str, values: list[bytes], acks: str
         ]
 
 
-async def read_from_leader(cluster: ZkCluster, topic: str) -> Entries:
+async def read_from_leader(cluster: Cluster, topic: str) -> Entries:
     """What a consumer reads from the current leader: every record below its HW."""
     tp = TopicPartition(topic, 0)
     out: Entries = []
@@ -110,7 +110,7 @@ def divergences(logs: dict[int, Entries]) -> list[tuple[int, dict[int, bytes | N
 
 
 async def kill_all_and_read_replicas(
-    cluster: ZkCluster, topic: str, replicas: list[int]
+    cluster: Cluster, topic: str, replicas: list[int]
 ) -> dict[int, Entries]:
     for broker in cluster.brokers.values():
         if broker.running:
@@ -131,7 +131,7 @@ def values(entries: Entries) -> list[bytes | None]:
 
 @pytest.mark.parametrize("truncate_to_hw", [False, True], ids=["by-leader-epoch", "to-local-hw"])
 async def test_kip101_scenario1_follower_with_a_lagging_hw_is_elected(
-    zk_cluster_factory: ZkClusterFactory, truncate_to_hw: bool
+    cluster_factory: ClusterFactory, truncate_to_hw: bool
 ) -> None:
     """Scenario 1, "high watermark truncation followed by immediate leader election".
 
@@ -149,7 +149,7 @@ async def test_kip101_scenario1_follower_with_a_lagging_hw_is_elected(
     leads an empty log: acknowledged records are lost, and what a reader saw is gone.
     """
     topic = "kip101-scenario1"
-    cluster = zk_cluster_factory(
+    cluster = cluster_factory(
         3,
         {TRUNCATE_TO_HW: str(truncate_to_hw).lower()},
         broker_env={
@@ -172,10 +172,15 @@ async def test_kip101_scenario1_follower_with_a_lagging_hw_is_elected(
     await cluster.brokers[1].akill()
     await cluster.wait_partition(topic, 0, lambda p: p.leader == 2 and 1 not in p.isr, within=60)
 
+    # ZK mode: a LeaderAndIsr request; Raft mode: a metadata change from the log.
+    applied_event = "applied LeaderAndIsr" if cluster.mode == "zk" else "applied metadata changes"
+
     def follows_the_new_leader() -> bool:
         return any(
-            int(e.get("followers", 0)) >= 1 and not e.get("skipped")  # type: ignore[call-overload]
-            for e in events_since(follower, "applied LeaderAndIsr", applied)
+            int(e.get("followers", 0)) >= 1  # type: ignore[call-overload]
+            and not e.get("skipped")
+            and not e.get("failed")
+            for e in events_since(follower, applied_event, applied)
         )
 
     await wait_until(follows_the_new_leader, within=30, every=0.05)
@@ -230,7 +235,7 @@ def truncate_replica(broker: BrokerProcess, topic: str, offset: int) -> None:
 
 @pytest.mark.parametrize("truncate_to_hw", [False, True], ids=["by-leader-epoch", "to-local-hw"])
 async def test_kip101_scenario2_replicas_diverge_after_both_crash(
-    zk_cluster_factory: ZkClusterFactory, truncate_to_hw: bool
+    cluster_factory: ClusterFactory, truncate_to_hw: bool
 ) -> None:
     """Scenario 2, "replica divergence on restart after multiple hard failures".
 
@@ -254,7 +259,7 @@ async def test_kip101_scenario2_replicas_diverge_after_both_crash(
     """
     topic = "kip101-scenario2"
     committed = 4
-    cluster = zk_cluster_factory(
+    cluster = cluster_factory(
         3,
         {
             TRUNCATE_TO_HW: str(truncate_to_hw).lower(),
