@@ -4,17 +4,18 @@ processes.
 - Preferred election gives leadership back (both modes, `cluster_factory`): the preferred
   leader's broker stops, a follower leads; the broker restarts and rejoins the ISR; `trioka
   leader-election --election-type preferred` (the CLI, as a process) makes it the leader again.
-- Unclean election through the CLI: RF=2 on (L, F), F never fetches (failpoint
+- Unclean election through the CLI (both modes): RF=2 on (L, F), F never fetches (failpoint
   `replica.fetcher.skip_source`), so L drops it from the ISR; L is SIGKILLed and the partition
   is offline (unclean.leader.election.enable=false). A preferred election cannot help; `trioka
   leader-election --election-type unclean` elects F, reports it as kafka-leader-election.sh
   does, and F serves from its own (empty) log: L's records are gone.
-- Reassignment moves a partition without loss: RF=2 on brokers (1,2) with acknowledged
+- Reassignment moves a partition without loss (both modes): RF=2 on brokers (1,2) with acknowledged
   records, `trioka reassign --execute ... --replicas 2,3`; once ListPartitionReassignments is
   empty the replicas are (2,3) and every acknowledged record is read from the new leader.
 
-The unclean election and the reassignment run in ZK mode only for now (their Raft-mode runs
-wait for the Raft controller's ElectLeaders/reassignment to be checked end to end).
+All three run in both modes (`cluster_factory`): in Raft mode ElectLeaders and the
+reassignment APIs are forwarded to the active controller process and their effect comes to the
+brokers through the metadata log.
 Auto leader rebalance is off in all, so only the admin's request moves leadership.
 """
 
@@ -28,7 +29,7 @@ import trio
 
 from client import Consumer, NewTopic, Producer, TopicPartition
 from client.metadata import PartitionInfo
-from tests.integration.cluster.conftest import ClusterFactory, ZkClusterFactory
+from tests.integration.cluster.conftest import ClusterFactory
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 
@@ -103,10 +104,10 @@ async def test_preferred_election_gives_leadership_back_after_restart(
 
 
 async def test_unclean_election_through_the_cli_elects_a_replica_out_of_the_isr(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
     leader, follower = 1, 2
-    cluster = zk_cluster_factory(
+    cluster = cluster_factory(
         3,
         {**NO_REBALANCE, "replica.lag.time.max.ms": 1500},
         broker_env={
@@ -189,9 +190,9 @@ async def test_unclean_election_through_the_cli_elects_a_replica_out_of_the_isr(
 
 
 async def test_reassignment_moves_a_partition_without_loss(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3, NO_REBALANCE)
+    cluster = cluster_factory(3, NO_REBALANCE)
     await cluster.wait_ready()
     async with cluster.admin() as admin:
         await admin.create_topics([NewTopic("moving", replica_assignment={0: [1, 2]})])
