@@ -1,6 +1,7 @@
-"""Topic configs changed in the cluster reach every broker (Kafka's `/config/topics/<t>` plus
-`/config/changes/config_change_<seq>` notifications, read by deploy.broker_app.ZkTopicConfigSync),
-on 3 real broker processes and a real ZooKeeper.
+"""Topic configs changed in the cluster reach every broker, on 3 real broker processes: in ZK
+mode through Kafka's `/config/topics/<t>` plus `/config/changes/config_change_<seq>`
+notifications (read by deploy.broker_app.ZkTopicConfigSync) on a real ZooKeeper, in Raft mode
+as ConfigRecords in the metadata log.
 
 IncrementalAlterConfigs goes to a broker that is not the controller (it forwards it); then each
 broker is asked on its own connection: DescribeConfigs, which every broker answers from its own
@@ -8,9 +9,11 @@ metadata image (broker.apis.describe_configs, not forwarded), and a Produce to t
 leads, which its own log refuses once max.message.bytes is lower than the batch. A broker that
 was down while the config changed reads it at start.
 
-ZK mode only: the mechanism under test is ZooKeeper's (/config/topics znodes and
-/config/changes notifications read by ZkTopicConfigSync); Raft mode carries configs as
-ConfigRecords in the metadata log, which needs its own test.
+Both modes (`cluster_factory`); only the way there differs and is checked per mode: ZK mode
+through ZooKeeper (/config/topics znodes and /config/changes notifications read by
+ZkTopicConfigSync), Raft mode through ConfigRecords in the metadata log (the forwarded request
+is the active controller's; every broker's metadata publisher logs applying the topic's
+configs to its live logs, and no broker ever reads them from ZooKeeper).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from protocol.messages.configs import (
     ResourceType,
 )
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
-from tests.integration.cluster.conftest import ZkClusterFactory
-from tests.support.cluster import ZkCluster
+from tests.integration.cluster.conftest import ClusterFactory
+from tests.support.cluster import Cluster, ZkCluster
 from tests.support.waiting import wait_until
 from tests.support.wire import WireClient, batch
 from zkstore import ZkClient
@@ -50,7 +53,7 @@ KEYS = ("retention.ms", "max.message.bytes")
 NO_REBALANCE = {"auto.leader.rebalance.enable": False}
 
 
-async def alter(cluster: ZkCluster, via: int, changes: Mapping[str, str]) -> None:
+async def alter(cluster: Cluster, via: int, changes: Mapping[str, str]) -> None:
     """IncrementalAlterConfigs SET on TOPIC, sent on a connection to broker `via`."""
     request = IncrementalAlterConfigsRequest(
         resources=(
@@ -72,7 +75,7 @@ async def alter(cluster: ZkCluster, via: int, changes: Mapping[str, str]) -> Non
     assert result.error_code == 0, result
 
 
-async def described(cluster: ZkCluster, node_id: int) -> dict[str, tuple[str | None, int]] | None:
+async def described(cluster: Cluster, node_id: int) -> dict[str, tuple[str | None, int]] | None:
     """Broker `node_id`'s own answer: {key: (value, config source)} for KEYS (None while it
     does not know the topic)."""
     broker = cluster.brokers[node_id]
@@ -95,7 +98,7 @@ async def described(cluster: ZkCluster, node_id: int) -> dict[str, tuple[str | N
     return {e.name: (e.value, e.config_source) for e in result.configs}
 
 
-async def produce_one(cluster: ZkCluster, node_id: int, partition: int, size: int) -> int:
+async def produce_one(cluster: Cluster, node_id: int, partition: int, size: int) -> int:
     """acks=1 Produce of one record of `size` bytes to `partition`, sent to broker `node_id`
     (its leader); the partition's error code. NOT_LEADER_OR_FOLLOWER is asked again (bounded):
     Metadata from another broker may name the leader before the leader's own LeaderAndIsr."""
@@ -121,7 +124,7 @@ async def produce_one(cluster: ZkCluster, node_id: int, partition: int, size: in
 
 
 async def wait_all_show(
-    cluster: ZkCluster, brokers: list[int], wanted: Mapping[str, str], within: float = 30
+    cluster: Cluster, brokers: list[int], wanted: Mapping[str, str], within: float = 30
 ) -> None:
     """Until every broker in `brokers` answers DescribeConfigs with `wanted` as dynamic topic
     configs (empty `wanted`: every key at its default)."""
@@ -146,10 +149,48 @@ async def wait_all_show(
         raise AssertionError(f"wanted {expected} on every broker, last answers {last}") from exc
 
 
+async def check_zk_path(cluster: ZkCluster, first: dict[str, str], second: dict[str, str]) -> None:
+    """/config/topics/<t> holds the configs and each change left a numbered notification
+    naming the topic; every broker logged reading the topic's configs from ZooKeeper
+    (ZkTopicConfigSync) rather than learning them some other way."""
+    async with ZkClient(cluster.zookeeper_connect, session_timeout_s=4) as zk:
+        data, _ = await zk.get(ConfigEntityZNode.path("topics", TOPIC))
+        assert ConfigEntityZNode.decode(data) == second
+        changes = await zk.get_children(ConfigEntityChangeNotificationZNode.PATH)
+        named = [
+            ConfigEntityChangeNotificationSequenceZNode.decode(
+                (await zk.get(f"{ConfigEntityChangeNotificationZNode.PATH}/{c}"))[0]
+            )
+            for c in sorted(changes)
+        ]
+        assert named.count(f"topics/{TOPIC}") >= 2, named
+    for node_id, broker in cluster.brokers.items():
+        seen = [
+            e["configs"]
+            for e in broker.events()
+            if e.get("event") == "topic config from zookeeper" and e.get("topic") == TOPIC
+        ]
+        assert seen[-2:] == [first, second], (node_id, seen)
+
+
+def check_raft_path(cluster: Cluster) -> None:
+    """Each broker's metadata publisher applied the topic's configs to its live logs once per
+    change (from ConfigRecords: the image's configs changed), and none read ZooKeeper."""
+    for node_id, broker in cluster.brokers.items():
+        events = broker.events()
+        applied = [
+            e
+            for e in events
+            if e.get("event") == "applied topic config" and e.get("topic") == TOPIC
+        ]
+        assert len(applied) >= 2, (node_id, applied)
+        assert not [e for e in events if e.get("event") == "topic config from zookeeper"]
+
+
 async def test_topic_configs_reach_every_broker_and_a_restarted_one(
-    zk_cluster_factory: ZkClusterFactory,
+    cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = zk_cluster_factory(3, NO_REBALANCE)
+    cluster = cluster_factory(3, NO_REBALANCE)
     await cluster.wait_ready()
     async with cluster.admin() as admin:
         await admin.create_topics([NewTopic(TOPIC, replica_assignment=ASSIGNMENT)])
@@ -179,27 +220,11 @@ async def test_topic_configs_reach_every_broker_and_a_restarted_one(
         assert await produce_one(cluster, node_id, p, 2000) == ErrorCode.MESSAGE_TOO_LARGE
         assert await produce_one(cluster, node_id, p, 100) == 0
 
-    # The way there: /config/topics/<t> holds the configs and each change left a numbered
-    # notification naming the topic; every broker logged reading the topic's configs from
-    # ZooKeeper (ZkTopicConfigSync) rather than learning them some other way.
-    async with ZkClient(cluster.zookeeper_connect, session_timeout_s=4) as zk:
-        data, _ = await zk.get(ConfigEntityZNode.path("topics", TOPIC))
-        assert ConfigEntityZNode.decode(data) == second
-        changes = await zk.get_children(ConfigEntityChangeNotificationZNode.PATH)
-        named = [
-            ConfigEntityChangeNotificationSequenceZNode.decode(
-                (await zk.get(f"{ConfigEntityChangeNotificationZNode.PATH}/{c}"))[0]
-            )
-            for c in sorted(changes)
-        ]
-        assert named.count(f"topics/{TOPIC}") >= 2, named
-    for node_id in everyone:
-        seen = [
-            e["configs"]
-            for e in cluster.brokers[node_id].events()
-            if e.get("event") == "topic config from zookeeper" and e.get("topic") == TOPIC
-        ]
-        assert seen[-2:] == [first, second], (node_id, seen)
+    # The way there.
+    if isinstance(cluster, ZkCluster):
+        await check_zk_path(cluster, first, second)
+    else:
+        check_raft_path(cluster)
 
     # A broker down while the config changes reads it when it starts again.
     down = next(b for b in everyone if b not in (controller, via))
