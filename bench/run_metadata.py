@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_support import ROOT, BenchCluster
 
 from client import Admin, AlterConfigOp, ConfigResource, NewTopic
+from deploy.cli_options import parse_key_values
 from deploy.logging_config import configure_logging
 
 WARMUP_PER_CLIENT = 5
@@ -133,7 +134,9 @@ async def run_load(bootstrap: str, kind: str, clients: int, writes: int) -> dict
 
 
 def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    with BenchCluster(mode=mode, brokers=3, keep=args.keep) as cluster:
+    controller = parse_key_values(args.controller_override, "--controller-override")
+    with BenchCluster(mode=mode, brokers=3, keep=args.keep,
+                      controller_overrides=controller if mode == "raft" else {}) as cluster:  # fmt: skip
         cluster.up()
         trio.run(cluster.wait_ready)
         log(f"{mode}: cluster up: {cluster.bootstrap}; {args.clients} clients, "
@@ -156,12 +159,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (C)")
     parser.add_argument("--writes", type=int, default=3000, help="counted writes in all (W)")
     parser.add_argument("--kind", choices=("configs", "topics"), default="configs")
+    parser.add_argument("--controller-override", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="Raft mode's controller settings, e.g. "
+                        "controller.quorum.append.linger.ms=0")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the cluster directory")
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.writes < 1:
         parser.error(f"--clients and --writes must be at least 1 (got {args.clients}, "
                      f"{args.writes})")  # fmt: skip
+    try:
+        parse_key_values(args.controller_override, "--controller-override")
+    except Exception as exc:
+        parser.error(str(exc))
     configure_logging(role="bench", level="WARNING", stream=sys.stderr)
     modes = ["zk", "raft"] if args.mode == "both" else [args.mode]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
@@ -169,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trioka metadata benchmark, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
           f"commit {commit}, {platform.node()}, {os.cpu_count()} CPUs; mode(s) "
           f"{', '.join(modes)}; 3 brokers; {args.clients} clients, {args.writes:,} {args.kind} "
-          "writes", flush=True)  # fmt: skip
+          f"writes; controller overrides {args.controller_override or 'none'}", flush=True)  # fmt: skip
     results = []
     for mode in modes:
         result = run_mode(mode, args)
