@@ -16,7 +16,7 @@
 
 ZK mode only: the deletion protocol under test is ZooKeeper's (/admin/delete_topics markers,
 topic znodes, the ZK controller's StopReplica rounds and its failover); Raft mode deletes with
-a RemoveTopicRecord, which needs its own test.
+a RemoveTopicRecord: test_raft_topic_deletion.py.
 """
 
 from __future__ import annotations
