@@ -14,9 +14,12 @@ Each broker is the preferred leader of one partition. A broker that is not the c
   bounded by time instead (the first check's 5 s delay plus 3 intervals, during which the
   controllers above ran theirs) and the timer's count stays 0 throughout.
 
-ZK mode only: the checks are counted on the ZK controller's timer, scraped from the /metrics
-of the broker that is the controller, and the stopped broker must not be that controller; a
-Raft-mode version would read the controller process's metrics.
+Raft mode (`raft_cluster_factory`): the active controller process runs the same check
+(deploy.raft_controller, 5 s after activation, then every interval), and its election comes to
+the brokers as PartitionChangeRecords. Enabled: leadership goes back, and the active
+controller's own log names the partition it moved; disabled: nothing moves during the same
+bounded window. The imbalance-percentage case stays ZK-only: it is observable only by counting
+checks, and the controller processes serve no /metrics.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from typing import Any
 import trio
 
 from client import NewTopic
-from tests.integration.cluster.conftest import ZkClusterFactory
+from tests.integration.cluster.conftest import RaftClusterFactory, ZkClusterFactory
 from tests.integration.cluster.test_cluster_metrics import metrics_port, sample, scrape
-from tests.support.cluster import ZkCluster
+from tests.support.cluster import Cluster, RaftCluster, ZkCluster
 from tests.support.waiting import wait_until
 
 TOPIC = "balanced"
@@ -51,7 +54,7 @@ async def checks_run(cluster: ZkCluster, controller: int) -> float:
 
 
 async def restart_a_preferred_leader(
-    cluster: ZkCluster, *, rebalancing: bool = False
+    cluster: Cluster, *, rebalancing: bool = False
 ) -> tuple[int, int, int]:
     """(controller, restarted broker, its partition): the broker is back in the ISR; it does
     not lead the partition it is the preferred replica of (unless `rebalancing` already gave it
@@ -127,3 +130,51 @@ async def test_disabled_rebalance_leaves_leadership_where_it_is(
             await trio.sleep(0.2)  # polling within the observation window, not a wait for it
     assert await cluster.controller_id() == controller
     assert rebalances(cluster, controller) == []
+
+
+# -- Raft mode ---------------------------------------------------------------------------------
+
+
+def raft_rebalances(cluster: RaftCluster) -> list[Any]:
+    """What every controller process logged as moved by its auto leader rebalance."""
+    return [
+        e.get("elected")
+        for ctl in cluster.controllers.values()
+        for e in ctl.events()
+        if e.get("event") == "auto leader rebalance"
+    ]
+
+
+async def test_raft_enabled_rebalance_gives_leadership_back_to_the_preferred_replica(
+    raft_cluster_factory: RaftClusterFactory,
+) -> None:
+    cluster = raft_cluster_factory(3, {"leader.imbalance.check.interval.seconds": INTERVAL_S})
+    _, victim, partition = await restart_a_preferred_leader(cluster, rebalancing=True)
+    await cluster.wait_partition(TOPIC, partition, lambda i: i.leader == victim, within=30)
+    # The active controller's rebalance moved it (not a failover's election).
+    moved = [list(tp) for e in raft_rebalances(cluster) for tp in e]
+    assert [TOPIC, partition] in moved, moved
+    for p, replicas in ASSIGNMENT.items():
+        assert (await cluster.partition(TOPIC, p)).leader == replicas[0]
+
+
+async def test_raft_disabled_rebalance_leaves_leadership_where_it_is(
+    raft_cluster_factory: RaftClusterFactory,
+) -> None:
+    cluster = raft_cluster_factory(
+        3,
+        {
+            "leader.imbalance.check.interval.seconds": INTERVAL_S,
+            "auto.leader.rebalance.enable": False,
+        },
+    )
+    _, victim, partition = await restart_a_preferred_leader(cluster)
+    # The enabled case moves it within the first check (5 s after activation, which came
+    # before the restart) plus an interval; watch longer than that.
+    window_s = FIRST_CHECK_DELAY_S + 3 * INTERVAL_S
+    with trio.move_on_after(window_s):
+        while True:
+            info = await cluster.partition(TOPIC, partition)
+            assert info.leader != victim, "leadership moved back with auto rebalance disabled"
+            await trio.sleep(0.2)  # polling within the observation window, not a wait for it
+    assert raft_rebalances(cluster) == []
