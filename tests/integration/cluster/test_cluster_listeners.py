@@ -1,4 +1,5 @@
-"""Named listeners on a ZK-mode cluster of 3 real broker processes, with "published ports".
+"""Named listeners on a cluster of 3 real broker processes, with "published ports", in both
+modes (`cluster_factory`).
 
 Every broker listens on INTERNAL://127.0.0.1:0 and EXTERNAL://127.0.0.2:0 (127.0.0.0/8 is all
 loopback on Linux: two "networks"), inter.broker.listener.name=INTERNAL, and advertises EXTERNAL
@@ -9,14 +10,15 @@ told its advertised (proxy) port before it starts.
 - A client bootstrapping through the proxies learns only proxy addresses (Metadata answers
   with the endpoints of the listener the request arrived on) and produces/consumes acks=all
   through them; the `trioka` CLI does the same from a subprocess.
-- A client on INTERNAL learns INTERNAL addresses; /brokers/ids/<id> carries both endpoints.
+- A client on INTERNAL learns INTERNAL addresses. ZK mode: /brokers/ids/<id> carries both
+  endpoints; Raft mode: the BrokerRegistration does (the brokers' Metadata answers on each
+  listener come from the registrations in their metadata image, the only place a Raft-mode
+  broker learns another's endpoints).
 - Inter-broker traffic uses INTERNAL: with every proxy broken (open connections cut, new ones
   refused and counted), a leader is SIGKILLed, the controller elects a new one and tells the
-  brokers (LeaderAndIsr), followers replicate acks=all writes with min.insync.replicas=3,
+  brokers (LeaderAndIsr, or the metadata log), followers replicate acks=all writes with min.insync.replicas=3,
   and no broker ever dials an EXTERNAL address.
 
-ZK mode only for now: the endpoints are checked in /brokers/ids/<id> (ZooKeeper); a Raft-mode
-run would check the BrokerRegistration's listeners instead.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import trio
 
 from client import Admin, Consumer, Producer
@@ -31,8 +34,8 @@ from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest
 from protocol.names import TopicPartition
 from tests.integration.cli.test_cli_commands import trioka
-from tests.integration.cluster.conftest import ZkClusterFactory
-from tests.support.cluster import ZkCluster
+from tests.integration.cluster.conftest import ClusterFactory
+from tests.support.cluster import Cluster, ZkCluster
 from tests.support.wire import WireClient
 from tests.support.zookeeper import ZooKeeperChroot
 from zkstore import ZkClient
@@ -147,15 +150,18 @@ async def registered_endpoints(zookeeper: ZooKeeperChroot, broker_id: int) -> li
 
 
 async def start_cluster(
-    zk_cluster_factory: ZkClusterFactory, nursery: trio.Nursery
-) -> tuple[ZkCluster, dict[int, PublishedPort], dict[int, int]]:
+    cluster_factory: ClusterFactory, nursery: trio.Nursery
+) -> tuple[Cluster, dict[int, PublishedPort], dict[int, int]]:
     proxies = {i: PublishedPort() for i in (1, 2, 3)}
     for proxy in proxies.values():
         await proxy.start(nursery)
-    cluster = zk_cluster_factory(
+    cluster = cluster_factory(
         3,
         {
-            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            # CONTROLLER: Raft mode's controller listener (the brokers do not listen on it).
+            "listener.security.protocol.map": (
+                "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
             "inter.broker.listener.name": "INTERNAL",
         },
         start=False,
@@ -183,20 +189,23 @@ async def start_cluster(
 
 
 async def test_external_clients_see_published_ports_and_brokers_talk_on_internal(
-    zk_cluster_factory: ZkClusterFactory, zookeeper: ZooKeeperChroot
+    cluster_factory: ClusterFactory, request: pytest.FixtureRequest
 ) -> None:
     async with trio.open_nursery() as nursery:
-        cluster, proxies, _ = await start_cluster(zk_cluster_factory, nursery)
+        cluster, proxies, _ = await start_cluster(cluster_factory, nursery)
         published = {i: (PUBLISHED_HOST, p.port) for i, p in proxies.items()}
         internal = {i: (INTERNAL_HOST, b.port) for i, b in cluster.brokers.items()}
         external_bootstrap = ",".join(f"{h}:{p}" for h, p in published.values())
 
         # ZooKeeper: every advertised endpoint (INTERNAL at its bound port, EXTERNAL published).
-        for i in cluster.brokers:
-            assert await registered_endpoints(zookeeper, i) == [
-                f"INTERNAL://{INTERNAL_HOST}:{internal[i][1]}",
-                f"EXTERNAL://{PUBLISHED_HOST}:{published[i][1]}",
-            ]
+        # (Raft mode: the registrations are checked below, through each listener's Metadata.)
+        if isinstance(cluster, ZkCluster):
+            zookeeper: ZooKeeperChroot = request.getfixturevalue("zookeeper")
+            for i in cluster.brokers:
+                assert await registered_endpoints(zookeeper, i) == [
+                    f"INTERNAL://{INTERNAL_HOST}:{internal[i][1]}",
+                    f"EXTERNAL://{PUBLISHED_HOST}:{published[i][1]}",
+                ]
 
         # Through the published ports: only published addresses, acks=all both ways.
         async with Admin(admin_config(external_bootstrap)) as admin:
