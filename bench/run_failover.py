@@ -126,11 +126,21 @@ async def create_topics(
         started = time.monotonic()
         batch = 10  # topics per CreateTopics request: about 1,000 partitions
         for i in range(0, len(names), batch):
-            await admin.create_topics(
-                [NewTopic(n, c, 3, {"min.insync.replicas": "2"})
-                 for n, c in zip(names[i : i + batch], per_topic[i : i + batch], strict=True)],
-                timeout_ms=600_000,
-            )  # fmt: skip
+            pending = [NewTopic(n, c, 3, {"min.insync.replicas": "2"})
+                       for n, c in zip(names[i : i + batch], per_topic[i : i + batch],
+                                       strict=True)]  # fmt: skip
+            while pending:
+                try:
+                    await admin.create_topics(pending, timeout_ms=600_000)
+                    break
+                except KafkaError as exc:
+                    # A resent batch (the first attempt's answer was lost, e.g. a broker's
+                    # forward that timed out) finds some topics created: create the rest.
+                    if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                        raise
+                    log(f"CreateTopics resent: {exc.message}")
+                    existing = set(await admin.list_topics())
+                    pending = [t for t in pending if t.name not in existing]
     return placeable, time.monotonic() - started
 
 
