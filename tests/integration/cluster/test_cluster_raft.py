@@ -13,8 +13,10 @@ controller processes and 3 real Raft-mode brokers (tests/support/cluster.RaftClu
 - Controlled shutdown through the heartbeat: SIGTERM on a leader broker moves its leaderships
   away before it exits, with a session timeout far longer than the test, so fencing cannot be
   what moved them.
-- Restart: every controller is stopped and started again (snapshots every few records); the
-  topics are all there and the quorum serves writes.
+- Restart: every broker and every controller is stopped and started again (snapshots every
+  1 KB of records, no idle NoOps): every process loads a snapshot, the controllers' snapshot
+  lacks the last topic, which comes from the log after it; every topic and every record is
+  there and the quorum serves writes.
 """
 
 from __future__ import annotations
@@ -22,15 +24,24 @@ from __future__ import annotations
 import pytest
 import trio
 
+from broker.lifecycle import SHUTDOWN_ALLOWED
 from client import NewTopic, Producer
 from client.metadata import PartitionInfo
 from protocol.errors import ErrorCode, KafkaError
 from tests.integration.cluster.conftest import RaftClusterFactory
 from tests.integration.cluster.test_cluster_failover import consume_everything, create_topic
+from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import DEFAULT_HEARTBEAT_INTERVAL_MS, RaftCluster
+from tests.support.controller_process import ControllerProcess
 from tests.support.waiting import wait_until
 
 NO_REBALANCE = {"auto.leader.rebalance.enable": False}
+SNAPSHOT_BYTES = 1024
+
+
+def snapshots_written(proc: BrokerProcess) -> list[dict[str, object]]:
+    """A controller's or broker's 'metadata snapshot written' events (every run)."""
+    return [e for e in proc.events() if e.get("event") == "metadata snapshot written"]
 
 
 async def produce(
@@ -158,6 +169,8 @@ async def test_controlled_shutdown_through_the_heartbeat_moves_leadership_before
     stopping = cluster.brokers[victim]
     stopping.terminate()  # SIGTERM
     assert await stopping.await_exit(within=40) == 0
+    # The controller allowed the shutdown in a heartbeat answer (should_shut_down) before exit.
+    assert SHUTDOWN_ALLOWED in [e.get("event") for e in stopping.events()]
     for p in range(2):
         info = await cluster.wait_partition(
             "moving", p, lambda i: i.leader not in (-1, victim), within=15
@@ -166,27 +179,64 @@ async def test_controlled_shutdown_through_the_heartbeat_moves_leadership_before
     assert info.replicas[0] == victim  # moved by an election, not a reassignment
 
 
-async def test_controllers_restart_from_snapshot_and_log(
+def snapshot_loads(proc: ControllerProcess | BrokerProcess) -> list[dict[str, object]]:
+    """The 'metadata snapshot loaded' events of this process's latest run."""
+    return [
+        e for e in proc.events(since_start=True) if e.get("event") == "metadata snapshot loaded"
+    ]
+
+
+async def test_restart_of_every_controller_and_broker_recovers_from_snapshot_and_log(
     raft_cluster_factory: RaftClusterFactory,
 ) -> None:
+    # Snapshots every ~1 KB of records on controllers and brokers; no idle NoOps, so only
+    # the test's writes fill the log (the tail after the last snapshot stays the test's).
     cluster = raft_cluster_factory(
-        3, NO_REBALANCE,
-        controller_overrides={"metadata.log.max.record.bytes.between.snapshots": 256},
+        3, {**NO_REBALANCE, "metadata.log.max.record.bytes.between.snapshots": SNAPSHOT_BYTES},
+        controller_overrides={"metadata.max.idle.interval.ms": 600_000},
     )  # fmt: skip
     await cluster.wait_ready()
-    for i in range(4):
-        await create_topic(cluster, f"t{i}", 2)
-    snapshots = [list(c.metadata_dir.rglob("*.checkpoint")) for c in cluster.controllers.values()]
-    assert all(snapshots), snapshots
+    await create_topic(cluster, "t0", 2)
+    values = [b"v%03d" % i for i in range(30)]
+    await produce(cluster, "t0", values)
+    # Topics until every controller has just written a snapshot (its byte count is back to 0)
+    # and every broker has one too; then the tail, far below the threshold: only in the log.
+    topics = ["t0"]
+    with trio.fail_after(90):
+        while True:
+            before = {i: len(snapshots_written(c)) for i, c in cluster.controllers.items()}
+            topics.append(f"t{len(topics)}")
+            await create_topic(cluster, topics[-1], 1)
+            after = {i: len(snapshots_written(c)) for i, c in cluster.controllers.items()}
+            brokers_done = all(snapshots_written(b) for b in cluster.brokers.values())
+            if brokers_done and all(after[i] > before[i] for i in after):
+                break
+    await create_topic(cluster, "tail", 1)
 
+    # The controllers first: the brokers' controlled shutdowns would write records (and a
+    # snapshot with "tail" in it). Without a quorum each broker gives its controlled shutdown
+    # up after broker.session.timeout.ms and stops anyway (SIGTERM, together).
     for ctl in cluster.controllers.values():
         await ctl.astop(within=30)
-    for ctl in cluster.controllers.values():
-        await ctl.astart(within=30)
-    await cluster.wait_active_controller(within=30)
+    for broker in cluster.brokers.values():
+        broker.terminate()
+    for broker in cluster.brokers.values():
+        await broker.await_exit(within=60)
+    await cluster.astart(within=60)  # the controllers (together), then the brokers
+    await cluster.wait_ready(within=60)
+
+    everything = {*topics, "tail"}
+    for node_id, ctl in cluster.controllers.items():
+        loads = snapshot_loads(ctl)
+        assert loads, f"controller {node_id} did not load a snapshot"
+        # The snapshot lacks "tail" (at most): it came from the log after the snapshot.
+        assert int(loads[0]["topics"]) < len(everything), loads[0]  # type: ignore[call-overload]
+    for node_id, broker in cluster.brokers.items():
+        assert snapshot_loads(broker), f"broker {node_id} did not load a snapshot"
     with trio.fail_after(60):
         async with cluster.admin(**{"default.api.timeout.ms": 30_000}) as admin:
+            assert everything <= set(await admin.list_topics())
             await admin.create_topic("t-after-restart", 1, 3)
-            names = {t.name for t in await admin.describe_topics()}
-    assert {"t0", "t1", "t2", "t3", "t-after-restart"} <= names
+    await cluster.wait_partition("tail", 0, lambda i: i.leader >= 0 and len(i.isr) == 3)
     await cluster.wait_partition("t-after-restart", 0, lambda i: i.leader >= 0)
+    assert await consume_everything(cluster, "t0", 2) == values
