@@ -15,9 +15,8 @@ What a write is (`--kind`):
   broker forwards the request to the active controller, which proposes the record and answers
   once it is committed (replicated to a majority, high watermark past it) and replayed. This
   measures the metadata path alone: no partition, no log directory, no LeaderAndIsr.
-- `topics`: CreateTopics of a fresh 1-partition RF=1 topic: the metadata path plus the
-  brokers creating the partition (Raft mode answers when the records committed, not when the
-  broker created the log).
+- `topics`: CreateTopics of a fresh 1-partition RF=1 topic: the metadata path plus partition
+  creation (the forwarding broker answers once its own metadata has the topic).
 
 The clients share one process (trio tasks; the benchmark process is otherwise idle) and the two
 cores with the cluster. Every process started is SIGKILLed by pid at the end, also on Ctrl-C
