@@ -620,8 +620,11 @@ def describe_raft_controller(result: dict[str, Any], election_timeout_s: float) 
     return out
 
 
-def run_mode(mode: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
-    """One cluster in `mode`: create, broker failover, rejoin, controller failover."""
+def run_mode(
+    mode: str, args: argparse.Namespace, report: dict[str, Any], lines: list[str]
+) -> None:
+    """One cluster in `mode`: create, broker failover, rejoin, controller failover; fills
+    `report` and `lines` as it goes (what was measured survives a failed step)."""
     n_topics = args.topics or math.ceil(args.partitions / 100)
     names = [f"{TOPIC_PREFIX}-{i:04d}" for i in range(n_topics)]
     per_topic = [args.partitions // n_topics + (i < args.partitions % n_topics)
@@ -630,8 +633,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[
     session_s = args.session_timeout_ms / 1000
     overrides = {"auto.leader.rebalance.enable": "false",
                  **parse_key_values(args.broker_override, "--broker-override")}  # fmt: skip
-    report: dict[str, Any] = {"mode": mode, "partitions": args.partitions, "topics": n_topics}
-    lines: list[str] = [f"== {mode} mode =="]
+    report.update(mode=mode, partitions=args.partitions, topics=n_topics)
+    lines.append(f"== {mode} mode ==")
     election = {"controller.quorum.election.timeout.ms": str(args.election_timeout_ms)}
     with BenchCluster(mode=mode, brokers=3, session_timeout_ms=args.session_timeout_ms,
                       overrides=overrides, keep=args.keep,
@@ -711,7 +714,6 @@ def run_mode(mode: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[
             print("\n".join(more), flush=True)
             lines += more
             report["controller_failover"] = result
-    return report, lines
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -759,6 +761,7 @@ def side_by_side(reports: list[dict[str, Any]]) -> list[str]:
             "create_probe": _f(c.get("create_s_after_kill")),
             "after_election": _f(after_election),
             "sample_c": _f(sample_c),
+            "error": r.get("error", "-").replace("|", "/")[:120],
         })  # fmt: skip
     names = [
         ("create", "create the partitions / then all led with full ISRs (s)"),
@@ -774,6 +777,7 @@ def side_by_side(reports: list[dict[str, Any]]) -> list[str]:
         ("create_probe", "controller: CreateTopics of a fresh topic completed after the kill"),
         ("after_election", "controller: ... of which after the election (Raft goal: < 1 s)"),
         ("sample_c", "controller: (ZK) all sampled partitions of its broker accept acks=all"),
+        ("error", "stopped by"),
     ]
     header = "| seconds unless marked | " + " | ".join(
         f"{r['mode']} {r['partitions']:,}" for r in reports) + " |"  # fmt: skip
@@ -827,9 +831,16 @@ def main(argv: list[str] | None = None) -> int:
     reports: list[dict[str, Any]] = []
     lines: list[str] = []
     for mode in modes:
-        report, more = run_mode(mode, args)
+        report: dict[str, Any] = {"mode": mode, "partitions": args.partitions}
         reports.append(report)
-        lines += more
+        try:
+            run_mode(mode, args, report, lines)
+        except (RuntimeError, KafkaError, trio.TooSlowError) as exc:
+            # Reported with what was measured before it; the next mode still runs.
+            report["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            line = f"{mode} mode stopped: {report['error']}"
+            print(line, flush=True)
+            lines.append(line)
     print("\nsummary\n" + "\n".join(lines))
     print("\n" + "\n".join(side_by_side(reports)))
     if args.json:
