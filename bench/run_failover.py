@@ -620,9 +620,7 @@ def describe_raft_controller(result: dict[str, Any], election_timeout_s: float) 
     return out
 
 
-def run_mode(
-    mode: str, args: argparse.Namespace, report: dict[str, Any], lines: list[str]
-) -> None:
+def run_mode(mode: str, args: argparse.Namespace, report: dict[str, Any], lines: list[str]) -> None:
     """One cluster in `mode`: create, broker failover, rejoin, controller failover; fills
     `report` and `lines` as it goes (what was measured survives a failed step)."""
     n_topics = args.topics or math.ceil(args.partitions / 100)
