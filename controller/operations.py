@@ -17,6 +17,7 @@ from controller.configs import describe_configs
 from controller.context import ControllerContext
 from controller.create_partitions import create_partitions
 from controller.elect_leaders import AutoLeaderRebalance, auto_leader_rebalance, elect_leaders
+from controller.producer_ids import allocate_producer_ids
 from controller.raft_lifecycle import (
     FenceStaleBrokers,
     FenceStaleBrokersResponse,
@@ -69,6 +70,7 @@ from protocol.messages.elect_leaders import (
     ElectLeadersResponse,
     ReplicaElectionResult,
 )
+from protocol.messages.producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from protocol.messages.reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -108,6 +110,8 @@ OPERATIONS: dict[type, Operation] = {
     UnregisterBrokerRequest: unregister_broker,
     FenceStaleBrokers: fence_stale_brokers,
     WriteNoOp: write_noop,
+    # Both modes: the record is /latest_producer_id_block in ZK mode (zkstore.record_writes).
+    AllocateProducerIdsRequest: allocate_producer_ids,
 }
 
 
@@ -250,4 +254,6 @@ def failed_response(request: object, code: ErrorCode, message: str) -> Any:
             return FenceStaleBrokersResponse(error_code=code_int, error_message=message)
         case WriteNoOp():
             return WriteNoOpResponse(error_code=code_int, error_message=message)
+        case AllocateProducerIdsRequest():
+            return AllocateProducerIdsResponse(error_code=code_int, error_message=message)
     raise TypeError(f"the controller does not handle {type(request).__name__}")

@@ -53,6 +53,7 @@ from protocol.messages.describe_quorum import (
     DescribeQuorumRequest,
 )
 from protocol.messages.elect_leaders import ElectLeadersRequest
+from protocol.messages.producer_ids import AllocateProducerIdsRequest
 from protocol.messages.reassignments import (
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
@@ -89,6 +90,7 @@ CONTROLLER_REQUESTS = (
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
     AlterPartitionRequest,
+    AllocateProducerIdsRequest,
 )
 """What the QuorumController answers (brokers' lifecycle, and the requests they forward)."""
 SERVED = QUORUM_APIS | {r.API_KEY for r in CONTROLLER_REQUESTS}

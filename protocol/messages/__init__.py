@@ -17,6 +17,7 @@ from protocol.messages.list_offsets import *  # noqa: F403
 from protocol.messages.metadata import *  # noqa: F403
 from protocol.messages.offset_for_leader_epoch import *  # noqa: F403
 from protocol.messages.produce import *  # noqa: F403
+from protocol.messages.producer_ids import *  # noqa: F403
 from protocol.messages.quorum_epoch import *  # noqa: F403
 from protocol.messages.reassignments import *  # noqa: F403
 from protocol.messages.stop_replica import *  # noqa: F403

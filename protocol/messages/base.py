@@ -49,6 +49,7 @@ class ApiKey(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     UNREGISTER_BROKER = 64
+    ALLOCATE_PRODUCER_IDS = 67
 
 
 @dataclass_transform(frozen_default=True, kw_only_default=True)

@@ -29,6 +29,7 @@ from protocol.messages.broker_lifecycle import (
     BrokerRegistrationResponse,
 )
 from protocol.messages.configs import DescribeConfigsRequest
+from protocol.messages.producer_ids import AllocateProducerIdsRequest
 from protocol.messages.topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from raft.disk_log_store import DiskLogStore
 from tests.integration.quorum.test_controller_quorum import HOST, ControllerProcess
@@ -236,6 +237,12 @@ async def test_writes_replay_on_standbys_and_a_standby_takes_over(controllers: P
         await registered_brokers(transport, controllers, 1, nursery)
         response = await send(transport, controllers[first], create_topics("before"))
         assert topic_errors(response) == {"before": 0}, response
+        # A producer-id block is a committed ProducerIdsRecord (KIP-730).
+        asker = FakeBroker(transport, controllers, 2)
+        await asker.register()
+        allocate = AllocateProducerIdsRequest(broker_id=2, broker_epoch=asker.epoch)
+        block = await send(transport, controllers[first], allocate)
+        assert (block.error_code, block.producer_id_start, block.producer_id_len) == (0, 0, 1000)
 
         # Every controller, standbys included, replayed the committed TopicRecord.
         def replayed_everywhere(name: str) -> Callable[[], bool]:
@@ -268,6 +275,9 @@ async def test_writes_replay_on_standbys_and_a_standby_takes_over(controllers: P
             "before": ErrorCode.TOPIC_ALREADY_EXISTS,
         }, response
         await wait_until(replayed_everywhere("after"), within=10, every=0.05)
+        # The new active controller never hands out the old block again.
+        block = await send_to_active(transport, controllers, allocate)
+        assert (block.error_code, block.producer_id_start) == (0, 1000), block
         nursery.cancel_scope.cancel()
 
 
