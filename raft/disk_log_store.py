@@ -18,6 +18,14 @@ directory; the Raft log has no retention of its own. storage.Log itself only eve
 segment's base offset (its recovery checks every batch's epoch against the epoch checkpoint,
 which a start inside a batch would trip): entries between that base and the Raft log start are
 hidden here, and whole segments below the start are deleted.
+
+Reads without decoding (KRaft serves the tail of its log from the page cache): the entries
+appended last stay in memory, bounded by `tail_cache_bytes` (`TAIL_CACHE_BYTES`), so the
+leader answers its followers' and observers' Fetches of the tail, and hands out committed
+entries, from those objects; no disk read, no record decoding. Below that tail a read decodes
+whole batches from disk and keeps the last decoded batch, so a fetcher catching up through a
+big batch in pieces decodes it once, not once per piece (a 25,000-record fencing batch read
+1,000 entries at a time cost the leader ~1.4 s of decoding per fetcher before).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from protocol.names import METADATA_PARTITION
-from protocol.record_batch import Record, build_batch, decode_records, iter_batches, read_header
+from protocol.record_batch import Record, build_batch, decode_records, read_header
 from raft.log_store import (
     NO_EPOCH,
     Entry,
@@ -48,7 +56,10 @@ SNAPSHOT_SUFFIX = ".checkpoint"
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 """Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: a batch is cut before it grows past this."""
-_READ_CHUNK = 1024 * 1024
+TAIL_CACHE_BYTES = 32 * 1024 * 1024
+"""Default bound of the in-memory tail: entry data plus ENTRY_OVERHEAD_BYTES per entry."""
+ENTRY_OVERHEAD_BYTES = 120
+"""Rough memory of one cached Entry besides its data (tuple, ints, bytes header)."""
 
 
 def raft_log_config() -> LogConfig:
@@ -69,7 +80,10 @@ class DiskLogStore:
         *,
         config: LogConfig | None = None,
         clock_ms: Callable[[], int] | None = None,
+        tail_cache_bytes: int = TAIL_CACHE_BYTES,
     ) -> None:
+        if tail_cache_bytes < 0:
+            raise LogStoreError(f"tail_cache_bytes must be >= 0, got {tail_cache_bytes}")
         self.directory = os.path.join(os.fspath(metadata_log_dir), METADATA_PARTITION_DIR)
         self._config = config or raft_log_config()
         self._clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
@@ -81,6 +95,14 @@ class DiskLogStore:
                 self._snapshots.add(SnapshotId(int(m.group(1)), int(m.group(2))))
         self._start = self._read_log_start() or 0
         self._log = self._open(None)
+        # The in-memory tail: `_tail` holds the entries [_tail_start, end_offset) (empty:
+        # _tail_start == end_offset); `_tail_bytes` is its accounted size.
+        self._tail_max = tail_cache_bytes
+        self._tail: list[Entry] = []
+        self._tail_start = self._log.log_end_offset
+        self._tail_bytes = 0
+        # The last batch decoded from disk: (base offset, next offset, its entries).
+        self._memo: tuple[int, int, list[Entry]] | None = None
         # Kafka's truncateToLatestSnapshot at start-up: a follower that crashed after fetching
         # a snapshot beyond its log, before restarting the log there.
         latest = self.latest_snapshot_id()
@@ -186,6 +208,50 @@ class DiskLogStore:
         batches.append(self._batch(group, now))
         # One storage append: it validates everything before writing anything.
         self._log.append_as_follower(b"".join(batches))
+        self._cache_appended(entries)
+
+    # --- the in-memory tail ----------------------------------------------------------------
+    def _cache_appended(self, entries: Sequence[Entry]) -> None:
+        if self._tail_start + len(self._tail) != entries[0].offset:
+            self._reset_tail()  # not contiguous with the tail (cannot happen after a check)
+        for e in entries:
+            data = e.data if type(e.data) is bytes else bytes(e.data)
+            self._tail.append(e if data is e.data else Entry(e.offset, e.epoch, data))
+            self._tail_bytes += len(data) + ENTRY_OVERHEAD_BYTES
+        self._trim_tail()
+
+    def _trim_tail(self) -> None:
+        """Drop the oldest cached entries until the tail fits its bound."""
+        if self._tail_bytes <= self._tail_max:
+            return
+        drop, freed = 0, 0
+        excess = self._tail_bytes - self._tail_max
+        while drop < len(self._tail) and freed < excess:
+            freed += len(self._tail[drop].data) + ENTRY_OVERHEAD_BYTES
+            drop += 1
+        del self._tail[:drop]
+        self._tail_start += drop
+        self._tail_bytes -= freed
+
+    def _reset_tail(self) -> None:
+        self._tail = []
+        self._tail_start = self._log.log_end_offset
+        self._tail_bytes = 0
+
+    def _cut_tail(self, offset: int) -> None:
+        """Forget cached entries at or above `offset` (a truncation), and the disk memo."""
+        self._memo = None
+        if offset <= self._tail_start:
+            self._tail, self._tail_start, self._tail_bytes = [], offset, 0
+            return
+        gone = self._tail[offset - self._tail_start :]
+        del self._tail[offset - self._tail_start :]
+        self._tail_bytes -= sum(len(e.data) + ENTRY_OVERHEAD_BYTES for e in gone)
+
+    @property
+    def cached_start_offset(self) -> int:
+        """Reads from here to the end are served from memory (for tests and benchmarks)."""
+        return self._tail_start
 
     @staticmethod
     def _batch(group: list[Entry], now: int) -> bytes:
@@ -210,6 +276,7 @@ class DiskLogStore:
         self._log.truncate_to(offset)
         if keep:
             self._log.append_as_follower(self._batch(keep, self._clock()))
+        self._cut_tail(offset)
 
     def _entries_of_batch_before(self, offset: int) -> list[Entry]:
         data = self._log.read(offset, 1).data
@@ -235,25 +302,54 @@ class DiskLogStore:
             if limit is not None and limit < 1:
                 raise LogStoreError(f"read {name} must be >= 1, got {limit}")
         out: list[Entry] = []
-        size = 0
+        budget = _Budget(max_entries, max_bytes)
         position = offset
-        while position < end:
-            chunk = self._log.read(position, max(_READ_CHUNK, max_bytes or 0)).data
-            if not chunk:
+        # Below the cached tail: whole batches from disk (decoded once, see _decoded_batch).
+        while position < min(self._tail_start, end) and not budget.full:
+            batch = self._decoded_batch(position)
+            if not batch:
                 break
-            for pos, header in iter_batches(chunk):
-                for record in decode_records(chunk, pos):
-                    if record.offset < position:
-                        continue
-                    data = record.value or b""
-                    size += len(data)
-                    if out and max_bytes is not None and size > max_bytes:
-                        return out
-                    out.append(Entry(record.offset, header.partition_leader_epoch, data))
-                    if max_entries is not None and len(out) >= max_entries:
-                        return out
-                position = header.next_offset
+            for entry in batch:
+                if entry.offset < position:
+                    continue
+                if entry.offset >= self._tail_start or not budget.take(entry, bool(out)):
+                    break
+                out.append(entry)
+                if budget.full:
+                    break
+            after = min(batch[-1].offset + 1, self._tail_start)
+            if after <= position:
+                break  # a batch not holding `position`: never loop on it
+            position = after
+        # The cached tail: a slice, no disk read, no decoding.
+        if position >= self._tail_start and not budget.full:
+            i = position - self._tail_start
+            stop = len(self._tail)
+            if max_entries is not None:
+                stop = min(stop, i + max_entries - len(out))
+            if max_bytes is None:
+                out.extend(self._tail[i:stop])
+            else:
+                for entry in self._tail[i:stop]:
+                    if not budget.take(entry, bool(out)):
+                        break
+                    out.append(entry)
         return out
+
+    def _decoded_batch(self, position: int) -> list[Entry] | None:
+        """The entries of the on-disk batch holding `position` (None past the end); the last
+        one decoded is kept, so reading a big batch in pieces decodes it once."""
+        memo = self._memo
+        if memo is not None and memo[0] <= position < memo[1]:
+            return memo[2]
+        chunk = self._log.read(position, 1).data  # one whole batch at least
+        if not chunk:
+            return None
+        header = read_header(chunk, 0)
+        epoch = header.partition_leader_epoch
+        entries = [Entry(r.offset, epoch, r.value or b"") for r in decode_records(chunk, 0)]
+        self._memo = (header.base_offset, header.next_offset, entries)
+        return entries
 
     # --- snapshots -----------------------------------------------------------------------
     def latest_snapshot_id(self) -> SnapshotId | None:
@@ -295,6 +391,12 @@ class DiskLogStore:
             )
         self._write_log_start(new_start)
         self._start = new_start
+        self._memo = None
+        if new_start > self._tail_start:
+            drop = min(new_start - self._tail_start, len(self._tail))
+            self._tail_bytes -= sum(len(e.data) + ENTRY_OVERHEAD_BYTES for e in self._tail[:drop])
+            del self._tail[:drop]
+            self._tail_start += drop
         # storage.Log moves its start only when opened, and only to a segment base here:
         # reopen at the last segment base <= the new start, then drop the segments below it.
         base = max(b for b in (seg.base_offset for seg in self._log.segments) if b <= new_start)
@@ -316,7 +418,31 @@ class DiskLogStore:
         self._start = snapshot_id.end_offset
         self._log.truncate_fully_and_start_at(snapshot_id.end_offset)
         self._log.flush()
+        self._memo = None
+        self._reset_tail()
 
     def close(self) -> None:
         """Flush and release the files."""
         self._log.close()
+
+
+class _Budget:
+    """A read's limits: at most `max_entries`, about `max_bytes` of data (at least one)."""
+
+    def __init__(self, max_entries: int | None, max_bytes: int | None) -> None:
+        self._entries_left = max_entries
+        self._bytes_left = max_bytes
+        self.full = False
+
+    def take(self, entry: Entry, have_some: bool) -> bool:
+        """Count `entry` if it fits (the first entry always does)."""
+        if self._bytes_left is not None:
+            if have_some and len(entry.data) > self._bytes_left:
+                self.full = True
+                return False
+            self._bytes_left -= len(entry.data)
+        if self._entries_left is not None:
+            self._entries_left -= 1
+            if self._entries_left <= 0:
+                self.full = True
+        return True

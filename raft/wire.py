@@ -10,11 +10,14 @@ request beside its in-flight answer.
 
 Fetched entries travel as record batches (protocol.record_batch), one batch per run of one
 epoch with the batch's partition leader epoch = the entry epoch, as Kafka's metadata log does;
-an entry's data is the record value (b"" for the core's control entries).
+an entry's data is the record value (b"" for the core's control entries). A leader answers
+its followers and observers with the same entries, mostly: `encode_entries` keeps the last
+few encodings (keyed by the entries themselves, so a hit is exact) and encodes each run once.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from protocol.errors import ErrorCode, KafkaError
@@ -72,8 +75,35 @@ QUORUM_WIRE_REQUESTS = (
 
 
 # --- entries <-> record batches ------------------------------------------------------------
+ENCODED_CACHE_ENTRIES = 8
+"""How many recent Fetch answers' encodings are kept (one per fetcher position, roughly)..."""
+ENCODED_CACHE_BYTES = 16 * 1024 * 1024
+"""... and at most this many bytes of them."""
+_encoded: OrderedDict[tuple[Entry, ...], bytes] = OrderedDict()
+_encoded_bytes = 0
+
+
 def encode_entries(entries: Sequence[Entry]) -> bytes:
-    """Contiguous entries -> record batches, one per run of one epoch."""
+    """Contiguous entries -> record batches, one per run of one epoch. The same entries
+    asked again (another fetcher at the same offset) reuse the bytes."""
+    key = tuple(entries)
+    if len(key) < 2:
+        return _encode_runs(key)
+    # Hashing hits each entry's cached bytes hash; equality is identity on a hit, mostly.
+    global _encoded_bytes
+    data = _encoded.get(key)
+    if data is None:
+        data = _encode_runs(key)
+        _encoded[key] = data
+        _encoded_bytes += len(data)
+        while len(_encoded) > ENCODED_CACHE_ENTRIES or _encoded_bytes > ENCODED_CACHE_BYTES:
+            _encoded_bytes -= len(_encoded.popitem(last=False)[1])
+    else:
+        _encoded.move_to_end(key)
+    return data
+
+
+def _encode_runs(entries: Sequence[Entry]) -> bytes:
     out: list[bytes] = []
     i = 0
     while i < len(entries):

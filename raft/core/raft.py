@@ -672,7 +672,11 @@ class RaftCore:
     ) -> None:
         entries: tuple[Entry, ...] = ()
         if diverging is None and snapshot_id is None:
-            entries = tuple(self.store.read(req.fetch_offset, self.config.fetch_max_entries))
+            entries = tuple(
+                self.store.read(
+                    req.fetch_offset, self.config.fetch_max_entries, self.config.fetch_max_bytes
+                )
+            )
         self._last_sent_hw[req.sender] = self._hw
         self._outbox.append(
             (

@@ -47,6 +47,9 @@ class RaftConfig:
     # KRaft's fetch max wait: the leader parks a Fetch with nothing new for this long.
     fetch_max_wait_ms: int = 500
     fetch_max_entries: int = 1000
+    # Bytes of entry data per Fetch answer (KafkaRaftClient's MAX_FETCH_SIZE_BYTES, 8 MiB; at
+    # least one entry goes): an answer never carries an unbounded run of big records.
+    fetch_max_bytes: int = 8 * 1024 * 1024
     # Bytes per FetchSnapshot answer (KRaft fetches snapshots in chunks of at most this).
     fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     # Entries handed out as committed per Ready.
@@ -66,6 +69,7 @@ class RaftConfig:
             "request_timeout_ms",
             "fetch_max_wait_ms",
             "fetch_max_entries",
+            "fetch_max_bytes",
             "max_batch_entries",
             "max_committed_per_ready",
             "fetch_snapshot_max_bytes",

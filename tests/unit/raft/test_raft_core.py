@@ -11,6 +11,7 @@ from protocol.errors import ErrorCode
 from raft.core import (
     NO_LEADER,
     FetchRequest,
+    FetchResponse,
     QuorumStateData,
     RaftConfig,
     RaftCore,
@@ -307,3 +308,25 @@ def test_fetch_after_append_is_in_a_ready_that_flushes() -> None:
     ]
     assert appended and all(rd.must_flush or rd.entries == () for rd in appended)
     assert any(rd.must_flush for rd in appended)
+
+
+def test_a_fetch_answer_is_bounded_by_fetch_max_bytes() -> None:
+    """KRaft bounds a Fetch answer by bytes (MAX_FETCH_SIZE_BYTES): 40 records of 100 bytes
+    with fetch_max_bytes=250 travel two per answer (at least one always), and all commit."""
+    net = Net([1, 2, 3], fetch_max_bytes=250)
+    leader = net.leader()
+    records = [bytes([i]) * 100 for i in range(1, 41)]
+    off = net.propose(leader, *records)
+    net.run_until(lambda: all(n.core.high_watermark > off for n in net.nodes.values()))
+    for node in net.nodes.values():
+        assert [e.data for e in node.applied if e.data] == records
+    answers = [
+        m
+        for n in net.nodes.values()
+        for rd in n.readies
+        for _, m in rd.messages
+        if isinstance(m, FetchResponse) and m.entries
+    ]
+    assert answers and max(sum(len(e.data) for e in m.entries) for m in answers) <= 250
+    with pytest.raises(ValueError, match="fetch_max_bytes must be >= 1"):
+        RaftConfig(node_id=1, voters=frozenset({1}), fetch_max_bytes=0)

@@ -18,7 +18,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from raft.disk_log_store import METADATA_PARTITION_DIR, DiskLogStore
+from raft import disk_log_store
+from raft.disk_log_store import (
+    ENTRY_OVERHEAD_BYTES,
+    METADATA_PARTITION_DIR,
+    TAIL_CACHE_BYTES,
+    DiskLogStore,
+)
 from raft.log_store import (
     NO_EPOCH,
     Entry,
@@ -60,14 +66,17 @@ def test_disk_store_satisfies_the_port(tmp_path: Path) -> None:
     assert os.path.isdir(tmp_path / METADATA_PARTITION_DIR)
 
 
+@pytest.mark.parametrize("tail_bytes", [0, 700, TAIL_CACHE_BYTES], ids=["disk", "part", "cached"])
 @pytest.mark.parametrize("seed", range(12))
-def test_behaves_as_the_memory_store(tmp_path: Path, seed: int) -> None:
+def test_behaves_as_the_memory_store(tmp_path: Path, seed: int, tail_bytes: int) -> None:
     """Random appends (several epochs, batches of several entries), truncations (also inside
     a batch), flushes, reads with limits, snapshots and deletions before them: the disk store
-    answers exactly as the memory store after every step, and again after a reopen."""
+    answers exactly as the memory store after every step, and again after a reopen. With no
+    in-memory tail (every read decodes from disk), a tail holding a few entries (reads cross
+    from disk into it) and the default (everything cached)."""
     rng = random.Random(seed)
     mem = MemoryLogStore()
-    disk = DiskLogStore(tmp_path, config=small_segments())
+    disk = DiskLogStore(tmp_path, config=small_segments(), tail_cache_bytes=tail_bytes)
     epoch = 1
     for step in range(60):
         op = rng.choice(["append", "append", "append", "truncate", "flush", "read", "snapshot"])
@@ -109,10 +118,99 @@ def test_behaves_as_the_memory_store(tmp_path: Path, seed: int) -> None:
         assert state(disk) == state(mem), (step, op)
     disk.flush()
     disk.close()
-    reopened = DiskLogStore(tmp_path, config=small_segments())
+    reopened = DiskLogStore(tmp_path, config=small_segments(), tail_cache_bytes=tail_bytes)
     mem.flush()
     assert state(reopened) == state(mem)
     assert reopened.flushed_end_offset == reopened.end_offset
+    if tail_bytes == TAIL_CACHE_BYTES and mem.end_offset > mem.start_offset:
+        assert disk.cached_start_offset <= mem.start_offset  # everything was in memory
+
+
+def _big_batch(store: DiskLogStore, n: int) -> list[Entry]:
+    entries = [Entry(store.end_offset + i, 1, b"record-%06d" % i) for i in range(n)]
+    store.append(entries)
+    store.flush()
+    return entries
+
+
+def test_the_appended_tail_is_read_without_disk_or_decoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader serves its followers' Fetches of what it appended from memory: with the disk
+    reads and the record decoding made to fail, reads of the tail still answer (the same
+    Entry objects), with the entry and byte limits of the port."""
+    store = DiskLogStore(tmp_path)
+    entries = _big_batch(store, 5000)
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the cached tail was read from disk")
+
+    monkeypatch.setattr(store._log, "read", refuse)
+    monkeypatch.setattr(disk_log_store, "decode_records", refuse)
+    assert store.cached_start_offset == 0
+    assert store.read(0) == entries
+    assert store.read(1000, 1000) == entries[1000:2000]
+    assert store.read(4990, 1000) == entries[4990:]
+    assert store.read(10, max_bytes=3 * 13) == entries[10:13]  # 13 bytes each
+    assert store.read(10, max_bytes=1) == entries[10:11]  # at least one
+    assert store.read(5000) == []
+    assert store.read(100, 1)[0] is entries[100]
+
+
+def test_the_tail_is_bounded_by_bytes_and_older_reads_decode_each_batch_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tail keeps only about tail_cache_bytes; below it a fetcher catching up through one
+    big batch 100 entries at a time decodes that batch once, not once per read (what made
+    the leader decode a 25,000-record batch for every Fetch)."""
+    store = DiskLogStore(tmp_path, tail_cache_bytes=300 * (13 + ENTRY_OVERHEAD_BYTES))
+    entries = _big_batch(store, 5000)
+    assert store.cached_start_offset == 4700
+    decoded: list[int] = []
+    real = disk_log_store.decode_records
+
+    def counting(data: bytes, pos: int = 0) -> list[object]:
+        decoded.append(pos)
+        return real(data, pos)
+
+    monkeypatch.setattr(disk_log_store, "decode_records", counting)
+    got: list[Entry] = []
+    while len(got) < 5000:
+        got.extend(store.read(len(got), 100))
+    assert got == entries
+    assert len(decoded) == 1
+    # A reopened store has no tail: the same, from disk alone.
+    store.close()
+    reopened = DiskLogStore(tmp_path)
+    assert reopened.cached_start_offset == reopened.end_offset == 5000
+    decoded.clear()
+    got = []
+    while len(got) < 5000:
+        got.extend(reopened.read(len(got), 100))
+    assert got == entries
+    assert len(decoded) == 1
+
+
+def test_truncation_forgets_cached_and_decoded_entries(tmp_path: Path) -> None:
+    """A follower that truncates a divergent suffix and appends the new leader's entries at
+    the same offsets reads the new ones, from the tail and from the decoded-batch memo."""
+    store = DiskLogStore(tmp_path, tail_cache_bytes=0)
+    _big_batch(store, 50)
+    assert store.read(40, 1)[0].data == b"record-000040"  # decoded and kept
+    store.truncate_to(30)
+    store.append([Entry(30 + i, 2, b"new-%d" % i) for i in range(20)])
+    assert [e.data for e in store.read(38, 3)] == [b"new-8", b"new-9", b"new-10"]
+    assert store.read(29, 2) == [Entry(29, 1, b"record-000029"), Entry(30, 2, b"new-0")]
+    cached = DiskLogStore(tmp_path / "b")
+    _big_batch(cached, 50)
+    cached.truncate_to(30)
+    cached.append([Entry(30, 2, b"new")])
+    assert cached.read(29) == [Entry(29, 1, b"record-000029"), Entry(30, 2, b"new")]
+
+
+def test_a_negative_tail_bound_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(LogStoreError, match="tail_cache_bytes must be >= 0"):
+        DiskLogStore(tmp_path, tail_cache_bytes=-1)
 
 
 def test_bad_appends_are_refused_by_name_and_change_nothing(tmp_path: Path) -> None:

@@ -135,3 +135,24 @@ def test_request_level_error_answer_is_named() -> None:
     answer = wire.error_to_wire(request, ErrorCode.INCONSISTENT_CLUSTER_ID, "cluster id 'x' no")
     with pytest.raises(wire.WireResponseError, match="node 2: INCONSISTENT_CLUSTER_ID"):
         wire.response_to_core(sent, 2, answer)
+
+
+def test_encoding_the_same_entries_again_reuses_the_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Followers and observers at the same offset get the same answer: encoded once. Other
+    entries at the same offsets (a new leader's, after a truncation) are encoded anew."""
+    built: list[int] = []
+    real = wire.build_batch
+
+    def counting(records: list[object], **kwargs: object) -> bytes:
+        built.append(len(records))
+        return real(records, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wire, "build_batch", counting)
+    first = [Entry(100 + i, 4, b"v%d" % i) for i in range(50)]
+    data = wire.encode_entries(first)
+    assert wire.encode_entries(list(first)) is data
+    assert built == [50]
+    other = [Entry(100 + i, 5, b"w%d" % i) for i in range(50)]
+    assert wire.decode_entries(wire.encode_entries(other)) == tuple(other)
+    assert wire.decode_entries(data) == tuple(first)
+    assert built == [50, 50]
