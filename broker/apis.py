@@ -939,6 +939,8 @@ class KafkaApis:
         until UpdateMetadata brought it here, so that the client's next request finds it, as
         Kafka's DelayedCreatePartitions waits for the leaders."""
         if isinstance(request, CreateTopicsRequest) and isinstance(response, CreateTopicsResponse):
+            if request.validate_only:
+                return  # nothing was created: there is no effect to wait for
             created = [t.name for t in response.topics if t.error_code == 0]
 
             def done() -> bool:
