@@ -1,26 +1,45 @@
 """The single-writer controller event loop: the only trio code of the controller.
 
-Like Kafka's KafkaEventQueue, one task takes events from a queue one at a time: it runs the
-pure operation on the current state, appends the records to the MetadataLog, waits until they
-are committed, replays them and only then answers. Since the next event starts only after that,
-every operation sees the effect of every earlier one (two CreateTopics for the same name can
-never both succeed).
+Like Kafka's KafkaEventQueue, one task takes events from a queue one at a time and runs the
+pure operation on the current state. Writes are pipelined as in KRaft's QuorumController:
+the event's records are appended to the MetadataLog (`append` returns once they have an
+offset) and replayed into the state at once (`ControllerState.replay_pending`: the next
+operation sees them, so two CreateTopics for the same name can never both succeed), and the
+loop takes the next event while they commit. The event's completion - `wait_committed`, the
+commit hooks, the state-change log, the answer - goes to a purgatory task that completes
+events strictly in offset order (`max_pending` of them at most: the loop waits when it is
+full, so memory stays bounded).
+
+Reads: an event without records (a read-only request, or a write that changed nothing) was
+computed on a state that may hold uncommitted records, so it waits for the highest pending
+offset before it is answered (KRaft's "a read waits for the highest pending offset"); with
+nothing pending it is answered at once. An operation that raises KafkaError is answered at
+once, as KRaft does.
+
+Commit failures: when `wait_committed` raises (Raft: NOT_CONTROLLER, the leadership was
+lost), that event and every later pending one fail with NOT_CONTROLLER, the state reverts to
+its committed image (`ControllerState.revert`), and the driver stops writing: every later
+event gets NOT_CONTROLLER (the Raft service ends the term and starts a new driver next term).
+Logs whose append commits (ZooKeeper, the standalone LocalMetadataLog) deliver the records to
+`handle_committed` during the append: such an event is completed inline, as before.
 
 Deadlines: each event has one (the request's timeout_ms, else `default_timeout_s`). A caller
 stops waiting at its deadline and gets REQUEST_TIMED_OUT; an event still queued at its deadline
-is dropped without running. An event already running is always finished (appended, committed,
-replayed) before the next one starts: abandoning it half-way could let the next operation run on
-a state missing records that will commit anyway.
+is dropped without running. An event already running is always finished (appended and
+replayed; answered at its commit or failure): abandoning it half-way could let the next
+operation run on a state missing records that will commit anyway.
 
-Standbys (Raft mode, later) and a restarted controller build their state from the log's
-listener (`handle_committed`); the active one replays its own records right after they commit,
-and whichever path comes second skips what was replayed already (by offset).
+Standbys (Raft mode) and a restarted controller build their state from the log's listener
+(`handle_committed`, or the Raft service's own listener); on the active one the committed
+records it replayed at append time only move `committed_image` (they are compared, by offset,
+with what was appended there).
 
 Propagation (ZK mode): hooks registered with `on_commit=` / `add_commit_hook` are called with
-the images before and after each event whose records committed, once they are replayed and
-before the caller is answered (the ZK controller turns them into LeaderAndIsr / UpdateMetadata /
-StopReplica with `controller.propagation.plan_propagation`). A hook is synchronous and must not
-block; an exception in one is logged and changes nothing else.
+the images before and after each event whose records committed (both taken at append time),
+in offset order and before the caller is answered (the ZK controller turns them into
+LeaderAndIsr / UpdateMetadata / StopReplica with `controller.propagation.plan_propagation`). A
+hook is synchronous and must not block; an exception in one is logged and changes nothing
+else.
 
 Standalone wiring (deploy), in this order:
 
@@ -36,6 +55,7 @@ Standalone wiring (deploy), in this order:
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -45,7 +65,12 @@ import trio
 
 from controller.brokers import RegisterBroker, RegisterBrokerResponse
 from controller.context import ControllerContext
-from controller.metrics import ControllerMetrics, default_metrics, state_for_request
+from controller.metrics import (
+    ControllerMetrics,
+    ControllerStateName,
+    default_metrics,
+    state_for_request,
+)
 from controller.operations import failed_response, operation_for
 from controller.ports import MetadataLog
 from controller.state import ControllerState
@@ -60,6 +85,9 @@ state_change_log = structlog.get_logger("controller.state_change")
 
 CommitHook = Callable[[MetadataImage, MetadataImage], None]
 """`hook(before, after)`: the controller's images around one event's committed records."""
+
+MAX_PENDING_DEFAULT = 256
+"""Events appended (or reads waiting) but not answered yet, at most: the pipeline's bound."""
 
 
 class _Event:
@@ -82,6 +110,31 @@ class _Event:
         self.finish(failed_response(self.request, code, message))
 
 
+class _Completion:
+    """An event whose records were appended (or a read), waiting in the purgatory."""
+
+    __slots__ = ("after", "before", "event", "offset", "result", "started", "timer")
+
+    def __init__(
+        self,
+        event: _Event,
+        offset: int,
+        result: Any,
+        before: MetadataImage,
+        after: MetadataImage,
+        started: float,
+        timer: ControllerStateName | None,
+    ) -> None:
+        self.event = event
+        self.offset = offset
+        """The offset to wait for: the event's last record, or the highest pending one."""
+        self.result = result
+        self.before = before
+        self.after = after
+        self.started = started
+        self.timer = timer
+
+
 class ControllerDriver:
     """Runs controller operations one at a time against a MetadataLog.
 
@@ -97,6 +150,7 @@ class ControllerDriver:
         *,
         default_timeout_s: float = 30.0,
         queue_capacity: int = 1024,
+        max_pending: int = MAX_PENDING_DEFAULT,
         metrics: ControllerMetrics | None = None,
         on_commit: CommitHook | None = None,
     ) -> None:
@@ -106,6 +160,15 @@ class ControllerDriver:
         self._default_timeout_s = default_timeout_s
         self._metrics = metrics if metrics is not None else default_metrics()
         self._send, self._receive = trio.open_memory_channel[_Event](queue_capacity)
+        # Bounded by `max_pending` before an event runs (`_wait_for_room`), not here.
+        self._to_purgatory, self._purgatory = trio.open_memory_channel[_Completion](math.inf)
+        self._max_pending = max(1, max_pending)
+        self._room = trio.Event()
+        self._in_purgatory: list[_Completion] = []
+        """Handed to the purgatory, not answered yet (failed together on a commit failure)."""
+        self._highest_pending = -1
+        self._failure: str | None = None
+        """Set once a commit failed: the driver writes nothing more."""
         self._running = False
         self._closed = False
         self._commit_hooks: list[CommitHook] = [] if on_commit is None else [on_commit]
@@ -130,6 +193,11 @@ class ControllerDriver:
     @property
     def context(self) -> ControllerContext:
         return self._ctx
+
+    @property
+    def pending(self) -> int:
+        """Events appended (or reads) waiting in the purgatory for their commit."""
+        return len(self._in_purgatory)
 
     async def handle_committed(self, batch: Sequence[tuple[int, MetadataRecord]]) -> None:
         """Log listener: replay committed `(offset, record)` pairs not replayed yet."""
@@ -192,28 +260,31 @@ class ControllerDriver:
         # The KafkaController gauges follow the running driver (a new term binds its own).
         self._metrics.bind(self, lambda: self._state.image, self._excluded_topic_ids)
         try:
-            task_status.started()
-            async for event in self._receive:
-                current = event
-                self._metrics.event_queue_size.dec()
-                now = trio.current_time()
-                self._metrics.event_queue_time_ms.observe((now - event.enqueued_at) * 1000)
-                if event.abandoned or now >= event.deadline:
-                    event.fail(
-                        ErrorCode.REQUEST_TIMED_OUT,
-                        "the request waited in the controller queue past its deadline",
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._complete_in_order)
+                task_status.started()
+                async for event in self._receive:
+                    current = event
+                    self._metrics.event_queue_size.dec()
+                    now = trio.current_time()
+                    self._metrics.event_queue_time_ms.observe((now - event.enqueued_at) * 1000)
+                    if event.abandoned or now >= event.deadline:
+                        event.fail(
+                            ErrorCode.REQUEST_TIMED_OUT,
+                            "the request waited in the controller queue past its deadline",
+                        )
+                        continue
+                    await self._process(event)
+                    self._metrics.event_queue_processing_time_ms.observe(
+                        (trio.current_time() - now) * 1000
                     )
-                    continue
-                await self._process(event)
-                self._metrics.event_queue_processing_time_ms.observe(
-                    (trio.current_time() - now) * 1000
-                )
-                current = None
+                    current = None
         finally:
             self._metrics.unbind(self)
             self._closed = True
             if current is not None:
                 current.fail(ErrorCode.NOT_CONTROLLER, "the controller stopped")
+            self._fail_pending("the controller stopped")
             while True:
                 try:
                     pending = self._receive.receive_nowait()
@@ -224,49 +295,124 @@ class ControllerDriver:
 
     async def _process(self, event: _Event) -> None:
         # Kafka's ControllerStats: each event type (ControllerEvent.state) has its own
-        # rate-and-time timer; BrokerChange's is LeaderElectionRateAndTimeMs.
-        state = state_for_request(event.request)
-        if state is None:
-            await self._run_event(event)
-            return
+        # rate-and-time timer (from the start of its run to its answer); BrokerChange's is
+        # LeaderElectionRateAndTimeMs.
+        timer = state_for_request(event.request)
+        while len(self._in_purgatory) >= self._max_pending:
+            await self._room.wait()  # the pipeline is full: wait for a commit
         started = trio.current_time()
-        try:
-            await self._run_event(event)
-        finally:
-            self._metrics.timer(state).observe((trio.current_time() - started) * 1000)
+        completion = await self._run_event(event, started, timer)
+        if completion is None:
+            self._observe(timer, started)
+        elif completion.offset < 0 or (
+            not self._in_purgatory and self._state.committed_offset >= completion.offset
+        ):
+            # Nothing to wait for (a read with nothing pending, or a log whose append
+            # committed and delivered the records already): answer inline.
+            await self._log.wait_committed(completion.offset)
+            self._finish(completion)
+        else:
+            self._in_purgatory.append(completion)
+            self._highest_pending = max(self._highest_pending, completion.offset)
+            await self._to_purgatory.send(completion)
 
-    async def _run_event(self, event: _Event) -> None:
+    async def _run_event(
+        self, event: _Event, started: float, timer: ControllerStateName | None
+    ) -> _Completion | None:
+        """Run the operation and append its records; None when the event was answered."""
         request = event.request
+        if self._failure is not None:
+            event.fail(ErrorCode.NOT_CONTROLLER, self._failure)
+            return None
         try:
             result = operation_for(request)(self._state, request, self._ctx)
         except KafkaError as exc:
             event.fail(exc.code, exc.message)
-            return
+            return None
         except Exception as exc:  # a bug in an operation must not take the controller down
             log.exception("controller operation failed", request=type(request).__name__)
             event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"controller error: {exc!r}")
-            return
-        if result.records:
-            # Before the append: a log listener may replay the records during it.
-            before = self._state.image
+            return None
+        before = self._state.image
+        if not result.records:
+            # A read (or a write that changed nothing) waits for the highest pending offset.
+            offset = self._highest_pending if self._in_purgatory else -1
+            return _Completion(event, offset, result, before, before, started, timer)
+        try:
+            last_offset = await self._log.append(result.records)
+        except KafkaError as exc:
+            log.warning("metadata append failed", error=str(exc))
+            event.fail(exc.code, exc.message)
+            return None
+        except Exception as exc:
+            # Whatever did commit still reaches the state through the log's listener.
+            log.exception("metadata append failed")
+            event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata append failed: {exc!r}")
+            return None
+        if self._failure is not None:
+            # An earlier write failed to commit during this append: the state was reverted
+            # and these records (if they commit at all) come back through the listener.
+            event.fail(ErrorCode.NOT_CONTROLLER, self._failure)
+            return None
+        try:
+            self._state.replay_pending(result.records, last_offset)
+        except MetadataReplayError as exc:
+            # State and log disagree: keep no state that might be wrong (Kafka's fatal
+            # fault handler); the process supervisor restarts and replays from the log.
+            event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata replay failed: {exc}")
+            raise
+        return _Completion(event, last_offset, result, before, self._state.image, started, timer)
+
+    async def _complete_in_order(self) -> None:
+        """The purgatory: answer appended events once their offsets committed, in order."""
+        async for completion in self._purgatory:
             try:
-                last_offset = await self._log.append(result.records)
-                await self._log.wait_committed(last_offset)
-                self._state.replay_appended(result.records, last_offset)
-            except MetadataReplayError as exc:
-                # State and log disagree: keep no state that might be wrong (Kafka's fatal
-                # fault handler); the process supervisor restarts and replays from the log.
-                event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata replay failed: {exc}")
-                raise
-            except KafkaError as exc:
-                log.warning("metadata append failed", error=str(exc))
-                event.fail(exc.code, exc.message)
-                return
+                await self._log.wait_committed(completion.offset)
             except Exception as exc:
-                # Whatever did commit still reaches the state through the log's listener.
-                log.exception("metadata append failed")
-                event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata append failed: {exc!r}")
-                return
+                code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+                if not isinstance(exc, KafkaError):
+                    log.exception("metadata commit failed")
+                self._commit_failed(code, str(exc))
+                continue
+            if completion not in self._in_purgatory:
+                continue  # failed already (an earlier commit failure)
+            self._in_purgatory.remove(completion)
+            self._state.mark_committed(completion.offset)
+            self._finish(completion)
+            self._wake_room()
+
+    def _commit_failed(self, code: ErrorCode, message: str) -> None:
+        """KRaft's renounce: every pending event fails, the state goes back to committed."""
+        self._failure = (
+            f"a metadata write did not commit ({message}); "
+            "this controller writes nothing more until it is active again"
+        )
+        log.warning(
+            "metadata commit failed; reverting to the committed state",
+            error=message,
+            pending=len(self._in_purgatory),
+            committed_offset=self._state.committed_offset,
+        )
+        if code == ErrorCode.NONE:
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        self._fail_pending(message, code)
+
+    def _fail_pending(self, message: str, code: ErrorCode = ErrorCode.NOT_CONTROLLER) -> None:
+        pending, self._in_purgatory = self._in_purgatory, []
+        self._wake_room()
+        for completion in pending:
+            completion.event.fail(code, message)
+            self._observe(completion.timer, completion.started)
+        if pending:
+            self._state.revert()
+
+    def _wake_room(self) -> None:
+        self._room.set()
+        self._room = trio.Event()
+
+    def _finish(self, completion: _Completion) -> None:
+        result, request = completion.result, completion.event.request
+        if result.records:
             unclean = sum(
                 1
                 for r in result.records
@@ -275,10 +421,15 @@ class ControllerDriver:
             )
             if unclean:  # only an unclean election sets RECOVERING
                 self._metrics.unclean_leader_elections.inc(unclean)
-            self._run_commit_hooks(before, self._state.image)
+            self._run_commit_hooks(completion.before, completion.after)
         if result.state_changes:
             _log_state_changes(type(request).__name__, result.state_changes)
-        event.finish(result.response)
+        completion.event.finish(result.response)
+        self._observe(completion.timer, completion.started)
+
+    def _observe(self, timer: ControllerStateName | None, started: float) -> None:
+        if timer is not None:
+            self._metrics.timer(timer).observe((trio.current_time() - started) * 1000)
 
     def _run_commit_hooks(self, before: MetadataImage, after: MetadataImage) -> None:
         for hook in self._commit_hooks:

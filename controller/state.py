@@ -1,13 +1,28 @@
 """ControllerState: the controller's view of the cluster, changed only by replaying records.
 
-The active controller and standbys build it the same way, from committed records in offset
-order, so a standby that takes over has exactly the state the old active one had. It wraps a
-MetadataImage (the same structure brokers use) plus the indexes operations need to stay fast.
+The active controller and standbys build it the same way, from records in offset order, so a
+standby that takes over has exactly the state the old active one had. It wraps a MetadataImage
+(the same structure brokers use) plus the indexes operations need to stay fast.
+
+Pipelined writes (KRaft's QuorumController with its SnapshotRegistry): the active controller
+replays its own records as soon as they are *appended* (`replay_pending`), so the next
+operation sees them before they commit. Images are immutable, so there are two: `image`
+(everything replayed, uncommitted appends included: what operations read) and
+`committed_image` (what the quorum committed). Each pending append keeps its records and the
+image right after it; `mark_committed(offset)` (or a committed replay reaching it) moves
+`committed_image` forward, `revert()` drops every pending append (leadership lost).
+
+Committed records (`replay`) that land on offsets already replayed optimistically are compared
+with what was appended there: equal records are only a commit; a different record (another
+leader's entry replaced ours) reverts to the committed image first and replays the committed
+ones. Standbys never append, so for them both images are the same.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import (
@@ -16,7 +31,7 @@ from protocol.metadata.image import (
     MetadataReplayError,
     TopicImage,
 )
-from protocol.metadata.records import MetadataRecord
+from protocol.metadata.records import MetadataRecord, NoOpRecord
 
 
 def unify_collision_chars(name: str) -> str:
@@ -28,18 +43,50 @@ def has_collision_chars(name: str) -> bool:
     return "." in name or "_" in name
 
 
+@dataclass(frozen=True, slots=True)
+class _PendingAppend:
+    """Records replayed at append time, not known to be committed yet."""
+
+    first_offset: int
+    records: tuple[MetadataRecord, ...]
+    image: MetadataImage
+    """The image right after them."""
+
+    @property
+    def last_offset(self) -> int:
+        return self.first_offset + len(self.records) - 1
+
+
 class ControllerState:
-    """Replayed state. Operations read it; only `replay` changes it."""
+    """Replayed state. Operations read it; only `replay`, `replay_appended`,
+    `mark_committed` and `revert` change it."""
 
     def __init__(self, image: MetadataImage | None = None) -> None:
         self._image = image if image is not None else MetadataImage.empty()
+        self._committed_image = self._image
+        self._pending: deque[_PendingAppend] = deque()
         self._collisions: dict[str, set[str]] = {}
-        for name in self._image.topics.by_name:
-            self._index(name)
+        self._reindex()
 
     @property
     def image(self) -> MetadataImage:
+        """Everything replayed, appended-but-uncommitted records included."""
         return self._image
+
+    @property
+    def committed_image(self) -> MetadataImage:
+        """The image as of the last committed offset (snapshots and reverts use it)."""
+        return self._committed_image
+
+    @property
+    def committed_offset(self) -> int:
+        """The last committed offset replayed, -1 before any."""
+        return self._committed_image.provenance.last_offset
+
+    @property
+    def pending_appends(self) -> int:
+        """How many appends are replayed but not committed yet."""
+        return len(self._pending)
 
     @property
     def last_applied_offset(self) -> int:
@@ -52,9 +99,79 @@ class ControllerState:
         return self._image.provenance.last_offset + 1
 
     def replay(self, batch: Iterable[tuple[int, MetadataRecord]], epoch: int = -1) -> int:
-        """Replay committed `(offset, record)` pairs; those at or below the last applied offset
-        were replayed already and are skipped. All or nothing: a record that does not fit
+        """Replay committed `(offset, record)` pairs; those at or below the committed offset
+        were replayed already and are skipped, those on a pending append's offsets commit it
+        (or, if they differ, revert it first). All or nothing: a record that does not fit
         raises MetadataReplayError and leaves the state as it was. Returns how many applied."""
+        fresh = [(o, r) for o, r in batch if o > self.committed_offset]
+        if not fresh:
+            return 0
+        if self._pending:
+            if not self._matches_pending(fresh):
+                self.revert()
+            else:
+                pending_end = self._pending[-1].last_offset
+                self.mark_committed(min(fresh[-1][0], pending_end))
+                fresh = [(o, r) for o, r in fresh if o > pending_end]
+                if not fresh:
+                    return 0
+        applied = self._replay_onto_image(fresh, epoch)
+        self._committed_image = self._image
+        return applied
+
+    def replay_appended(self, records: Sequence[MetadataRecord], last_offset: int) -> int:
+        """Replay committed records the caller appended itself, ending at `last_offset`."""
+        first = last_offset - len(records) + 1
+        return self.replay(zip(range(first, last_offset + 1), records, strict=True))
+
+    def replay_pending(self, records: Sequence[MetadataRecord], last_offset: int) -> int:
+        """Replay records the caller appended itself, ending at `last_offset`, as pending
+        until `mark_committed` (or the committed replay) reaches them. Offsets replayed
+        already (a log that delivers to its listeners during the append) are skipped; a hole
+        before them (a Raft control entry) is replayed as NoOpRecords."""
+        first = last_offset - len(records) + 1
+        pairs = [
+            (o, r)
+            for o, r in zip(range(first, last_offset + 1), records, strict=True)
+            if o >= self.next_offset
+        ]
+        if not pairs:
+            return 0
+        holes = [(o, NoOpRecord()) for o in range(self.next_offset, pairs[0][0])]
+        pairs = holes + pairs
+        applied = self._replay_onto_image(pairs, -1)
+        self._pending.append(_PendingAppend(pairs[0][0], tuple(r for _, r in pairs), self._image))
+        return applied - len(holes)
+
+    def mark_committed(self, offset: int) -> None:
+        """Everything up to `offset` (replayed already) is committed."""
+        while self._pending and self._pending[0].last_offset <= offset:
+            self._committed_image = self._pending.popleft().image
+        head = self._pending[0] if self._pending else None
+        if head is not None and head.first_offset <= offset:
+            # Raft commits entry by entry: part of one append committed. Rebuild that image
+            # (rare: the leader's high watermark stopped inside a batch).
+            done = head.records[: offset - head.first_offset + 1]
+            delta = MetadataDelta(self._committed_image)
+            for i, record in enumerate(done):
+                delta.replay(record, offset=head.first_offset + i)
+            self._committed_image = delta.apply()
+            self._pending[0] = _PendingAppend(offset + 1, head.records[len(done) :], head.image)
+
+    def revert(self) -> None:
+        """Drop every pending append: back to the committed image (leadership lost)."""
+        if not self._pending and self._image is self._committed_image:
+            return
+        self._pending.clear()
+        self._image = self._committed_image
+        self._reindex()
+
+    def _matches_pending(self, pairs: Sequence[tuple[int, MetadataRecord]]) -> bool:
+        by_offset = {p.first_offset + i: r for p in self._pending for i, r in enumerate(p.records)}
+        end = self._pending[-1].last_offset
+        return all(by_offset.get(o) == r for o, r in pairs if o <= end)
+
+    def _replay_onto_image(self, batch: Iterable[tuple[int, MetadataRecord]], epoch: int) -> int:
         expected = self.next_offset
         delta: MetadataDelta | None = None
         applied = 0
@@ -78,11 +195,6 @@ class ControllerState:
             self._apply(delta)
         return applied
 
-    def replay_appended(self, records: Sequence[MetadataRecord], last_offset: int) -> int:
-        """Replay records the caller appended itself, ending at `last_offset`."""
-        first = last_offset - len(records) + 1
-        return self.replay(zip(range(first, last_offset + 1), records, strict=True))
-
     def _apply(self, delta: MetadataDelta) -> None:
         before = self._image
         self._image = delta.apply()
@@ -92,6 +204,11 @@ class ControllerState:
                 self._unindex(before.topics.by_id[topic_id].name)
             for name in topics.created_topics:
                 self._index(name)
+
+    def _reindex(self) -> None:
+        self._collisions = {}
+        for name in self._image.topics.by_name:
+            self._index(name)
 
     def _index(self, name: str) -> None:
         if has_collision_chars(name):

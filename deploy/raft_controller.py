@@ -9,21 +9,23 @@ The counterpart of deploy.zk_controller.ZkControllerService, on the Raft quorum:
 - When the RaftDriver becomes leader in epoch E, a term starts: propose a NoOpRecord and wait
   until it is applied (everything committed before it is then in the state, KRaft's
   "claim"), then `ClusterControl.activate` (every registered broker gets a fresh session), a
-  `ControllerDriver(RaftMetadataLog, state, ctx)` - a write completes only once its records are
-  committed and replayed - and the term's tasks: `FenceStaleBrokers` at
+  `ControllerDriver(RaftMetadataLog, state, ctx)` - writes are pipelined: replayed into the
+  state once appended, answered once committed (controller.driver) - and the term's tasks: `FenceStaleBrokers` at
   `ClusterControl.next_check_time_ms()` (re-checked after every heartbeat or registration), a
   NoOpRecord when nothing was written for metadata.max.idle.interval.ms, and the auto leader
   rebalance when enabled (5 s after activation, then every
   leader.imbalance.check.interval.seconds, as the ZK service).
-- Reads: the driver's loop is single-writer, so a read-only request (DescribeConfigs,
-  ListPartitionReassignments) runs only after every earlier write has committed and been
-  replayed: that is our way of KRaft's "a read waits for the highest pending offset".
+- Reads: a read-only request (DescribeConfigs, ListPartitionReassignments) sees the appended
+  writes before it and is answered only once the highest pending offset committed (the
+  driver's purgatory): KRaft's "a read waits for the highest pending offset".
 - When leadership is lost (another role, or a new epoch) the term is cancelled: queued and
-  running requests are answered NOT_CONTROLLER, the soft state (broker sessions) is dropped.
-  The replayed state stays: it is the committed log's, on every controller.
+  pending requests are answered NOT_CONTROLLER, the soft state (broker sessions) is dropped,
+  and the state reverts to its committed image (`ControllerState.revert`: appended records
+  that commit after all come back through the listener). The committed state stays: it is
+  the committed log's, on every controller.
 - Snapshots: every controller on its own (KRaft's SnapshotGenerator) writes one once more than
   metadata.log.max.record.bytes.between.snapshots bytes of records were applied since the last
-  (`encode_snapshot(state.image)` at the applied end offset, `driver.create_snapshot`, then
+  (`encode_snapshot(state.committed_image)` at the applied end offset, `driver.create_snapshot`, then
   `driver.delete_before_snapshot()`), so a restart loads snapshot + tail.
 
 Log events (JSON at INFO): `controller active` (epoch, records, topics, partitions, load_s),
@@ -194,7 +196,7 @@ class RaftControllerService:
     # -- replay (every controller) ------------------------------------------------------------
 
     async def _on_records(self, committed: CommittedRecords) -> None:
-        before = self._state.image
+        before = self._state.committed_image
         self._state.replay(committed.records, committed.epoch)
         self._last_write_s = trio.current_time()
         self._bytes_since_snapshot += committed.size_bytes
@@ -294,6 +296,8 @@ class RaftControllerService:
         finally:
             term.driver = None
             term.control = None
+            # Appended but uncommitted records are this term's guess, not the log's.
+            self._state.revert()
             term.finished.set()
 
     async def _activate(self, term: _Term) -> None:
@@ -396,7 +400,8 @@ class RaftControllerService:
         while True:
             await self._snapshot_due.wait()
             self._snapshot_due = trio.Event()
-            image = self._state.image
+            # Only what committed: the active controller's image runs ahead of the log.
+            image = self._state.committed_image
             end = image.provenance.last_offset + 1
             if end <= self._snapshot_end:
                 continue

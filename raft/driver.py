@@ -77,13 +77,22 @@ class NotLeaderError(KafkaError):
 
 
 @dataclass
-class _Waiter:
-    """A proposal waiting for its last offset to commit (purgatory keyed by offset)."""
+class Proposal:
+    """An accepted proposal waiting for its last offset to commit (purgatory keyed by
+    offset): `append`'s answer. `wait_committed` returns once the listeners were given it."""
 
     epoch: int
     last_offset: int
     done: trio.Event = field(default_factory=trio.Event)
     error: KafkaError | None = None
+
+    async def wait_committed(self) -> int:
+        """The last offset once committed; NotLeaderError when it never will be here
+        (abandoned, leadership lost, or another epoch's entry committed at its offset)."""
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.last_offset
 
 
 @dataclass
@@ -159,7 +168,7 @@ class RaftDriver:
         self._core: RaftCore | None = None
         self._send_in, self._inbox = trio.open_memory_channel[tuple[str, Any]](10_000)
         self._pending: dict[tuple[int, type], list[_Pending]] = {}
-        self._waiters: list[_Waiter] = []
+        self._waiters: list[Proposal] = []
         self._commit_listeners: list[CommitListener] = []
         self._snapshot_listeners: list[SnapshotListener] = []
         self._replicas: dict[int, ReplicaState] = {}
@@ -208,18 +217,22 @@ class RaftDriver:
         """Append `records`; returns the last one's offset once committed. Raises
         NotLeaderError (NOT_LEADER_OR_FOLLOWER) when not leader or when the proposal is
         abandoned or replaced by another leader's entry."""
+        proposal = await self.append(records)
+        return await proposal.wait_committed()
+
+    async def append(self, records: Sequence[bytes]) -> Proposal:
+        """Hand `records` to the leader's accumulator; returns as soon as the core accepted
+        them at a known offset (not committed yet: `Proposal.wait_committed`), so a caller
+        can pipeline the next append. NotLeaderError when this node does not lead."""
         if not records:
             raise ValueError("propose needs at least one record")
-        reply: trio.MemorySendChannel[_Waiter | KafkaError]
-        reply, answer = trio.open_memory_channel[_Waiter | KafkaError](1)
+        reply: trio.MemorySendChannel[Proposal | KafkaError]
+        reply, answer = trio.open_memory_channel[Proposal | KafkaError](1)
         await self._send_in.send(("propose", (list(records), reply)))
         got = await answer.receive()
         if isinstance(got, KafkaError):
             raise got
-        await got.done.wait()
-        if got.error is not None:
-            raise got.error
-        return got.last_offset
+        return got
 
     async def create_snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
         """Store a snapshot of the state machine after every entry below `end_offset` (at most
@@ -402,7 +415,7 @@ class RaftDriver:
                     )
                 )
             else:
-                waiter = _Waiter(result.epoch, result.last_offset)
+                waiter = Proposal(result.epoch, result.last_offset)
                 self._waiters.append(waiter)
                 reply.send_nowait(waiter)
         elif kind == "call":
@@ -494,7 +507,7 @@ class RaftDriver:
     def _complete_waiters(self, committed: Sequence[Entry]) -> None:
         last = committed[-1].offset
         epoch_at = {e.offset: e.epoch for e in committed}
-        keep: list[_Waiter] = []
+        keep: list[Proposal] = []
         for waiter in self._waiters:
             if waiter.last_offset > last:
                 keep.append(waiter)
@@ -511,7 +524,7 @@ class RaftDriver:
         self._waiters = keep
 
     def _fail_abandoned(self, abandoned: AbandonedProposals) -> None:
-        keep: list[_Waiter] = []
+        keep: list[Proposal] = []
         for waiter in self._waiters:
             if (
                 waiter.epoch == abandoned.epoch

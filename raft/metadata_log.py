@@ -1,9 +1,11 @@
 """RaftMetadataLog: the metadata-log adapter between a RaftDriver and the controller.
 
 It implements controller.ports.MetadataLog structurally (raft does not import controller):
-`append(records)` encodes them and proposes them to the driver, returning the last offset once
-the quorum committed it; `wait_committed(offset)` returns once the listeners were given that
-offset.
+`append(records)` encodes them and hands them to the driver (`RaftDriver.append`), returning
+the last offset as soon as the leader accepted them (not committed yet: the controller
+pipelines its next write meanwhile); `wait_committed(offset)` returns once the listeners were
+given that offset, and raises KafkaError NOT_CONTROLLER when the append ending there will never
+commit here (abandoned, leadership lost, or another leader's entry committed at its offset).
 
 Listeners (`add_listener(on_records, on_image=None)`) get what the driver commits, in offset
 order, as `(offset, record)` pairs (`OffsetRecord`), and a snapshot the driver loads (at
@@ -34,7 +36,7 @@ from protocol.metadata.records import (
     encode_record,
 )
 from protocol.metadata.snapshot import image_from_snapshot
-from raft.driver import NotLeaderError, RaftDriver
+from raft.driver import NotLeaderError, Proposal, RaftDriver
 from raft.log_store import Entry, SnapshotId
 
 
@@ -79,6 +81,8 @@ class RaftMetadataLog:
         self._image_listeners: list[ImageListener] = []
         self._next_offset = 0
         self._progress = trio.Event()
+        self._proposals: dict[int, Proposal] = {}
+        """Accepted appends by last offset, until `wait_committed` saw them end."""
         driver.add_listener(self._on_committed, self._on_snapshot)
 
     def add_listener(
@@ -96,21 +100,43 @@ class RaftMetadataLog:
     # -- controller.ports.MetadataLog ---------------------------------------------------------
 
     async def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Propose `records` as one batch; the last offset once committed (and delivered).
-        KafkaError NOT_CONTROLLER naming the leader when this node does not lead (or stopped
-        leading before they committed)."""
+        """Propose `records` as one batch; the last offset once the leader accepted them
+        (`wait_committed` for the commit). KafkaError NOT_CONTROLLER naming the leader when
+        this node does not lead."""
         try:
-            return await self._driver.propose([encode_record(r) for r in records])
+            proposal = await self._driver.append([encode_record(r) for r in records])
         except NotLeaderError as exc:
-            raise KafkaError(
-                ErrorCode.NOT_CONTROLLER,
-                f"{not_controller_message(self._driver.config.node_id, exc.leader_id)}: "
-                f"{exc.message}",
-            ) from None
+            raise self._not_controller(exc) from None
+        self._forget_finished()
+        self._proposals[proposal.last_offset] = proposal
+        return proposal.last_offset
 
     async def wait_committed(self, offset: int) -> None:
+        """Return once every record up to `offset` is committed and delivered. For an offset
+        `append` returned: NOT_CONTROLLER when that append will not commit here."""
+        proposal = self._proposals.get(offset)
+        if proposal is not None:
+            try:
+                await proposal.wait_committed()
+            except NotLeaderError as exc:
+                raise self._not_controller(exc) from None
+            finally:
+                if proposal.done.is_set():
+                    self._proposals.pop(offset, None)
         while self._next_offset <= offset:
             await self._progress.wait()
+
+    def _not_controller(self, exc: NotLeaderError) -> KafkaError:
+        return KafkaError(
+            ErrorCode.NOT_CONTROLLER,
+            f"{not_controller_message(self._driver.config.node_id, exc.leader_id)}: {exc.message}",
+        )
+
+    def _forget_finished(self) -> None:
+        """Drop finished proposals nobody waited for (a caller that gave up)."""
+        if len(self._proposals) > 64:
+            for offset in [o for o, p in self._proposals.items() if p.done.is_set()]:
+                del self._proposals[offset]
 
     # -- the driver's listeners -------------------------------------------------------------
 

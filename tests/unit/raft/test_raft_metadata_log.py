@@ -56,7 +56,7 @@ class Listener:
         self.state = ControllerState(image)
 
 
-def config(voters: frozenset[int] = frozenset({1})) -> RaftConfig:
+def config(voters: frozenset[int] = frozenset({1}), linger_ms: int = 1) -> RaftConfig:
     return RaftConfig(
         node_id=1,
         voters=voters,
@@ -64,15 +64,18 @@ def config(voters: frozenset[int] = frozenset({1})) -> RaftConfig:
         fetch_timeout_ms=100,
         election_backoff_max_ms=50,
         request_timeout_ms=100,
-        append_linger_ms=1,
+        append_linger_ms=linger_ms,
     )
 
 
 @asynccontextmanager
 async def running(
-    store: MemoryLogStore, quorum: MemoryQuorumState, voters: frozenset[int] = frozenset({1})
+    store: MemoryLogStore,
+    quorum: MemoryQuorumState,
+    voters: frozenset[int] = frozenset({1}),
+    linger_ms: int = 1,
 ) -> AsyncIterator[tuple[RaftDriver, RaftMetadataLog, Listener]]:
-    driver = RaftDriver(config(voters), store, quorum, NoNetwork(), rng=random.Random(7))
+    driver = RaftDriver(config(voters, linger_ms), store, quorum, NoNetwork(), rng=random.Random(7))
     metadata_log = RaftMetadataLog(driver)
     listener = Listener()
     metadata_log.add_listener(listener.on_records, listener.on_image)
@@ -109,10 +112,12 @@ async def test_restart_loads_the_snapshot_then_the_tail() -> None:
         await wait_leader(driver)
         with trio.fail_after(10):
             first = await metadata_log.append([TopicRecord(name="a", topic_id="id-a")])
+            await metadata_log.wait_committed(first)  # append returns once accepted
             end = first + 1
             await driver.create_snapshot(end, encode_snapshot(listener.state.image))
             await driver.delete_before_snapshot()
             tail = await metadata_log.append([TopicRecord(name="b", topic_id="id-b")])
+            await metadata_log.wait_committed(tail)
     assert store.start_offset == end
 
     async with running(store, quorum) as (driver, metadata_log, listener):
@@ -132,6 +137,28 @@ async def test_append_on_a_node_that_does_not_lead_is_not_controller() -> None:
             await metadata_log.append([NoOpRecord()])
     assert raised.value.code is ErrorCode.NOT_CONTROLLER
     assert "no active controller" in raised.value.message
+
+
+async def test_append_returns_before_the_commit_and_a_lost_leadership_fails_the_wait() -> None:
+    # A 10 s linger: nothing the test appends commits before the resignation.
+    async with running(MemoryLogStore(), MemoryQuorumState(), linger_ms=10_000) as (
+        driver,
+        metadata_log,
+        listener,
+    ):
+        await wait_leader(driver)
+        with trio.fail_after(5):
+            first = await metadata_log.append([TopicRecord(name="a", topic_id="id-a")])
+            second = await metadata_log.append([TopicRecord(name="b", topic_id="id-b")])
+            # Both accepted at known offsets, neither committed nor delivered.
+            assert second == first + 1
+            assert metadata_log.applied_end_offset <= first
+            await driver.resign()
+            for offset in (first, second):
+                with pytest.raises(KafkaError) as raised:
+                    await metadata_log.wait_committed(offset)
+                assert raised.value.code is ErrorCode.NOT_CONTROLLER
+        assert all(r.offset < first for r in listener.records)
 
 
 def test_not_controller_message_names_the_leader() -> None:
