@@ -749,6 +749,12 @@ class KafkaApis:
         rack = self.config["broker.rack"] or None
         brokers = {}
         own = self._advertised(listener)
+        mine = self.publisher.image.cluster.brokers.get(self.node_id)
+        if self.config.raft_mode and (mine is None or mine.fenced):
+            # Raft mode lists what the image says, this broker included, as KRaft's
+            # getAliveBrokerNodes: a broker not yet unfenced is not one the controller places
+            # replicas on, so a client (and cluster readiness) must not count it yet.
+            own = None
         if own is not None:
             brokers[self.node_id] = MetadataBroker(
                 node_id=self.node_id, host=own[0], port=own[1], rack=rack
