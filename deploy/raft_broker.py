@@ -118,6 +118,10 @@ class RaftMetadataSource:
             await self._arrived.wait()
 
 
+MAX_RETRY_BACKOFF_S = 0.25
+"""The channel's backoff cap between tries without a leader hint (was 1 s)."""
+
+
 class RaftControllerChannel:
     """ControllerChannel of a Raft-mode broker (KRaft's NodeToControllerChannelManager)."""
 
@@ -167,10 +171,17 @@ class RaftControllerChannel:
             hint = int(named.group(1)) if named else None
             if hint == target:
                 hint = None  # it names itself yet refused: ask another next time
-            if trio.current_time() + backoff > deadline:
+            fresh = hint is not None or self._known_leader() not in (-1, target)
+            # A fresh leader hint (the refusal named the controller, or the observer learned
+            # a new leader) is tried after the base backoff, as NodeToControllerChannelManager
+            # re-resolves the controller at once; without one the backoff grows, capped low so
+            # that the controller elected meanwhile is found within a fraction of a second.
+            wait = self.retry_backoff_s if fresh else backoff
+            if trio.current_time() + wait > deadline:
                 return response
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+            await trio.sleep(wait)
+            if not fresh:
+                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
 
     async def _submit_once(self, target: int, request: Request) -> Response:
         voter = self.voters[target]

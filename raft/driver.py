@@ -424,6 +424,9 @@ class RaftDriver:
                 reply.send_nowait((True, fn(core)))
             except (ValueError, KafkaError, OSError) as exc:
                 reply.send_nowait((False, exc))
+        elif kind == "failed":
+            to, msg = value
+            core.on_request_failed(to, msg, now)
         elif kind == "resign":
             if core.role is Role.LEADER:
                 core.resign(now)
@@ -498,8 +501,10 @@ class RaftDriver:
             trio.TooSlowError,
             wire.WireResponseError,
         ) as exc:
-            # The core resends on its own timers (request timeout, election timeout).
+            # The core resends on its own timers (request timeout, election timeout); an
+            # observer looks for the leader again after retry_backoff_ms.
             log.debug("raft request failed", to=to, error=str(exc))
+            await self._send_in.send(("failed", (to, msg)))
             return
         await self._send_in.send(("step", answer))
 

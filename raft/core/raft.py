@@ -205,6 +205,29 @@ class RaftCore:
         else:
             raise TypeError(f"RaftCore.step: not a raft message: {type(message).__name__}")
 
+    def on_request_failed(self, to_node: int, request: Message, now_ms: int) -> None:
+        """The driver could not deliver `request` to `to_node` or got no answer (connection
+        refused or broken, timeout). An observer's Fetch: back off retry_backoff_ms, then look
+        for the leader again among the voters (KafkaRaftClient's observer after a failed
+        fetch), instead of waiting request_timeout_ms for the resend timer. Voters keep their
+        timers: the fetch timeout decides elections."""
+        self._now = max(self._now, now_ms)
+        now = self._now
+        if (
+            self.config.is_voter
+            or not isinstance(request, FetchRequest)
+            or not self._fetch_inflight
+            or request.epoch != self._epoch
+            or request.fetch_offset != self.store.end_offset
+        ):
+            return
+        if self._role is Role.FOLLOWER and to_node == self._leader_id:
+            self._become_unattached(self._epoch, now)
+        elif self._role is not Role.UNATTACHED:
+            return
+        self._fetch_inflight = False
+        self._fetch_at = now + max(1, self.config.retry_backoff_ms)
+
     def tick(self, now_ms: int) -> None:
         """Fire every timer due at `now_ms`."""
         self._now = max(self._now, now_ms)

@@ -330,3 +330,30 @@ def test_a_fetch_answer_is_bounded_by_fetch_max_bytes() -> None:
     assert answers and max(sum(len(e.data) for e in m.entries) for m in answers) <= 250
     with pytest.raises(ValueError, match="fetch_max_bytes must be >= 1"):
         RaftConfig(node_id=1, voters=frozenset({1}), fetch_max_bytes=0)
+
+
+def test_an_observer_whose_fetch_failed_asks_a_voter_after_the_backoff() -> None:
+    # KafkaRaftClient's observer: a refused/broken Fetch to the leader -> retry.backoff.ms,
+    # then leader discovery among the voters; without the report it waited request.timeout.ms.
+    from raft.core.messages import FetchRequest, FetchResponse
+
+    core = _core(node_id=4, retry_backoff_ms=20, request_timeout_ms=2000)
+
+    def fetches(now: int) -> list[tuple[int, FetchRequest]]:
+        core.tick(now)
+        rd = core.ready()
+        core.advance(rd)
+        return [(to, m) for to, m in rd.messages if isinstance(m, FetchRequest)]
+
+    (first,) = fetches(0)
+    core.step(
+        FetchResponse(sender=first[0], epoch=1, leader_id=2, fetch_offset=0, last_fetched_epoch=0),
+        5,
+    )
+    assert core.role is Role.FOLLOWER and core.leader_id == 2
+    ((to, fetch),) = fetches(5)
+    assert to == 2
+    core.on_request_failed(2, fetch, 10)
+    assert core.leader_id == -1
+    assert fetches(25) == []  # backing off
+    assert len(fetches(30)) == 1  # asks a voter again, long before request.timeout.ms
