@@ -366,6 +366,8 @@ class ControllerDriver:
     async def _complete_in_order(self) -> None:
         """The purgatory: answer appended events once their offsets committed, in order."""
         async for completion in self._purgatory:
+            if completion not in self._in_purgatory:
+                continue  # failed already (an earlier commit failure): nothing to wait for
             try:
                 await self._log.wait_committed(completion.offset)
             except Exception as exc:
@@ -375,7 +377,7 @@ class ControllerDriver:
                 self._commit_failed(code, str(exc))
                 continue
             if completion not in self._in_purgatory:
-                continue  # failed already (an earlier commit failure)
+                continue  # failed meanwhile
             self._in_purgatory.remove(completion)
             self._state.mark_committed(completion.offset)
             self._finish(completion)
