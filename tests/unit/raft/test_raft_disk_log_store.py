@@ -122,6 +122,7 @@ def test_behaves_as_the_memory_store(tmp_path: Path, seed: int, tail_bytes: int)
     mem.flush()
     assert state(reopened) == state(mem)
     assert reopened.flushed_end_offset == reopened.end_offset
+    reopened.close()
     if tail_bytes == TAIL_CACHE_BYTES and mem.end_offset > mem.start_offset:
         assert disk.cached_start_offset <= mem.start_offset  # everything was in memory
 
