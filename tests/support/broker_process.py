@@ -55,6 +55,8 @@ class BrokerProcess(ManagedProcess):
     """One broker process under test. Not started until `start()`."""
 
     what = "broker"
+    module = "deploy.broker_app"
+    """What `python -m` runs."""
 
     def __init__(
         self,
@@ -103,7 +105,7 @@ class BrokerProcess(ManagedProcess):
         )
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "deploy.broker_app", "--config", str(self.config_file)]
+        cmd = [sys.executable, "-m", self.module, "--config", str(self.config_file)]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -111,7 +113,7 @@ class BrokerProcess(ManagedProcess):
     def start(self, timeout: float = 30.0) -> None:
         """Start the process and wait until it answers ApiVersions."""
         if self.running:
-            raise RuntimeError(f"broker {self.node_id} is already running (pid {self.pid})")
+            raise RuntimeError(f"{self.what} {self.node_id} is already running (pid {self.pid})")
         self._write_config()
         env = {**os.environ, "TRIOKA_LOG_FORMAT": "json", **self.extra_env}
         env["PYTHONPATH"] = os.pathsep.join(

@@ -16,16 +16,13 @@ restarts). Async twins as BrokerProcess: `astart`, `astop`, `arestart`, `akill`.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from deploy.cluster_raft import controller_toml
-from tests.support.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
+from tests.support.broker_process import BrokerProcess, BrokerStartError
 from tests.support.wire import api_versions_blocking
 
 POLL_S = 0.02
@@ -42,6 +39,7 @@ class ControllerProcess(BrokerProcess):
     log reading, signals and async twins; only its config and readiness differ."""
 
     what = "controller"
+    module = "deploy.controller_app"
 
     def __init__(
         self,
@@ -76,40 +74,7 @@ class ControllerProcess(BrokerProcess):
             )
         )
 
-    def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "deploy.controller_app", "--config", str(self.config_file)]
-        for key, value in self.overrides.items():
-            cmd += ["--override", f"{key}={value}"]
-        return cmd
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start the process and wait until it answers ApiVersions on its CONTROLLER port."""
-        if self.running:
-            raise RuntimeError(f"controller {self.node_id} is already running (pid {self.pid})")
-        self._write_config()
-        env = {**os.environ, "TRIOKA_LOG_FORMAT": "json", **self.extra_env}
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-        )
-        self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
-        with self.log_file.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO_ROOT,
-                env=env,
-                start_new_session=True,
-            )
-        self.starts += 1
-        try:
-            self._wait_serving(timeout)
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def _wait_serving(self, timeout: float) -> None:
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc is not None and self.proc.poll() is not None:
