@@ -12,6 +12,10 @@ from protocol.messages.describe_quorum import *  # noqa: F403
 from protocol.messages.elect_leaders import *  # noqa: F403
 from protocol.messages.fetch import *  # noqa: F403
 from protocol.messages.fetch_snapshot import *  # noqa: F403
+from protocol.messages.find_coordinator import *  # noqa: F403
+from protocol.messages.group_offsets import *  # noqa: F403
+from protocol.messages.groups import *  # noqa: F403
+from protocol.messages.init_producer_id import *  # noqa: F403
 from protocol.messages.leader_and_isr import *  # noqa: F403
 from protocol.messages.list_offsets import *  # noqa: F403
 from protocol.messages.metadata import *  # noqa: F403
