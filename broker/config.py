@@ -133,7 +133,7 @@ BROKER_CONFIGS = ConfigDefs(
         ConfigDef("log.segment.delete.delay.ms", "long", 60000, "wait before deleting a segment "
                   "file", min=0),
         ConfigDef("log.cleanup.policy", "list", ("delete",), "default cleanup.policy",
-                  choices=("delete",)),
+                  choices=("delete", "compact")),
         ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "default "
                   "delete.retention.ms", min=0),
         ConfigDef("log.message.timestamp.type", "string", "CreateTime", "default "

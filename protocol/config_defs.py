@@ -178,8 +178,9 @@ class ConfigDefs:
 TOPIC_CONFIGS = ConfigDefs(
     "topic",
     [
-        ConfigDef("cleanup.policy", "list", ("delete",), "what to do with old segments "
-                  "(compact arrives with issue 5)", choices=("delete",)),
+        ConfigDef("cleanup.policy", "list", ("delete",), "what to do with old segments: "
+                  "delete them, compact them (latest value per key), or both",
+                  choices=("delete", "compact")),
         ConfigDef("retention.ms", "long", 604800000, "keep segments this long (-1: forever)",
                   min=-1),
         ConfigDef("retention.bytes", "long", -1, "keep at most this many bytes per partition "

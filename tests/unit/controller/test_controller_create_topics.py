@@ -148,7 +148,7 @@ CASES = [
         "config-choice",
         None,
         [],
-        [topic(configs=cfg(cleanup_policy="compact"))],
+        [topic(configs=cfg(cleanup_policy="bogus"))],
         [ErrorCode.INVALID_CONFIG],
         "cleanup.policy",
     ),

@@ -172,7 +172,7 @@ ALTER_CASES = [
     ),
     (
         "append-bad-choice",
-        [alter(("cleanup.policy", APPEND, "compact"))],
+        [alter(("cleanup.policy", APPEND, "bogus"))],
         [ErrorCode.INVALID_CONFIG],
         {"retention.ms": "1000"},
         "cleanup.policy",
