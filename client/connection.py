@@ -3,7 +3,8 @@
 Up to max.in.flight.requests.per.connection requests may be unanswered at once; the broker
 answers in order, but responses are matched by correlation id anyway. A request that gets no
 answer within request.timeout.ms fails with KafkaTimeoutError and, as in Kafka, the connection
-is closed (a late answer would otherwise be taken for the next one's).
+is closed (a late answer would otherwise be taken for the next one's). A caller cancelled from
+outside (its own deadline) leaves its request behind as abandoned: its answer is read and dropped.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ _RECEIVE_BYTES = 1 << 18
 
 
 class _Pending:
-    __slots__ = ("error", "event", "response", "response_type")
+    __slots__ = ("abandoned", "error", "event", "response", "response_type")
 
     def __init__(self, response_type: type[Response]) -> None:
         self.response_type = response_type
+        self.abandoned = False
         self.event = trio.Event()
         self.response: Any = None
         self.error: BaseException | None = None
@@ -110,12 +112,14 @@ class BrokerConnection:
             corr = next(self._correlation) & 0x7FFFFFFF
             pending = _Pending(type(body).RESPONSE)
             self._pending[corr] = pending
+            sent = False
             try:
                 await self._send(encode_request(corr, self.client_id, body))
+                sent = True
                 with trio.move_on_after(timeout / 1000 if timeout >= 0 else math.inf):
                     await pending.event.wait()
             finally:
-                self._pending.pop(corr, None)
+                await self._forget(corr, pending, sent=sent)
             if not pending.event.is_set():
                 name = type(body).__name__
                 self._fail(KafkaTimeoutError(
@@ -127,6 +131,25 @@ class BrokerConnection:
             if pending.error is not None:
                 raise pending.error
             return pending.response
+
+    async def _forget(self, corr: int, pending: _Pending, *, sent: bool) -> None:
+        """The caller stops waiting for `corr`: answered, timed out, or cancelled from outside."""
+        if pending.event.is_set() or self._closed is not None:
+            self._pending.pop(corr, None)
+        elif not sent:
+            # Cancelled in the middle of send_all: part of a frame may be on the wire, so the
+            # stream is out of step for the broker; only closing it is safe.
+            self._fail(KafkaConnectionError(
+                f"connection to broker {self.address} closed: a request was cancelled while "
+                "being sent"
+            ))  # fmt: skip
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+        else:
+            # Cancelled by the caller while the broker still owes the answer: the entry stays
+            # (marked abandoned) so the reader drops that answer when it comes, instead of taking
+            # it for out of step and failing every other request on the connection.
+            pending.abandoned = True
 
     async def send_only(self, body: Request) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
@@ -185,6 +208,8 @@ class BrokerConnection:
             # A response to a request that timed out is impossible (we close on timeout), so
             # an unknown id means the stream is out of step with us.
             raise InvalidMessageError(f"response for unknown correlation id {corr}")
+        if pending.abandoned:
+            return
         try:
             pending.response = decode_response_body(pending.response_type, raw)
         except InvalidMessageError as exc:

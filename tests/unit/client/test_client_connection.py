@@ -101,3 +101,21 @@ async def test_api_versions_round_trip(fake_broker: FakeBroker, nursery: trio.Nu
     response = await conn.request(ApiVersionsRequest(client_software_name="trioka"))
     assert isinstance(response, ApiVersionsResponse)
     await conn.aclose()
+
+
+async def test_a_request_cancelled_by_its_caller_leaves_the_connection_usable(
+    fake_broker: FakeBroker, nursery: trio.Nursery
+) -> None:
+    """A caller's own deadline (a cancel scope around `request`) must not put the stream out of
+    step: the abandoned request's late answer is dropped and the next request gets its own."""
+    fake_broker.create("a", 2)
+    conn = await connect(fake_broker, nursery)
+    fake_broker.held = trio.Event()
+    with trio.move_on_after(0.05) as scope:
+        await conn.request(ApiVersionsRequest())
+    assert scope.cancelled_caught and not conn.closed
+    fake_broker.held.set()
+    fake_broker.held = None
+    answer = await conn.request(MetadataRequest(topics=("a",)))
+    assert isinstance(answer, MetadataResponse) and len(answer.topics[0].partitions) == 2
+    assert not conn.closed
