@@ -22,7 +22,7 @@ demo: setup
 
 # The same story on ZooKeeper + 3 brokers (issue 3's cluster).
 demo-zk: setup
-	@bash scripts/demo-zk.sh
+	@bash scripts/demo.sh zk
 
 lint: setup-dev
 	$(BIN)/ruff check .

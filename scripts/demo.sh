@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# `make demo`: a Raft-mode cluster on this machine (`trioka cluster up`): 3 controller processes
-# (a Raft metadata quorum, node ids 3001-3003) and 3 brokers, no ZooKeeper. The quorum is shown
-# (`trioka quorum describe`), a topic with 3 replicas per partition (min.insync.replicas=2) is
-# created, records are produced with acks=all, the leader of partition 0 is SIGKILLed (the
-# controller fences it after broker.session.timeout.ms and elects another leader), more records
-# are produced while it is down, everything is consumed back, the cluster's status (quorum
-# roles, partitions) is shown, then `trioka cluster down`. Everything lives in a mktemp
+# `make demo` (`scripts/demo.sh`, Raft mode) and `make demo-zk` (`scripts/demo.sh zk`): a local
+# cluster on this machine (`trioka cluster up`). Raft mode: 3 controller processes (a Raft metadata
+# quorum, node ids 3001-3003) and 3 brokers, no ZooKeeper, and the quorum is shown (`trioka quorum
+# describe`); ZK mode: a real ZooKeeper and 3 brokers. Then the same story in both: a topic with 3
+# replicas per partition (min.insync.replicas=2) is created, records are produced with acks=all,
+# the leader of partition 0 is SIGKILLed (the controller notices after the 4 s session timeout and
+# elects another leader), more records are produced while it is down, everything is consumed back,
+# the cluster's status is shown, then `trioka cluster down`. Everything lives in a mktemp
 # directory; the cluster is stopped (by the pids in its state file) on any exit.
-# `make demo-zk` runs the same story on a ZooKeeper-mode cluster (scripts/demo-zk.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode="${1:-raft}"
+case "$mode" in
+  raft) ;;
+  zk)
+    # The cluster runs a real ZooKeeper from Debian's package (`make setup` installs it).
+    [ -f /usr/share/java/zookeeper.jar ] || {
+      echo "demo: ZooKeeper is missing; run 'make setup' first" >&2; exit 1; } ;;
+  *) echo "usage: scripts/demo.sh [raft|zk]" >&2; exit 2 ;;
+esac
 
 trioka=".venv/bin/trioka"
 [ -x "$trioka" ] || { echo "demo: $trioka is missing; run 'make setup' first" >&2; exit 1; }
@@ -23,7 +32,7 @@ cleanup() {
   if [ -n "$cluster_started" ] && [ -f "$cluster/cluster.json" ]; then
     if [ "$status" -ne 0 ]; then
       echo "demo: failed; last log lines:" >&2
-      tail -n 10 "$cluster"/controller-*/controller.log "$cluster"/broker-*/broker.log >&2 || true
+      tail -n 10 "$cluster"/*/*.log >&2 || true
     fi
     "$trioka" cluster down --dir "$cluster" --timeout 20 >/dev/null 2>&1 || true
   fi
@@ -55,16 +64,29 @@ print(",".join(n["host"] + ":" + str(n["port"]) for n in nodes))
 ' "$cluster/cluster.json" "$1" "${2:--1}"
 }
 
-say "starting 3 controllers (a Raft quorum) and 3 brokers (trioka cluster up --mode raft, state in $cluster)"
 cluster_started=1
-bootstrap="$("$trioka" cluster up --dir "$cluster" --mode raft --controllers 3 --brokers 3 \
-  --session-timeout-ms 4000)"
-controllers="$(addresses controllers)"
-say "cluster is up; bootstrap servers: $bootstrap; controllers: $controllers"
-
-say "the metadata quorum (trioka quorum describe --status, then --replication)"
-"$trioka" quorum describe --bootstrap-controller "$controllers" --status
-"$trioka" quorum describe --bootstrap-controller "$controllers" --replication
+if [ "$mode" = raft ]; then
+  say "starting 3 controllers (a Raft quorum) and 3 brokers (trioka cluster up --mode raft, state in $cluster)"
+  bootstrap="$("$trioka" cluster up --dir "$cluster" --mode raft --controllers 3 --brokers 3 \
+    --session-timeout-ms 4000)"
+  controllers="$(addresses controllers)"
+  say "cluster is up; bootstrap servers: $bootstrap; controllers: $controllers"
+  say "the metadata quorum (trioka quorum describe --status, then --replication)"
+  "$trioka" quorum describe --bootstrap-controller "$controllers" --status
+  "$trioka" quorum describe --bootstrap-controller "$controllers" --replication
+  noticed="the controller fences broker %s once its heartbeats stop for 4 s"
+  status_note="the quorum's roles; the killed broker is down and fenced, its replicas out of the ISR"
+  down_note="brokers first, then the controllers"
+  what="a Raft-mode cluster of 3 controllers and 3 brokers"
+else
+  say "starting ZooKeeper and 3 brokers (trioka cluster up --mode zk, state in $cluster)"
+  bootstrap="$("$trioka" cluster up --dir "$cluster" --mode zk --brokers 3 --session-timeout-ms 4000)"
+  say "cluster is up; bootstrap servers: $bootstrap"
+  noticed="the ZooKeeper session of broker %s expires first"
+  status_note="the killed broker is down, its replicas are out of the ISR"
+  down_note="the brokers, then ZooKeeper"
+  what="a 3-broker ZooKeeper-mode cluster"
+fi
 "$trioka" cluster describe --dir "$cluster"
 
 say "creating topic $topic: 3 partitions, 3 replicas each, min.insync.replicas=2"
@@ -84,7 +106,8 @@ say "SIGKILL the leader of partition 0: broker $old_leader"
 # Clients must not bootstrap from the dead broker alone: keep only the live ones' addresses.
 bootstrap="$(addresses brokers "$old_leader")"
 
-say "waiting for a new leader of partition 0 (the controller fences broker $old_leader once its heartbeats stop for 4 s)"
+# shellcheck disable=SC2059  # $noticed is this script's own format
+say "waiting for a new leader of partition 0 ($(printf "$noticed" "$old_leader"))"
 deadline=$((SECONDS + 60))
 while :; do
   new_leader="$(leader_of 0 2>/dev/null || true)"
@@ -105,16 +128,16 @@ say "consuming everything from the beginning (JSON, one record a line)"
 "$trioka" consume "$topic" -b "$bootstrap" --from-beginning --format json | tee "$work/consumed.jsonl"
 consumed=$(wc -l <"$work/consumed.jsonl")
 
-say "cluster status (the quorum's roles; the killed broker is down and fenced, its replicas out of the ISR)"
+say "cluster status ($status_note)"
 "$trioka" cluster status --dir "$cluster"
 
-say "stopping the cluster (trioka cluster down: brokers first, then the controllers)"
+say "stopping the cluster (trioka cluster down: $down_note)"
 "$trioka" cluster down --dir "$cluster"
 cluster_started=""
 
 echo
-echo "Summary: ran a Raft-mode cluster of 3 controllers and 3 brokers, created '$topic' (3 partitions"
-echo "x 3 replicas), produced 5 records with acks=all, SIGKILLed broker $old_leader (leader of partition 0);"
+echo "Summary: ran $what, created '$topic' (3 partitions x 3 replicas),"
+echo "produced 5 records with acks=all, SIGKILLed broker $old_leader (leader of partition 0);"
 echo "broker $new_leader took over, 3 more records were produced, and $consumed of 8 records were"
 echo "consumed back. The cluster was stopped."
 [ "$consumed" -eq 8 ]

@@ -1,6 +1,6 @@
 """`make demo` runs scripts/demo.sh after setup: a Raft-mode cluster (3 controllers, 3 brokers)
 under `trioka cluster`, the quorum shown, a leader SIGKILLed mid-demo, everything consumed;
-`make demo-zk` runs scripts/demo-zk.sh, the same on ZooKeeper and 3 brokers. Both must work from
+`make demo-zk` runs `scripts/demo.sh zk`, the same on ZooKeeper and 3 brokers. Both must work from
 a clone and leave no process behind."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_raft_demo_shows_the_quorum_survives_a_leader_kill_and_cleans_up() -> No
 
 def test_zk_demo_script_survives_a_leader_kill_and_cleans_up() -> None:
     result = subprocess.run(
-        ["bash", "scripts/demo-zk.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
+        ["bash", "scripts/demo.sh", "zk"], cwd=REPO_ROOT, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     out = result.stdout + result.stderr
