@@ -421,7 +421,7 @@ class Log:
         batches: list[BatchInfo] = []
         num_records = 0
         pos = 0
-        check = self.producers.state.leader_check() if self.producers.enabled else None
+        check: LeaderAppendCheck | None = None  # made at the first batch with a producer id
         duplicates: list[BatchMetadata] = []
         producer_headers: list[BatchHeader] = []
         while pos < n:
@@ -443,7 +443,9 @@ class Log:
                     f"records_count {h.records_count} but last_offset_delta "
                     f"{h.last_offset_delta} (expected records_count = last_offset_delta + 1)",
                 )
-            if h.producer_id >= 0 and check is not None:
+            if h.producer_id >= 0 and self.producers.enabled:
+                if check is None:
+                    check = self.producers.state.leader_check()
                 dup = self._check_producer(check, h, offset)
                 if dup is not None:
                     duplicates.append(dup)
