@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from protocol.errors import CorruptRecordBatchError
 from protocol.record_batch import BatchHeader
 from storage.files import atomic_write
 from storage.producer_state import (
@@ -61,7 +62,7 @@ class ProducerStateStore:
                 return
             self.state.clear(log_start)
             start = log_start
-        self.apply_headers(scan(start))
+        self._scan(scan, start)
         self.state.map_end_offset = log_end
 
     def _list_dir(self) -> list[int]:
@@ -102,8 +103,18 @@ class ProducerStateStore:
         if start is None:
             self.state.clear(log_start)
             start = log_start
-        self.apply_headers(scan(start))
+        self._scan(scan, start)
         self.state.map_end_offset = log_end
+
+    def _scan(self, scan: HeaderScan, start: int) -> None:
+        try:
+            self.apply_headers(scan(start))
+        except CorruptRecordBatchError as exc:
+            # A log opened after a clean stop is not re-checked: damage found here is the
+            # log's problem (reads report it); the state keeps what came before it.
+            logger.warning(
+                "producer_state_scan_stopped", partition=self.partition, problem=str(exc)
+            )
 
     # -- updating --------------------------------------------------------------------------
 

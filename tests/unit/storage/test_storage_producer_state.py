@@ -199,3 +199,20 @@ def test_a_log_without_producer_state_writes_and_touches_no_snapshot(tmp_path: P
     reopened.close()
     names = [n for n in os.listdir(directory) if n.endswith(".snapshot")]
     assert names == [foreign.name] and foreign.read_bytes() == b"not ours"
+
+
+def test_damage_found_by_the_scan_does_not_stop_the_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    bases = write_ten(log)
+    log.close()
+    for offset in snapshots(log):
+        os.unlink(os.path.join(log.directory, f"{offset:020d}.snapshot"))
+    open(os.path.join(log.directory, "00000000000000000004.snapshot"), "wb").close()  # torn
+    last = log.segments[-1]
+    with open(last.log_path, "r+b") as f:
+        f.seek(16)  # the magic byte of the active segment's first batch
+        f.write(b"\x07")
+    reopened = open_log(tmp_path, clean_shutdown=True)
+    state = reopened.producers.state.get(PID)
+    assert state is not None and state.batches[-1].first_offset < last.base_offset
+    assert bases[0] == 0
