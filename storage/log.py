@@ -924,8 +924,10 @@ class Log:
                 self.flush()
             except KafkaStorageError as exc:
                 error = exc
-            if error is None:
-                self.producers.take_snapshot(self._leo, fsync=True)
+            problem = self.producers.take_snapshot(self._leo, fsync=True) if error is None else None
+            if problem is not None:
+                # Without it the next clean open would start with no producer state.
+                error = self._storage_error("writing the producer snapshot", problem)
         else:
             self._handles.close_under(self.directory)
             self._closed = True

@@ -135,23 +135,26 @@ class ProducerStateStore:
 
     # -- snapshot files --------------------------------------------------------------------
 
-    def take_snapshot(self, offset: int, *, fsync: bool) -> None:
+    def take_snapshot(self, offset: int, *, fsync: bool) -> OSError | None:
         """Write the state as `<offset>.snapshot` unless there is nothing to say: no producer
-        and no older snapshot a reader could mistake for the current state."""
+        and no older snapshot a reader could mistake for the current state. A failure is
+        logged and returned (at a roll it only costs a longer scan at the next open; at a clean
+        close the caller must not call the stop clean)."""
         if not self.enabled or (not self.state.entries and not self.snapshots):
-            return
+            return None
         if self.snapshots and self.snapshots[-1] == offset and not fsync:
-            return
+            return None
         path = os.path.join(self.directory, snapshot_file_name(offset))
         try:
             atomic_write(path, encode_snapshot(self.state.entries.values()), fsync=fsync)
         except OSError as exc:
             # Only an optimisation: the state is rebuilt from an older snapshot and the log.
             logger.warning("producer_snapshot_failed", partition=self.partition, error=str(exc))
-            return
+            return exc
         if offset not in self.snapshots:
             self.snapshots.append(offset)
             self.snapshots.sort()
+        return None
 
     def delete_before(self, log_start: int) -> None:
         """The segments below `log_start` are gone: so are the snapshots they covered."""
