@@ -6,6 +6,7 @@ client side is tested with the client):
   block record survives: /latest_producer_id_block, or ProducerIds records in the Raft log).
 - A Produce of the same idempotent batch twice gets the same base offset and the log holds one
   copy; a sequence gap gets OUT_OF_ORDER_SEQUENCE_NUMBER naming producer and sequences.
+- With acks=all a duplicate is not acknowledged before the HW passes the original batch.
 - After the leader is SIGKILLed, the new leader (which only replicated the batches) answers a
   retried batch as a duplicate with its original offset.
 """
@@ -20,6 +21,7 @@ from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceT
 from protocol.record_batch import Record, build_batch
 from tests.integration.cluster.conftest import ClusterFactory
 from tests.integration.cluster.test_cluster_failover import consume_everything, create_topic
+from tests.integration.cluster.test_cluster_kip101 import create
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster, RaftCluster
 from tests.support.waiting import wait_until
@@ -38,11 +40,13 @@ async def init_producer_id(broker: BrokerProcess) -> int:
     return response.producer_id
 
 
-async def produce(broker: BrokerProcess, topic: str, records: bytes) -> tuple[int, int, str]:
-    """(error code, base offset, message) of an acks=all Produce to partition 0."""
+async def produce(
+    broker: BrokerProcess, topic: str, records: bytes, *, acks: int = -1, timeout_ms: int = 10_000
+) -> tuple[int, int, str]:
+    """(error code, base offset, message) of a Produce (default acks=all) to partition 0."""
     request = ProduceRequest(
-        acks=-1,
-        timeout_ms=10_000,
+        acks=acks,
+        timeout_ms=timeout_ms,
         topics=(
             ProduceTopic(name=topic, partitions=(ProducePartition(index=0, records=records),)),
         ),
@@ -125,3 +129,23 @@ async def test_duplicates_gaps_and_a_new_leader_after_sigkill(
     assert (await produce(new_leader, "idem", idempotent_batch(pid, 5, [b"c5"])))[:2] == (0, 5)
     values = await consume_everything(cluster, "idem", 1)
     assert values == [b"a0", b"a1", b"a2", b"b3", b"b4", b"c5"]
+
+
+async def test_acks_all_duplicate_waits_for_the_original_to_replicate(
+    cluster_factory: ClusterFactory,
+) -> None:
+    # The followers never fetch from broker 1, the leader: its HW cannot pass anything.
+    frozen = {"TRIOKA_FAILPOINTS": "replica.fetcher.skip_source=return(1)"}
+    cluster = cluster_factory(3, broker_env={2: frozen, 3: frozen})
+    await cluster.wait_ready()
+    await create(cluster, "idem-wait", [1, 2, 3])
+    leader = cluster.brokers[1]
+    pid = await init_producer_id(leader)
+    batch = idempotent_batch(pid, 0, [b"w0", b"w1"])
+    timed_out = ErrorCode.REQUEST_TIMED_OUT
+    assert (await produce(leader, "idem-wait", batch, timeout_ms=1500))[0] == timed_out
+    # The retry is a duplicate, but acks=all still waits for the original's replication.
+    assert (await produce(leader, "idem-wait", batch, timeout_ms=1500))[0] == timed_out
+    assert (await produce(leader, "idem-wait", batch, acks=1))[:2] == (0, 0)
+    nxt = idempotent_batch(pid, 2, [b"w2"])
+    assert (await produce(leader, "idem-wait", nxt, acks=1))[:2] == (0, 2)  # one copy before
