@@ -141,6 +141,8 @@ class ProducerIdManager:
                 problem = f"{code.name}: {response.error_message}"
             except KafkaError as exc:
                 problem = f"{exc.code.name}: {exc.message}"
+            except Exception as exc:  # a broken channel must not take the broker down
+                problem = f"{type(exc).__name__}: {exc}"
             log.info("producer id block request failed", problem=problem, retry_in_s=backoff)
             await trio.sleep(backoff)
             backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)

@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from broker.producer_ids import IdBlock, ProducerIdBlocks, ProducerIdManager, init_producer_id
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.producer_ids import AllocateProducerIdsResponse
@@ -30,7 +30,7 @@ def test_blocks_hand_out_ids_and_prefetch_at_ninety_percent() -> None:
 
 
 class FakeChannel:
-    def __init__(self, answers: list[AllocateProducerIdsResponse]) -> None:
+    def __init__(self, answers: list[AllocateProducerIdsResponse | Exception]) -> None:
         self.answers = answers
         self.requests: list[Request] = []
         self.gate = trio.Event()
@@ -38,7 +38,10 @@ class FakeChannel:
     async def submit(self, request: Request) -> Response:
         self.requests.append(request)
         await self.gate.wait()
-        return self.answers.pop(0)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
 
 def ok(start: int, size: int = 10) -> AllocateProducerIdsResponse:
@@ -49,7 +52,8 @@ async def test_generate_waits_for_a_block_and_retries_errors(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     stale = AllocateProducerIdsResponse(error_code=int(ErrorCode.STALE_BROKER_EPOCH))
-    channel = FakeChannel([stale, ok(100), ok(200)])
+    broken = KafkaError(ErrorCode.NOT_CONTROLLER, "no controller")
+    channel = FakeChannel([stale, broken, OSError("connection reset"), ok(100), ok(200)])
     channel.gate.set()
     manager = ProducerIdManager(3, channel, lambda: 42, timeout_s=5)
     async with trio.open_nursery() as nursery:
@@ -57,7 +61,7 @@ async def test_generate_waits_for_a_block_and_retries_errors(
         ids = [await manager.generate() for _ in range(12)]
         nursery.cancel_scope.cancel()
     assert ids == [*range(100, 110), 200, 201]
-    assert [(r.broker_id, r.broker_epoch) for r in channel.requests] == [(3, 42)] * 3  # type: ignore[attr-defined]
+    assert [(r.broker_id, r.broker_epoch) for r in channel.requests] == [(3, 42)] * 5  # type: ignore[attr-defined]
 
 
 async def test_no_block_in_time_is_coordinator_not_available(
