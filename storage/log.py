@@ -649,7 +649,7 @@ class Log:
         if self.on_dirty is not None:
             self.on_dirty(self)
         # As Kafka at each roll: a later open scans at most the segments after this snapshot.
-        self.producers.take_snapshot(self._leo, fsync=False)
+        self.producers.take_snapshot(self._leo, fsync=False, always=True)
         new = LogSegment.create(
             self.directory, self._leo, self._handles, self._config, self._clock()
         )

@@ -135,12 +135,14 @@ class ProducerStateStore:
 
     # -- snapshot files --------------------------------------------------------------------
 
-    def take_snapshot(self, offset: int, *, fsync: bool) -> OSError | None:
-        """Write the state as `<offset>.snapshot` unless there is nothing to say: no producer
-        and no older snapshot a reader could mistake for the current state. A failure is
+    def take_snapshot(self, offset: int, *, fsync: bool, always: bool = False) -> OSError | None:
+        """Write the state as `<offset>.snapshot` unless there is nothing to say (no producer
+        and no older snapshot a reader could mistake for the current state) and not `always`.
+        At a roll it is always written, empty too, as Kafka does: an open after an unclean stop
+        then scans from the last roll, not the whole log, to learn there is no state. A failure is
         logged and returned (at a roll it only costs a longer scan at the next open; at a clean
         close the caller must not call the stop clean)."""
-        if not self.enabled or (not self.state.entries and not self.snapshots):
+        if not self.enabled or (not always and not self.state.entries and not self.snapshots):
             return None
         if self.snapshots and self.snapshots[-1] == offset and not fsync:
             return None

@@ -12,6 +12,7 @@ import pytest
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_batch import Record, build_batch, iter_batches
 from storage import Log, LogConfig
+from storage.producer_snapshots import ProducerStateStore
 from storage.producer_state import snapshot_offset
 from tests.unit.storage.storage_helpers import read_all
 
@@ -216,3 +217,24 @@ def test_damage_found_by_the_scan_does_not_stop_the_open(tmp_path: Path) -> None
     state = reopened.producers.state.get(PID)
     assert state is not None and state.batches[-1].first_offset < last.base_offset
     assert bases[0] == 0
+
+
+def test_unclean_open_of_a_plain_log_scans_only_after_the_last_roll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path)
+    for _ in range(20):
+        log.append_as_leader(build_batch([Record(value=b"x" * 50)]), 0)
+    last_roll = log.segments[-1].base_offset
+    assert last_roll > 0 and snapshots(log)[-1] == last_roll  # empty snapshots at each roll
+    log.release_handles()  # a crash
+    starts: list[int] = []
+    original = ProducerStateStore._scan
+
+    def spy(self: ProducerStateStore, scan: object, start: int) -> None:
+        starts.append(start)
+        original(self, scan, start)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProducerStateStore, "_scan", spy)
+    reopened = open_log(tmp_path, clean_shutdown=False, recovery_point=last_roll)
+    assert starts == [last_roll] and len(reopened.producers.state) == 0
