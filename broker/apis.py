@@ -365,6 +365,8 @@ class KafkaApis:
             base_offset=info.first_offset,
             log_start_offset=partition.log.log_start_offset,
         )
+        if info.first_offset < 0:
+            response = _offsets_unknown(response, tp)
         return response, (partition, info.last_offset + 1)
 
     # -- Fetch ----------------------------------------------------------------------------
@@ -1212,6 +1214,19 @@ def _summary(result: FetchPartitionResponse) -> PartitionResult:
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def _offsets_unknown(
+    response: ProducePartitionResponse, tp: TopicPartition
+) -> ProducePartitionResponse:
+    # Kafka's DUPLICATE_SEQUENCE_NUMBER: written (or already there), only the offsets are
+    # unknown; with acks=all it is still answered only once replicated.
+    return replace(
+        response,
+        error_code=int(ErrorCode.DUPLICATE_SEQUENCE_NUMBER),
+        error_message=f"{tp}: every batch is in the log, some from an earlier attempt, but not "
+        "one after the other: no base offset can be given",
+    )
 
 
 def _with_error(

@@ -66,8 +66,9 @@ class AppendInfo:
     log_append_time: int = -1
     """-1: trioka keeps CreateTime (message.timestamp.type)."""
     duplicate: bool = False
-    """The batches were a producer's retry of batches already in the log: nothing was written
-    and the offsets are the originals' (Kafka's duplicate answer)."""
+    """Some or all batches were a producer's retry of batches already in the log: those were
+    not written again; `first_offset` is the first original's, or -1 when the append's batches
+    are not contiguous in the log (offsets unknown); `last_offset` is the last of them all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,10 +409,10 @@ class Log:
         and `leader_epoch`, and write them in one go. On any error nothing is written.
 
         Batches with a producer id are checked as Kafka's leader does (storage.producer_state):
-        KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER; a retry of batches
-        already in the log writes nothing and returns their original offsets with
-        `duplicate=True` (DUPLICATE_SEQUENCE_NUMBER when they are mixed with new batches or
-        no longer contiguous in the log, so no offsets can be given)."""
+        KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER. Batches that retry
+        ones already in the log are not written again (the new ones of the same append are)
+        and the answer has `duplicate=True` with the originals' first offset, or -1 when the
+        batches do not sit one after the other in the log (see `_duplicate_answer`)."""
         self._check_open()
         buf = bytearray(records)
         n = len(buf)
@@ -423,6 +424,7 @@ class Log:
         pos = 0
         check: LeaderAppendCheck | None = None  # made at the first batch with a producer id
         duplicates: list[BatchMetadata] = []
+        in_order = True  # every duplicate came before every new batch
         producer_headers: list[BatchHeader] = []
         while pos < n:
             try:
@@ -448,6 +450,7 @@ class Log:
                     check = self.producers.state.leader_check()
                 dup = self._check_producer(check, h, offset)
                 if dup is not None:
+                    in_order = in_order and not batches
                     duplicates.append(dup)
                     pos += size
                     continue
@@ -459,7 +462,11 @@ class Log:
             offset = last + 1
             pos += size
         if duplicates:
-            return self._duplicate_answer(duplicates, bool(batches))
+            new = self._append_new_only(buf, batches, first, num_records, leader_epoch)
+            if new is not None:
+                self.producers.apply_headers(producer_headers)
+                self.producers.state.map_end_offset = self._leo
+            return self._duplicate_answer(duplicates, in_order, first, new)
         info = self._append(buf, batches, first, num_records, [(leader_epoch, first)])
         if producer_headers:
             self.producers.apply_headers(producer_headers)
@@ -478,24 +485,49 @@ class Log:
         last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
         return check.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, offset)
 
-    def _duplicate_answer(self, dups: list[BatchMetadata], new_batches: bool) -> AppendInfo:
-        contiguous = all(a.last_offset + 1 == b.first_offset for a, b in itertools.pairwise(dups))
-        if new_batches or not contiguous:
-            raise KafkaError(
-                ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-                f"append to {self.topic_partition}: {len(dups)} batch(es) are duplicates of "
-                f"batches already written (first at offset {dups[0].first_offset})"
-                + (" and are mixed with new batches" if new_batches else " not contiguous")
-                + "; nothing was written",
-            )
+    def _append_new_only(
+        self,
+        buf: bytearray,
+        batches: list[BatchInfo],
+        first: int,
+        num_records: int,
+        leader_epoch: int,
+    ) -> AppendInfo | None:
+        """Write only the new batches of an append that also retried some already written."""
+        if not batches:
+            return None
+        pieces: list[bytearray] = []
+        moved: list[BatchInfo] = []
+        pos = 0
+        for b in batches:
+            pieces.append(buf[b.position : b.position + b.size])
+            moved.append(b._replace(position=pos))
+            pos += b.size
+        return self._append(
+            bytearray().join(pieces), moved, first, num_records, [(leader_epoch, first)]
+        )
+
+    def _duplicate_answer(
+        self, dups: list[BatchMetadata], in_order: bool, first: int, new: AppendInfo | None
+    ) -> AppendInfo:
+        """Kafka answers a retried batch with its original offsets. Several batches in one
+        append get the first one's base offset only when, all together, they sit in the log
+        one after the other (retries first, then what was new); otherwise first_offset is -1:
+        every batch is in the log but the offsets cannot be told in one base offset."""
+        contiguous = (
+            in_order
+            and all(a.last_offset + 1 == b.first_offset for a, b in itertools.pairwise(dups))
+            and (new is None or dups[-1].last_offset + 1 == first)
+        )
+        last = new.last_offset if new is not None else max(d.last_offset for d in dups)
         return AppendInfo(
-            first_offset=dups[0].first_offset,
-            last_offset=dups[-1].last_offset,
-            max_timestamp=max(d.timestamp for d in dups),
+            first_offset=dups[0].first_offset if contiguous else -1,
+            last_offset=last,
+            max_timestamp=max([d.timestamp for d in dups] + [new.max_timestamp if new else -1]),
             offset_of_max_timestamp=dups[0].first_offset,
-            num_batches=0,
-            num_records=0,
-            valid_bytes=0,
+            num_batches=new.num_batches if new else 0,
+            num_records=new.num_records if new else 0,
+            valid_bytes=new.valid_bytes if new else 0,
             log_start_offset=self._log_start,
             duplicate=True,
         )

@@ -69,3 +69,22 @@ async def test_ids_and_dedup_survive_restarts(broker_factory: Any, mode: str) ->
     assert r.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     ids += await new_ids(proc, 2)
     assert len(set(ids)) == len(ids), ids
+
+
+async def test_retry_mixed_with_new_batches(broker: BrokerProcess) -> None:
+    pid, other = await new_ids(broker, 2)
+    async with await WireClient.connect(broker.host, broker.port) as c:
+        await create_topic(c, "idem", partitions=1)
+        assert (await produce(c, "idem", 0, idem_batch(pid, 0), acks=-1)).base_offset == 0
+        # Retried together with a new batch right after it: one base offset covers both.
+        r = await produce(c, "idem", 0, idem_batch(pid, 0) + idem_batch(pid, 1), acks=-1)
+        assert (r.error_code, r.base_offset) == (0, 0)
+        assert (await produce(c, "idem", 0, idem_batch(other, 0), acks=-1)).base_offset == 2
+        # Another producer wrote in between: written, but no single base offset exists.
+        r = await produce(c, "idem", 0, idem_batch(pid, 1) + idem_batch(pid, 2), acks=-1)
+        assert r.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER, r
+        assert "not one after the other" in r.error_message
+        r = await produce(c, "idem", 0, idem_batch(pid, 2), acks=-1)
+        assert (r.error_code, r.base_offset) == (0, 3)  # the batch written by the mixed append
+        r = await produce(c, "idem", 0, idem_batch(pid, 3), acks=-1)
+        assert (r.error_code, r.base_offset) == (0, 4)

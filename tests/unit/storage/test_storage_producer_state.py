@@ -76,20 +76,33 @@ def test_gap_and_old_epoch_are_refused_and_write_nothing(tmp_path: Path) -> None
     assert log.log_end_offset == 2
 
 
-def test_duplicate_mixed_with_new_batches_is_duplicate_sequence(tmp_path: Path) -> None:
+def test_retries_mixed_with_new_batches(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(pbatch(0), 0)
-    with pytest.raises(KafkaError) as err:
-        log.append_as_leader(pbatch(0) + pbatch(2), 0)
-    assert err.value.code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
-    assert log.log_end_offset == 2
+    # The retried batch is last in the log: one base offset covers both.
+    info = log.append_as_leader(pbatch(0) + pbatch(2), 0)
+    assert info.duplicate and (info.first_offset, info.last_offset) == (0, 3)
+    assert log.log_end_offset == 4
     # A retry of a whole multi-batch append is a duplicate as one.
-    info = log.append_as_leader(pbatch(2) + pbatch(4), 0)
-    again = log.append_as_leader(pbatch(2) + pbatch(4), 0)
-    assert again.duplicate and (again.first_offset, again.last_offset) == (2, 5) == (
-        info.first_offset,
-        info.last_offset,
-    )
+    again = log.append_as_leader(pbatch(0) + pbatch(2), 0)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (0, 3)
+    # Another producer wrote in between: the new batch is written, the offsets are unknown.
+    log.append_as_leader(pbatch(0, pid=5), 0)
+    mixed = log.append_as_leader(pbatch(2) + pbatch(4), 0)
+    assert mixed.duplicate and (mixed.first_offset, mixed.last_offset) == (-1, 7)
+    apart = log.append_as_leader(pbatch(2) + pbatch(4), 0)  # both retries, not contiguous
+    assert apart.duplicate and (apart.first_offset, apart.last_offset) == (-1, 7)
+    assert log.log_end_offset == 8
+    assert [r.value for r in read_all(log)] == [
+        b"v0",
+        b"v1",
+        b"v2",
+        b"v3",
+        b"v0",
+        b"v1",
+        b"v4",
+        b"v5",
+    ]
 
 
 def test_follower_appends_keep_the_state_for_a_new_leader(tmp_path: Path) -> None:
