@@ -120,6 +120,8 @@ class ProducerStateStore:
 
     def apply_headers(self, headers: Iterable[BatchHeader]) -> None:
         """Record appended batches (stamped headers) with a producer id; no checks."""
+        if not self.enabled:
+            return
         update = self.state.update
         for h in headers:
             if h.producer_id >= 0:
