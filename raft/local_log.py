@@ -110,6 +110,7 @@ class LocalMetadataLog:
             recovery_point=0,
             clean_shutdown=False,
             topic_id=METADATA_TOPIC_ID,
+            producer_state=False,  # metadata batches carry no producer ids
         )
 
     async def aclose(self) -> None:
