@@ -27,6 +27,7 @@ from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_publisher import MetadataPublisher
 from broker.partitions import IdleFollowerRead, Partition, PartitionManager
 from broker.ports import ControllerChannel, MetadataSource
+from broker.producer_ids import ProducerIdManager, init_producer_id
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache, PartitionRequest, PartitionResult
 from broker.replica.leader import check_current_leader_epoch
@@ -144,8 +145,10 @@ class KafkaApis:
         controller_requests: ControllerRequestHandler | None = None,
         local_controller: ControllerChannel | None = None,
         controller_id: Callable[[], int] | None = None,
+        producer_ids: ProducerIdManager | None = None,
     ) -> None:
         self.config = config
+        self.producer_ids = producer_ids
         self._controller_id_fn = controller_id
         """Raft mode: the controller id Metadata / DescribeCluster report."""
         self.node_id = config.node_id
@@ -182,6 +185,8 @@ class KafkaApis:
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.forward_admin,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.forward_admin,
         }
+        if producer_ids is not None:
+            self._handlers[ApiKey.INIT_PRODUCER_ID] = self.init_producer_id
         if controller_requests is not None:
             self._handlers.update(
                 {
@@ -191,6 +196,7 @@ class KafkaApis:
                     # Brokers forward these to the controller's broker (ZK mode).
                     ApiKey.ALTER_PARTITION: self.forward_admin,
                     ApiKey.CONTROLLED_SHUTDOWN: self.forward_admin,
+                    ApiKey.ALLOCATE_PRODUCER_IDS: self.forward_admin,
                 }
             )
 
@@ -239,6 +245,10 @@ class KafkaApis:
     ) -> Response:
         assert self.controller_requests is not None
         return self.controller_requests.update_metadata(request)
+
+    async def init_producer_id(self, request: Any, conn: ConnectionInfo) -> Response:
+        assert self.producer_ids is not None
+        return await init_producer_id(self.producer_ids, request)
 
     # -- ApiVersions ----------------------------------------------------------------------
 

@@ -144,6 +144,11 @@ BROKER_CONFIGS = ConfigDefs(
                   "max.message.bytes)", min=0),
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "how often "
                   "high watermarks are checkpointed", min=1),
+        ConfigDef("producer.id.expiration.ms", "int", 86400000, "how long a partition keeps an "
+                  "idle idempotent producer's state (by its batches' timestamps); after that its "
+                  "retries are no longer deduplicated", min=1),
+        ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, "how often idle "
+                  "producers are expired", min=1),
         ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "accepted for compatibility; "
                   "recovery runs in one thread", min=1),
         ConfigDef("trioka.max.open.files", "int", 512, "trioka: open segment files kept (LRU), "

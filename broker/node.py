@@ -30,6 +30,7 @@ from broker.metadata_publisher import MetadataPublisher
 from broker.partition_changes import PartitionChangeApplier
 from broker.partitions import PartitionManager
 from broker.ports import ControllerChannel, MetadataSource, Transport
+from broker.producer_ids import ProducerIdManager
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache
 from broker.replica.partition_state import PartitionChange
@@ -184,7 +185,14 @@ class Broker:
                     config["trioka.replica.truncate.to.hw.on.become.follower"]
                 ),
             )
+        self.producer_ids = ProducerIdManager(
+            config.node_id,
+            controller,
+            lambda: self.broker_epoch_fn(),
+            timeout_s=int(config["request.timeout.ms"]) / 1000,
+        )
         self.apis = KafkaApis(
+            producer_ids=self.producer_ids,
             config=config,
             partitions=self.partitions,
             publisher=self.publisher,
@@ -377,6 +385,7 @@ class Broker:
                         if self.fetchers is not None:
                             await inner.start(self.fetchers.run)
                         inner.start_soon(self.alter_partition.run)
+                        inner.start_soon(self.producer_ids.run)
                         inner.start_soon(
                             self.alter_partition.shrink_loop,
                             max(int(self.config["replica.lag.time.max.ms"]) // 2, 1),
@@ -442,6 +451,13 @@ class Broker:
                 "log start offset checkpoint",
                 int(c["log.flush.start.offset.checkpoint.interval.ms"]),
                 self.log_manager.checkpoint_log_start_offsets,
+            ),
+            (
+                "producer id expiration",
+                int(c["producer.id.expiration.check.interval.ms"]),
+                lambda: self.log_manager.remove_expired_producers(
+                    _now_ms(), int(c["producer.id.expiration.ms"])
+                ),
             ),
             (
                 "flush",

@@ -401,7 +401,7 @@ async def _run_standalone_broker(
         async with trio.open_nursery() as nursery:
             await nursery.start(driver.run)
             advertised = config.advertised_listeners or config.listeners
-            await driver.register_broker(
+            registered = await driver.register_broker(
                 RegisterBroker(
                     broker_id=config.node_id,
                     incarnation_id=random_uuid(),
@@ -412,6 +412,8 @@ async def _run_standalone_broker(
                     unfence=True,
                 )
             )
+            # AllocateProducerIds names the broker epoch the controller registered.
+            broker.broker_epoch = registered.broker_epoch
             bound = await nursery.start(broker.run)
             task_status.started(bound)
             await _serve_until_stopped(broker, handle_signals)

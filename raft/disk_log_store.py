@@ -116,6 +116,9 @@ class DiskLogStore:
             clock_ms=self._clock,
             log_start_offset=log_start,
             clean_shutdown=clean,
+            # Metadata batches carry no producer ids; and this directory's own snapshots
+            # (.checkpoint files) are the Raft store's, never the producer state's.
+            producer_state=False,
         )
 
     def _read_log_start(self) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +34,8 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage.files import FileHandleCache, fsync_dir
+from storage.producer_snapshots import ProducerStateStore
+from storage.producer_state import BatchMetadata, LeaderAppendCheck, last_sequence
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchInfo, LogSegment
 
 logger = structlog.get_logger("storage.log")
@@ -62,6 +65,9 @@ class AppendInfo:
     log_start_offset: int
     log_append_time: int = -1
     """-1: trioka keeps CreateTime (message.timestamp.type)."""
+    duplicate: bool = False
+    """The batches were a producer's retry of batches already in the log: nothing was written
+    and the offsets are the originals' (Kafka's duplicate answer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,7 @@ class Log:
         clock_ms: Callable[[], int],
         epoch_cache: LeaderEpochFileCache,
         topic_id: str | None,
+        producer_state: bool = True,
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
@@ -117,6 +124,8 @@ class Log:
         may need a flush, so its flusher does not visit every log)."""
         self.recovered_bytes_truncated = 0
         """Bytes cut by recovery at open (tests and logs)."""
+        self.producers = ProducerStateStore(directory, str(topic_partition), enabled=producer_state)
+        """Idempotent producers' state and its .snapshot files (storage.producer_snapshots)."""
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -132,12 +141,15 @@ class Log:
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
         topic_id: str | None = None,
+        producer_state: bool = True,
     ) -> Log:
         """Open (creating if needed) the log in `directory`, named `<topic>-<partition>`.
 
         After an unclean stop (clean_shutdown=False) the segments from the one holding
         `recovery_point` on are re-scanned: every CRC checked, offsets contiguous, epochs
         matching the leader-epoch-checkpoint; the log is cut at the first bad or torn batch.
+        `producer_state=False` (the Raft metadata log) keeps no producer state and never
+        touches `.snapshot` files.
         """
         directory = os.fspath(directory)
         tp = TopicPartition.from_dir_name(os.path.basename(os.path.normpath(directory)))
@@ -166,6 +178,7 @@ class Log:
             clock,
             LeaderEpochFileCache(directory),
             topic_id or stored_id,
+            producer_state,
         )
         try:
             if topic_id is not None and stored_id is None:
@@ -225,6 +238,10 @@ class Log:
         self._recovery_point = self._leo
         if created:
             self._metadata_dirty = self._parent_dirty = True
+        # After an unclean stop only what was flushed before it (the old recovery point) is
+        # known to match the snapshots written then.
+        limit = self._leo if clean_shutdown else recovery_point
+        self.producers.load(limit, self._log_start, self._leo, self._headers_from, clean_shutdown)
 
     def _recover(self, recovery_point: int) -> None:
         """Re-scan the segments from the one holding `recovery_point`; cut at the damage."""
@@ -388,7 +405,13 @@ class Log:
         self, records: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
         """Validate every batch (magic, CRC, max.message.bytes, record count), stamp offsets
-        and `leader_epoch`, and write them in one go. On any error nothing is written."""
+        and `leader_epoch`, and write them in one go. On any error nothing is written.
+
+        Batches with a producer id are checked as Kafka's leader does (storage.producer_state):
+        KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER; a retry of batches
+        already in the log writes nothing and returns their original offsets with
+        `duplicate=True` (DUPLICATE_SEQUENCE_NUMBER when they are mixed with new batches or
+        no longer contiguous in the log, so no offsets can be given)."""
         self._check_open()
         buf = bytearray(records)
         n = len(buf)
@@ -398,6 +421,9 @@ class Log:
         batches: list[BatchInfo] = []
         num_records = 0
         pos = 0
+        check: LeaderAppendCheck | None = None  # made at the first batch with a producer id
+        duplicates: list[BatchMetadata] = []
+        producer_headers: list[BatchHeader] = []
         while pos < n:
             try:
                 h = validate_batch(buf, pos)
@@ -417,13 +443,76 @@ class Log:
                     f"records_count {h.records_count} but last_offset_delta "
                     f"{h.last_offset_delta} (expected records_count = last_offset_delta + 1)",
                 )
+            if h.producer_id >= 0 and self.producers.enabled:
+                if check is None:
+                    check = self.producers.state.leader_check()
+                dup = self._check_producer(check, h, offset)
+                if dup is not None:
+                    duplicates.append(dup)
+                    pos += size
+                    continue
+                producer_headers.append(h._replace(base_offset=offset))
             stamp(buf, pos, offset, leader_epoch)
             last = offset + h.last_offset_delta
             batches.append(BatchInfo(pos, size, last, h.max_timestamp))
             num_records += h.records_count
             offset = last + 1
             pos += size
-        return self._append(buf, batches, first, num_records, [(leader_epoch, first)])
+        if duplicates:
+            return self._duplicate_answer(duplicates, bool(batches))
+        info = self._append(buf, batches, first, num_records, [(leader_epoch, first)])
+        if producer_headers:
+            self.producers.apply_headers(producer_headers)
+        self.producers.state.map_end_offset = self._leo
+        return info
+
+    def _check_producer(
+        self, check: LeaderAppendCheck, h: BatchHeader, offset: int
+    ) -> BatchMetadata | None:
+        if h.base_sequence < 0:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"append to {self.topic_partition} refused: the batch of producer "
+                f"{h.producer_id} has no sequence number ({h.base_sequence})",
+            )
+        last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
+        return check.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, offset)
+
+    def _duplicate_answer(self, dups: list[BatchMetadata], new_batches: bool) -> AppendInfo:
+        contiguous = all(a.last_offset + 1 == b.first_offset for a, b in itertools.pairwise(dups))
+        if new_batches or not contiguous:
+            raise KafkaError(
+                ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                f"append to {self.topic_partition}: {len(dups)} batch(es) are duplicates of "
+                f"batches already written (first at offset {dups[0].first_offset})"
+                + (" and are mixed with new batches" if new_batches else " not contiguous")
+                + "; nothing was written",
+            )
+        return AppendInfo(
+            first_offset=dups[0].first_offset,
+            last_offset=dups[-1].last_offset,
+            max_timestamp=max(d.timestamp for d in dups),
+            offset_of_max_timestamp=dups[0].first_offset,
+            num_batches=0,
+            num_records=0,
+            valid_bytes=0,
+            log_start_offset=self._log_start,
+            duplicate=True,
+        )
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches starting at or after `offset` (producer state scans)."""
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for k, seg in enumerate(self._segments[i:]):
+            start = 0
+            if k == 0:
+                found = seg.translate_offset(offset)
+                if found is None:
+                    continue
+                start = found[0]
+            for _pos, h in seg.iter_headers(start, seg.size):
+                if h.base_offset >= offset:
+                    yield h
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches that already carry offsets and epochs (replication, Raft). The first
@@ -434,6 +523,7 @@ class Log:
         expected = first = self._leo
         batches: list[BatchInfo] = []
         epochs: list[tuple[int, int]] = []
+        producer_headers: list[BatchHeader] = []
         num_records = 0
         pos = 0
         while pos < len(buf):
@@ -459,8 +549,14 @@ class Log:
             expected = h.base_offset + h.last_offset_delta + 1
             batches.append(BatchInfo(pos, h.size, expected - 1, h.max_timestamp))
             num_records += h.records_count
+            if h.producer_id >= 0:
+                producer_headers.append(h)
             pos += h.size
-        return self._append(buf, batches, first, num_records, epochs)
+        info = self._append(buf, batches, first, num_records, epochs)
+        if producer_headers:
+            self.producers.apply_headers(producer_headers)
+        self.producers.state.map_end_offset = self._leo
+        return info
 
     def _append(
         self,
@@ -552,6 +648,8 @@ class Log:
         self._rolled_unflushed = True
         if self.on_dirty is not None:
             self.on_dirty(self)
+        # As Kafka at each roll: a later open scans at most the segments after this snapshot.
+        self.producers.take_snapshot(self._leo, fsync=False)
         new = LogSegment.create(
             self.directory, self._leo, self._handles, self._config, self._clock()
         )
@@ -681,6 +779,7 @@ class Log:
             self._log_start = min(self._log_start, self._leo)
             self._epoch_cache.truncate_from_end(self._leo)
             self._metadata_dirty = True
+            self.producers.rebuild(self._log_start, self._leo, self._headers_from)
         except OSError as exc:
             raise self._storage_error(f"truncating to offset {offset}", exc) from exc
         logger.info("log_truncated", partition=str(self.topic_partition), log_end_offset=self._leo)
@@ -701,6 +800,7 @@ class Log:
             self._leo = self._log_start = self._recovery_point = offset
             self._epoch_cache.clear()
             self._metadata_dirty = True
+            self.producers.delete_all(offset)
         except OSError as exc:
             raise self._storage_error(f"restarting the log at offset {offset}", exc) from exc
 
@@ -749,6 +849,7 @@ class Log:
             for seg in doomed:
                 seg.delete()
             self._epoch_cache.truncate_from_start(self._log_start)
+            self.producers.delete_before(self._log_start)
         except OSError as exc:
             raise self._storage_error("deleting old segments", exc) from exc
         self._metadata_dirty = True
@@ -823,6 +924,8 @@ class Log:
                 self.flush()
             except KafkaStorageError as exc:
                 error = exc
+            if error is None:
+                self.producers.take_snapshot(self._leo, fsync=True)
         else:
             self._handles.close_under(self.directory)
             self._closed = True

@@ -344,6 +344,11 @@ class LogManager:
             self.checkpoint_log_start_offsets()
         return deleted
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idempotent producers idle for producer.id.expiration.ms in every log
+        (Kafka's removeExpiredProducers); returns how many."""
+        return sum(log.producers.state.remove_expired(now_ms, expiration_ms) for log in self.logs())
+
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Kafka's log flusher: flush every log whose unflushed data is older than flush.ms,
         and the rolled segments of every log (what Kafka does right after a roll). Call it
