@@ -52,7 +52,7 @@ PRODUCER_CONFIGS = ConfigDefs(
                   "use the sticky partitioner even for keyed records"),
         ConfigDef("partitioner.adaptive.partitioning.enable", "boolean", True,
                   "the sticky partitioner favours partitions with shorter queues"),
-        ConfigDef("enable.idempotence", "boolean", False,
+        ConfigDef("enable.idempotence", "boolean", True,
                   "producer id + per-partition sequences: retries write no duplicates (needs "
                   "acks=all, retries > 0, max.in.flight.requests.per.connection <= 5)"),
     ],

@@ -77,14 +77,7 @@ async def read_back(cluster: Cluster, history: History) -> None:
                     position = records[-1].offset + 1
 
 
-NEEDS_BROKER = pytest.mark.skip(reason="the broker serves InitProducerId with i5-idem (merge)")
-
-
-@pytest.mark.parametrize(
-    "idempotent",
-    [pytest.param(True, marks=NEEDS_BROKER), False],
-    ids=["idempotent", "not-idempotent"],
-)
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "not-idempotent"])
 async def test_a_retry_through_a_leader_kill_writes_no_duplicate(
     cluster_factory: ClusterFactory, idempotent: bool
 ) -> None:

@@ -72,9 +72,8 @@ def test_parse_host_port() -> None:
             parse_host_port(bad)
 
 
-def test_idempotence_default() -> None:
-    # Off until the broker serves InitProducerId (i5-idem); then on, as in Kafka 3.
-    assert producer_config()["enable.idempotence"] is False
+def test_idempotence_is_on_by_default_as_in_kafka_3() -> None:
+    assert producer_config()["enable.idempotence"] is True
 
 
 @pytest.mark.parametrize(
