@@ -12,6 +12,7 @@ offset); with it off, the same scenario writes the retried batch twice and the c
 from __future__ import annotations
 
 import pytest
+import structlog
 import trio
 
 from client import Consumer, Producer, TopicPartition
@@ -90,7 +91,10 @@ async def test_a_retry_through_a_leader_kill_writes_no_duplicate(
     await cluster.wait_partition(TOPIC, 0, lambda p: p.leader == FIRST_LEADER and len(p.isr) == 3)
 
     history = History()
-    await produce(cluster, history, idempotent=idempotent)
+    with structlog.testing.capture_logs() as events:
+        await produce(cluster, history, idempotent=idempotent)
+    retried = [e for e in events if e["event"] == "retrying batch"]
+    assert retried, "the producer never retried: the scenario did not happen"
     # The failpoint fired: the first leader is gone and another one took over.
     assert await cluster.brokers[FIRST_LEADER].await_exit(within=5) == 1
     info = await cluster.wait_partition(TOPIC, 0, lambda p: p.leader not in (-1, FIRST_LEADER))
