@@ -10,6 +10,7 @@ produce to it with its next request.
 from __future__ import annotations
 
 import contextvars
+import os
 import socket
 import time
 from collections import Counter
@@ -31,6 +32,7 @@ from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache, PartitionRequest, PartitionResult
 from broker.replica.leader import check_current_leader_epoch
 from broker.server import BoundListener, ConnectionInfo
+from protocol import failpoints
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.messages import ApiKey, Request, Response, error_response
@@ -285,6 +287,11 @@ class KafkaApis:
             return None
         if waiting:
             errors = await self._await_replication(waiting, request.timeout_ms)
+            if not errors and failpoints.eval("broker.produce.exit_before_response") is not None:
+                # Replicated (the HW passed it) but never acknowledged: the client retries it
+                # at the next leader, which must answer it as a duplicate.
+                log.warning("failpoint: exiting before the produce response", waiting=len(waiting))
+                os._exit(1)
             topics = [
                 replace(
                     t,

@@ -14,8 +14,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from client.futures import BatchResult, RecordFuture
+from client.idempotence import IdempotenceManager
 from protocol.names import TopicPartition
-from protocol.record_batch import HEADER_SIZE, BatchBuilder, Compression
+from protocol.record_batch import (
+    HEADER_SIZE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchBuilder,
+    Compression,
+)
 
 RECORD_OVERHEAD = 16
 """Per-record bytes beyond key and value in the size estimate (msgpack framing)."""
@@ -35,11 +43,14 @@ class ProducerBatch:
 
     __slots__ = (
         "attempts",
+        "base_sequence",
         "builder",
         "closed",
         "count",
         "created_ms",
         "payload",
+        "producer_epoch",
+        "producer_id",
         "result",
         "retry_at_ms",
         "seq",
@@ -63,6 +74,10 @@ class ProducerBatch:
         self.closed = False
         self.count = 0
         self.payload: bytes | None = None
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
+        """Given once, at the first drain of an idempotent producer; kept by every retry."""
 
     @property
     def record_count(self) -> int:
@@ -100,7 +115,11 @@ class ProducerBatch:
         if self.payload is None:
             self.count = len(self.builder.rows)
             self.builder.size_estimate = self.size
-            self.payload = self.builder.build()
+            self.payload = self.builder.build(
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+            )
             self.builder.rows = []  # the encoded bytes are all a retry needs
         return self.payload
 
@@ -124,6 +143,7 @@ class RecordAccumulator:
         compression: Compression = Compression.NONE,
         delivery_timeout_ms: float = 120000,
         clock_ms: Callable[[], float] | None = None,
+        idempotence: IdempotenceManager | None = None,
     ) -> None:
         self.clock_ms = clock_ms or (lambda: time.monotonic() * 1000)
         """Read only when a batch is opened, not per record."""
@@ -131,6 +151,8 @@ class RecordAccumulator:
         self.linger_ms = linger_ms
         self.compression = compression
         self.delivery_timeout_ms = delivery_timeout_ms
+        self.idempotence = idempotence
+        """Set for an idempotent producer: drains follow its sequence and ordering rules."""
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.flushing = False
         self.closing = False
@@ -189,6 +211,8 @@ class RecordAccumulator:
             if first.retry_at_ms > now_ms:
                 next_check = min(next_check, first.retry_at_ms - now_ms)
                 continue
+            if self.idempotence is not None and not self.idempotence.may_drain(first):
+                continue  # the sender wakes when an earlier batch completes or the id arrives
             full = len(queue) > 1 or first.size >= self.batch_size
             waited = now_ms - first.created_ms
             if full or send_all or waited >= self.linger_ms:
@@ -232,6 +256,11 @@ class RecordAccumulator:
                     break
                 if taken and total + batch.size > max_request_size:
                     break
+                idem = self.idempotence
+                if idem is not None:
+                    if not idem.may_drain(batch):
+                        break
+                    idem.assign(batch)
                 queue.popleft()
                 batch.attempts += 1
                 batch.closed = True

@@ -52,8 +52,9 @@ PRODUCER_CONFIGS = ConfigDefs(
                   "use the sticky partitioner even for keyed records"),
         ConfigDef("partitioner.adaptive.partitioning.enable", "boolean", True,
                   "the sticky partitioner favours partitions with shorter queues"),
-        ConfigDef("enable.idempotence", "boolean", False,
-                  "not supported yet (needs InitProducerId)"),
+        ConfigDef("enable.idempotence", "boolean", True,
+                  "producer id + per-partition sequences: retries write no duplicates (needs "
+                  "acks=all, retries > 0, max.in.flight.requests.per.connection <= 5)"),
     ],
 )  # fmt: skip
 
@@ -99,10 +100,12 @@ def resolve(
     return values
 
 
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
+"""The broker keeps the last five batches per producer and partition for duplicate checks."""
+
+
 def producer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     values = resolve(PRODUCER_CONFIGS, config, overrides)
-    if values["enable.idempotence"]:
-        raise ConfigError("enable.idempotence: not supported yet (no InitProducerId)")
     delivery = values["delivery.timeout.ms"]
     floor = values["linger.ms"] + values["request.timeout.ms"]
     if delivery < floor:
@@ -112,7 +115,34 @@ def producer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -
             f"({floor})"
         )
     values["acks"] = -1 if values["acks"] in ("all", "-1") else int(values["acks"])
+    if values["enable.idempotence"]:
+        explicit = "enable.idempotence" in (config or {}) or any(
+            k.replace("_", ".") == "enable.idempotence" for k in overrides
+        )
+        values["enable.idempotence"] = _idempotence_allowed(values, explicit=explicit)
     return values
+
+
+def _idempotence_allowed(values: Mapping[str, Any], *, explicit: bool) -> bool:
+    """Kafka 3's rule: a conflicting config is an error when the user asked for idempotence,
+    and quietly turns it off when idempotence was only the default."""
+    conflicts = []
+    if values["retries"] == 0:
+        conflicts.append("retries to non-zero")
+    if values["acks"] != -1:
+        conflicts.append("acks to all")
+    if values["max.in.flight.requests.per.connection"] > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+        conflicts.append(
+            f"max.in.flight.requests.per.connection to at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE}"
+        )
+    if not conflicts:
+        return True
+    if explicit:
+        raise ConfigError(
+            f"enable.idempotence: must set {' and '.join(conflicts)} to use the idempotent "
+            "producer (otherwise retries may write duplicates)"
+        )
+    return False
 
 
 def consumer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -135,6 +165,7 @@ def parse_host_port(server: str) -> tuple[str, int]:
 __all__ = [
     "ADMIN_CONFIGS",
     "CONSUMER_CONFIGS",
+    "MAX_IN_FLIGHT_FOR_IDEMPOTENCE",
     "PRODUCER_CONFIGS",
     "admin_config",
     "consumer_config",

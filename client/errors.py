@@ -34,6 +34,15 @@ class ClientClosedError(KafkaError):
         super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what} is closed")
 
 
+class OutOfOrderSequenceError(KafkaError):
+    """The leader found a gap in an idempotent producer's sequences, or the batch was stamped
+    with a producer id the producer has since dropped (Kafka's OutOfOrderSequenceException):
+    the batch failed and the producer took a new producer id."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message)
+
+
 class NoOffsetForPartitionError(KafkaError):
     """No position and auto.offset.reset=none (Kafka's NoOffsetForPartitionException)."""
 

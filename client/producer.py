@@ -7,6 +7,11 @@
 `send()` only blocks (up to max.block.ms) for the topic's metadata or for buffer.memory; the
 sender task drains ready batches into one Produce request per broker and keeps up to
 max.in.flight.requests.per.connection of them unanswered per connection.
+
+With enable.idempotence (the default, as Kafka 3) the sender first asks InitProducerId for a
+producer id and epoch, and every batch carries them and its partition's sequence numbers
+(client.idempotence has the rules), so the leader answers a retry of an appended batch with
+its original offsets instead of appending it twice.
 """
 
 from __future__ import annotations
@@ -22,14 +27,21 @@ import trio
 from client.accumulator import ProducerBatch, RecordAccumulator, record_size
 from client.cluster import backoff_ms, now_ms
 from client.config import producer_config
-from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
+from client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    OutOfOrderSequenceError,
+)
 from client.futures import RecordFuture, RecordMetadata
+from client.idempotence import IdempotenceManager
 from client.lifecycle import ClientBase
 from client.partitioner import StickyPartitioner, partition_for_key
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
 from protocol.names import TopicPartition
-from protocol.record_batch import HEADER_SIZE, Compression
+from protocol.record_batch import HEADER_SIZE, NO_SEQUENCE, Compression
 
 log = structlog.get_logger("client.producer")
 
@@ -46,6 +58,15 @@ _LEADERSHIP_ERRORS = frozenset(
         ErrorCode.REQUEST_TIMED_OUT,
     }
 )
+
+_SEQUENCE_ERRORS = frozenset(
+    {
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+    }
+)
+"""The leader's producer state does not match ours: the batch fails and the id is reset."""
 
 
 class Producer(ClientBase):
@@ -68,11 +89,16 @@ class Producer(ClientBase):
         self._delivery_timeout_ms: float = c["delivery.timeout.ms"]
         self._request_timeout_ms: float = c["request.timeout.ms"]
         self._ignore_keys: bool = c["partitioner.ignore.keys"]
+        self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
+        self._producer_id_pending = False
+        self._fatal_error: KafkaError | None = None
+        """Set when the producer can no longer send (no producer id to be had)."""
         self._accumulator = RecordAccumulator(
             batch_size=self._batch_size,
             linger_ms=c["linger.ms"],
             compression=Compression.from_name(c["compression.type"]),
             delivery_timeout_ms=self._delivery_timeout_ms,
+            idempotence=self._idempotence,
         )
         self._sticky = StickyPartitioner(
             self._batch_size,
@@ -136,6 +162,8 @@ class Producer(ClientBase):
         for the topic's metadata or for room in buffer.memory."""
         if self._closed or self._cluster is None:
             raise ClientClosedError("producer")
+        if self._fatal_error is not None:
+            raise self._fatal_error
         count = self._num_partitions.get(topic)
         if count is None:
             count = await self._wait_on_metadata(topic)
@@ -255,6 +283,14 @@ class Producer(ClientBase):
             now = now_ms()
             for batch in acc.expired(now):
                 self._fail(batch, self._expiry_error(batch, now))
+            idem = self._idempotence
+            if idem is not None and not idem.has_producer_id and acc.has_queued():
+                if self._fatal_error is not None:
+                    for batch in acc.abort_all():
+                        self._fail(batch, self._fatal_error)
+                elif not self._producer_id_pending:
+                    self._producer_id_pending = True
+                    self._nursery.start_soon(self._init_producer_id)
             check = acc.ready(cluster.metadata.leader_for, now)
             if check.unknown_leaders:
                 cluster.topics.update(check.unknown_leaders)
@@ -282,6 +318,53 @@ class Producer(ClientBase):
             self._wakeup = trio.Event()
             with trio.move_on_after(max(delay, 0.0) / 1000 if delay != float("inf") else 1.0):
                 await self._wakeup.wait()
+
+    async def _init_producer_id(self) -> None:
+        """InitProducerId from any broker, retrying retriable errors with backoff (Kafka's
+        Sender.maybeWaitForProducerId); batches wait in their queues meanwhile."""
+        cluster = self._cluster
+        assert cluster is not None and self._idempotence is not None
+        attempt = 0
+        try:
+            while not self._closed:
+                attempt += 1
+                try:
+                    response: InitProducerIdResponse = await cluster.send_any(
+                        InitProducerIdRequest(), timeout_ms=self._request_timeout_ms
+                    )
+                    error = None
+                    if response.error_code:
+                        error = KafkaError(
+                            ErrorCode.from_wire(response.error_code),
+                            response.error_message or "InitProducerId failed",
+                        )
+                except KafkaError as exc:
+                    cluster.request_update()
+                    error = exc
+                if error is None:
+                    self._idempotence.set_producer_id(response.producer_id, response.producer_epoch)
+                    log.info(
+                        "producer id assigned",
+                        producer_id=response.producer_id,
+                        epoch=response.producer_epoch,
+                    )
+                    return
+                if not error.retriable:
+                    self._fatal_error = KafkaError(
+                        error.code,
+                        f"the idempotent producer could not get a producer id: {error.message}"
+                        " (enable.idempotence=false sends without one)",
+                    )
+                    log.warning("no producer id", error=str(error))
+                    return
+                log.info("retrying InitProducerId", attempt=attempt, error=str(error))
+                await trio.sleep(
+                    backoff_ms(attempt, cluster.retry_backoff_ms, cluster.retry_backoff_max_ms)
+                    / 1000
+                )
+        finally:
+            self._producer_id_pending = False
+            self._wake()
 
     async def _refresh_metadata(self) -> None:
         assert self._cluster is not None
@@ -351,14 +434,19 @@ class Producer(ClientBase):
                     for batch in group:
                         self._retry_or_fail(batch, error)
                     continue
-                if part.error_code == 0:
+                code = ErrorCode.from_wire(part.error_code)
+                # A duplicate is a success (older brokers answered it so, without offsets).
+                if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                     offset = part.base_offset
                     for batch in group:
-                        self._accumulator.complete(batch, offset, None)
+                        self._succeed(batch, offset)
                         if offset >= 0:
                             offset += batch.record_count
                     continue
-                code = ErrorCode.from_wire(part.error_code)
+                if code in _SEQUENCE_ERRORS and self._idempotence is not None:
+                    for batch in group:
+                        self._sequence_error(batch, code, part.error_message)
+                    continue
                 if code in _LEADERSHIP_ERRORS:
                     cluster.metadata.invalidate_leader(tp.topic, tp.partition)
                     cluster.request_update()
@@ -370,10 +458,63 @@ class Producer(ClientBase):
             self._memory_freed = trio.Event()
             self._wake()
 
-    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
-        now = now_ms()
+    def _succeed(self, batch: ProducerBatch, base_offset: int) -> None:
+        if self._idempotence is not None:
+            self._idempotence.acknowledged(batch)
+        self._accumulator.complete(batch, base_offset, None)
+
+    def _sequence_error(self, batch: ProducerBatch, code: ErrorCode, message: str | None) -> None:
+        """Kafka's idempotent producer without transactions: an out-of-order answer for a batch
+        that is not the next expected one means an earlier batch is still unresolved, so retry;
+        otherwise the leader's state and ours disagree: fail the batch and take a new id."""
+        idem = self._idempotence
+        assert idem is not None
+        detail = message or code.name
         if (
-            error.retriable
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            and idem.is_current(batch)
+            and not idem.is_next_sequence(batch)
+        ):
+            self._retry_or_fail(batch, KafkaError(code, detail), retriable=True)
+            return
+        error: KafkaError
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            error = OutOfOrderSequenceError(
+                f"{batch.tp}: the leader found a gap before sequence {batch.base_sequence} of "
+                f"producer {batch.producer_id}: {detail}; the producer takes a new producer id"
+            )
+        else:
+            error = KafkaError(
+                code,
+                f"{batch.tp}: the leader refused producer {batch.producer_id} epoch "
+                f"{batch.producer_epoch}: {detail}; the producer takes a new producer id",
+            )
+        self._fail(batch, error)
+
+    def _retry_or_fail(
+        self, batch: ProducerBatch, error: KafkaError, *, retriable: bool | None = None
+    ) -> None:
+        now = now_ms()
+        idem = self._idempotence
+        retriable = error.retriable if retriable is None else retriable
+        if (
+            idem is not None
+            and batch.base_sequence != NO_SEQUENCE
+            and not idem.is_current(batch)
+            and retriable
+        ):
+            # Sent under an id since dropped: it may be in the log already, and a new id would
+            # make the broker append it again. Kafka drops it the same way.
+            self._fail(
+                batch,
+                OutOfOrderSequenceError(
+                    f"{batch.tp}: not retried: the batch was sent with producer id "
+                    f"{batch.producer_id}, which was reset since (last error: {error})"
+                ),
+            )
+            return
+        if (
+            retriable
             and batch.attempts <= self._retries
             and now - batch.created_ms < self._delivery_timeout_ms
             and not self._accumulator.closing
@@ -385,7 +526,7 @@ class Producer(ClientBase):
             log.info("retrying batch", tp=str(batch.tp), attempt=batch.attempts, error=str(error))
             self._accumulator.reenqueue(batch, now + delay)
             return
-        if error.retriable and now - batch.created_ms >= self._delivery_timeout_ms:
+        if retriable and now - batch.created_ms >= self._delivery_timeout_ms:
             self._fail(batch, self._expiry_error(batch, now, error))
         else:
             self._fail(batch, error)
@@ -401,6 +542,19 @@ class Producer(ClientBase):
         )
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        idem = self._idempotence
+        if idem is not None and batch.base_sequence != NO_SEQUENCE and idem.is_current(batch):
+            # A sequenced batch that failed leaves a gap or an unknown in the partition's
+            # sequences; later batches would be refused, so start over with a new producer id
+            # (simpler than Kafka's sequence adjustment after a batch known not to be written).
+            log.warning(
+                "resetting the producer id",
+                tp=str(batch.tp),
+                producer_id=batch.producer_id,
+                error=str(error),
+            )
+            idem.failed(batch)
+            idem.reset_producer_id()
         self._accumulator.complete(batch, -1, error)
         self._memory_freed.set()
         self._memory_freed = trio.Event()

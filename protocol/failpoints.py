@@ -54,6 +54,10 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | closes its ZooKeeper session: process  |
 |                                       |                       | and registration stay up while a test  |
 |                                       |                       | looks at the leaders that moved        |
+| `broker.produce.exit_before_response` | broker.apis           | the leader exits (os._exit) once an    |
+|                                       |                       | acks=all Produce is replicated (HW     |
+|                                       |                       | past it) and before it answers: a      |
+|                                       |                       | replicated, unacknowledged write       |
 """
 
 from __future__ import annotations
@@ -78,6 +82,10 @@ FAILPOINTS: dict[str, str] = {
     "broker.shutdown.pause_after_controlled_shutdown": (
         "return(S): after a successful controlled shutdown the broker waits S seconds "
         "(return: 10) before it drains and closes its ZooKeeper session"
+    ),
+    "broker.produce.exit_before_response": (
+        "the leader exits (os._exit) after an acks=all Produce was replicated (the HW passed "
+        "it) and before the response is written"
     ),
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""

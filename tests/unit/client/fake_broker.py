@@ -3,6 +3,10 @@ with a dict of partitions instead of storage. Enough of Metadata, Produce, Fetch
 CreateTopics, DeleteTopics for the client's logic; the real broker is tested in integration/.
 
 `fail_next[(api_key)] = [ErrorCode, ...]` makes the next requests of that API fail per partition.
+`fail_after_append = [ErrorCode, ...]`: the next Produce partitions are appended, then answered
+with that error (a write whose acknowledgement was lost). InitProducerId hands out ids from
+1000; batches with a producer id are checked as a leader does (duplicates of the last five
+answered with their first offsets, gaps refused), enough for the client's idempotence logic.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from protocol.framing import NEED_DATA, FrameDecoder
 from protocol.messages import ApiKey
 from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.fetch import FetchPartitionResponse, FetchResponse, FetchTopicResponse
+from protocol.messages.init_producer_id import InitProducerIdResponse
 from protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
@@ -54,12 +59,23 @@ class FakePartition:
     start: int = 0
 
 
+@dataclass
+class FakeProducerState:
+    epoch: int
+    last_sequence: int
+    batches: list[tuple[int, int, int]]
+    """(first sequence, last sequence, base offset) of the last five batches."""
+
+
 class FakeBroker:
     def __init__(self, node_id: int = 1) -> None:
         self.node_id = node_id
         self.port = 0
         self.topics: dict[str, list[FakePartition]] = {}
         self.fail_next: dict[ApiKey, list[ErrorCode]] = {}
+        self.fail_after_append: list[ErrorCode] = []
+        self.next_producer_id = 1000
+        self.producers: dict[tuple[str, int, int], FakeProducerState] = {}
         self.requests: list[Any] = []
         self.held: trio.Event | None = None
         """While set to an unset Event, responses wait for it (requests pile up in flight)."""
@@ -109,6 +125,36 @@ class FakeBroker:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
 
+    def _append(self, topic: str, index: int, buf: bytearray) -> tuple[ErrorCode, int]:
+        """Append the batches (all or none); a whole duplicate answers its first offset."""
+        part = self.topics[topic][index]
+        headers = list(iter_batches(buf))
+        first = headers[0][1]
+        if first.producer_id >= 0:
+            state = self.producers.get((topic, index, first.producer_id))
+            for dup_first, _, dup_base in state.batches if state else ():
+                if dup_first == first.base_sequence:
+                    return ErrorCode.NONE, dup_base
+            expected = 0 if state is None else state.last_sequence + 1
+            if first.base_sequence != expected:
+                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        base = part.end
+        for pos, header in headers:
+            stamp(buf, pos, part.end, 0)
+            part.batches.append(bytearray(buf[pos : pos + header.size]))
+            part.bases.append(part.end)
+            part.timestamps.append(header.max_timestamp)
+            if header.producer_id >= 0:
+                key = (topic, index, header.producer_id)
+                state = self.producers.setdefault(key, FakeProducerState(0, -1, []))
+                state.last_sequence = header.last_sequence
+                state.batches = [
+                    *state.batches[-4:],
+                    (header.base_sequence, header.last_sequence, part.end),
+                ]
+            part.end += header.records_count
+        return ErrorCode.NONE, base
+
     def _error(self, key: ApiKey) -> ErrorCode:
         queue = self.fail_next.get(key)
         return queue.pop(0) if queue else ErrorCode.NONE
@@ -134,6 +180,12 @@ class FakeBroker:
                 controller_id=self.node_id,
                 topics=tuple(topics),
             )
+        if key is ApiKey.INIT_PRODUCER_ID:
+            code = self._error(key)
+            if code:
+                return InitProducerIdResponse(error_code=code, error_message="fake refusal")
+            self.next_producer_id += 1
+            return InitProducerIdResponse(producer_id=self.next_producer_id - 1, producer_epoch=0)
         if key is ApiKey.PRODUCE:
             out = []
             for t in req.topics:
@@ -143,18 +195,13 @@ class FakeBroker:
                     if code:
                         parts.append(ProducePartitionResponse(index=p.index, error_code=code))
                         continue
-                    part = self.topics[t.name][p.index]
-                    base = part.end
-                    buf = bytearray(p.records)
-                    for pos, header in iter_batches(buf):
-                        stamp(buf, pos, part.end, 0)
-                        one = bytearray(buf[pos : pos + header.size])
-                        part.batches.append(one)
-                        part.bases.append(part.end)
-                        part.timestamps.append(header.max_timestamp)
-                        part.end += header.records_count
+                    code, base = self._append(t.name, p.index, bytearray(p.records))
+                    if not code and self.fail_after_append:
+                        code = self.fail_after_append.pop(0)
                     parts.append(
-                        ProducePartitionResponse(index=p.index, error_code=0, base_offset=base)
+                        ProducePartitionResponse(
+                            index=p.index, error_code=code, base_offset=-1 if code else base
+                        )
                     )
                 out.append(ProduceTopicResponse(name=t.name, partitions=tuple(parts)))
             return None if req.acks == 0 else ProduceResponse(topics=tuple(out))

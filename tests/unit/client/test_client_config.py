@@ -49,7 +49,7 @@ def test_keywords_with_underscores_and_dotted_mapping_agree() -> None:
         ({"compression_type": "snappy"}, "compression.type"),
         ({"delivery_timeout_ms": 1000}, "delivery.timeout.ms"),
         ({"bootstrap_servers": "nohost"}, "bootstrap.servers"),
-        ({"enable_idempotence": True}, "enable.idempotence"),
+        ({"enable_idempotence": True, "acks": "1"}, "enable.idempotence"),
     ],
 )
 def test_bad_producer_configs_name_the_key(kwargs: dict[str, object], needle: str) -> None:
@@ -70,3 +70,32 @@ def test_parse_host_port() -> None:
     for bad in ("localhost", ":9092", "h:0", "h:99999", "h:x"):
         with pytest.raises(ConfigError):
             parse_host_port(bad)
+
+
+def test_idempotence_is_on_by_default_as_in_kafka_3() -> None:
+    assert producer_config()["enable.idempotence"] is True
+
+
+@pytest.mark.parametrize(
+    ("conflict", "needle"),
+    [
+        ({"acks": "1"}, "acks to all"),
+        ({"acks": "0"}, "acks to all"),
+        ({"retries": 0}, "retries to non-zero"),
+        ({"max_in_flight_requests_per_connection": 6}, "at most 5"),
+    ],
+)
+def test_a_conflicting_config_quietly_disables_default_idempotence(
+    conflict: dict[str, object], needle: str
+) -> None:
+    assert producer_config(**conflict)["enable.idempotence"] is False
+    with pytest.raises(ConfigError, match=needle):
+        producer_config(enable_idempotence=True, **conflict)
+    with pytest.raises(ConfigError, match=needle):
+        producer_config({"enable.idempotence": "true"}, **conflict)
+
+
+def test_idempotence_can_be_switched_off_and_five_in_flight_is_allowed() -> None:
+    assert producer_config(enable_idempotence=False)["enable.idempotence"] is False
+    c = producer_config(enable_idempotence=True, max_in_flight_requests_per_connection=5)
+    assert c["enable.idempotence"] is True

@@ -1,0 +1,128 @@
+"""A Jepsen-style history of client operations against the cluster.
+
+Every operation is recorded twice: an `invoke` when a client process starts it, and a
+completion when it ends, `ok` (it happened), `fail` (it surely did not happen) or `info` (it
+may or may not have happened: a timeout, a broken connection, a crash). Checkers read the
+pairs. Operation kinds are Kafka's client calls: `send` (a producer's record and, when
+acknowledged, its partition and offset), `poll` (the records a consumer got), `commit` (the
+offsets a consumer committed) and `assign` (the partitions a group member was given); a
+checker uses the kinds it knows and skips the others.
+
+Times are monotonic nanoseconds from the recorder's clock (`time.monotonic_ns` by default),
+so the history orders operations of different processes. A History is appended to by one
+thread (the harness's trio task); it is not locked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from protocol.names import TopicPartition
+
+
+class OpType(StrEnum):
+    INVOKE = "invoke"
+    OK = "ok"
+    FAIL = "fail"
+    INFO = "info"
+
+
+class OpKind(StrEnum):
+    SEND = "send"
+    POLL = "poll"
+    COMMIT = "commit"
+    ASSIGN = "assign"
+
+
+@dataclass(frozen=True, slots=True)
+class SendValue:
+    """A produced record: what was sent and, once acknowledged, where it landed."""
+
+    topic: str
+    value: bytes
+    key: bytes | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PolledRecord:
+    """One record a consumer got from a poll."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    index: int
+    """Position in the history (0, 1, ...)."""
+    time_ns: int
+    process: str
+    """Which client did it (e.g. "producer-1", "consumer-2"): one operation at a time each."""
+    type: OpType
+    kind: OpKind
+    value: Any = None
+    """SendValue for send; tuple[PolledRecord, ...] for poll (empty on invoke); a mapping
+    TopicPartition -> offset for commit; a tuple of TopicPartitions for assign."""
+    error: str | None = None
+    """Why a fail or info completion failed (the client's error, for a person)."""
+    invocation: int | None = None
+    """For a completion: the index of its invoke."""
+
+
+@dataclass(slots=True)
+class History:
+    ops: list[Op] = field(default_factory=list)
+    clock_ns: Callable[[], int] = time.monotonic_ns
+
+    def invoke(self, process: str, kind: OpKind, value: Any = None) -> Op:
+        op = Op(len(self.ops), self.clock_ns(), process, OpType.INVOKE, kind, value)
+        self.ops.append(op)
+        return op
+
+    def complete(
+        self, invocation: Op, type: OpType, value: Any = None, error: str | None = None
+    ) -> Op:
+        """Record the end of `invocation`: OK, FAIL or INFO; `value` defaults to the invoke's."""
+        if type is OpType.INVOKE:
+            raise ValueError("a completion is ok, fail or info, not invoke")
+        op = replace(
+            invocation,
+            index=len(self.ops),
+            time_ns=self.clock_ns(),
+            type=type,
+            value=invocation.value if value is None else value,
+            error=error,
+            invocation=invocation.index,
+        )
+        self.ops.append(op)
+        return op
+
+    def pairs(self) -> Iterator[tuple[Op, Op | None]]:
+        """(invoke, completion) for every operation; None when it never completed (the
+        process crashed or the run ended first: as good as `info`)."""
+        completions: Mapping[int, Op] = {
+            op.invocation: op for op in self.ops if op.invocation is not None
+        }
+        for op in self.ops:
+            if op.type is OpType.INVOKE:
+                yield op, completions.get(op.index)
+
+    def completed(self, kind: OpKind, type: OpType = OpType.OK) -> Iterator[Op]:
+        """The completions of one kind and type, in history order."""
+        return (op for op in self.ops if op.kind is kind and op.type is type)
+
+
+__all__ = ["History", "Op", "OpKind", "OpType", "PolledRecord", "SendValue"]

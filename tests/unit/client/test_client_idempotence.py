@@ -1,0 +1,269 @@
+"""The idempotent producer: sequence assignment, retries keeping their sequences, the broker's
+sequence errors (client.idempotence pure, and the Producer against the fake broker)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from client import Producer
+from client.accumulator import RecordAccumulator
+from client.errors import OutOfOrderSequenceError
+from client.idempotence import SEQUENCE_MAX, IdempotenceManager, increment_sequence
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import ApiKey
+from protocol.messages.init_producer_id import InitProducerIdRequest
+from protocol.messages.produce import ProduceRequest
+from protocol.names import TopicPartition
+from protocol.record_batch import iter_batches
+from tests.unit.client.fake_broker import FakeBroker, wait_for
+
+
+def produce_requests(broker: FakeBroker) -> list[ProduceRequest]:
+    return [r for r in broker.requests if isinstance(r, ProduceRequest)]
+
+
+TP = TopicPartition("t", 0)
+
+
+def bootstrap(broker: FakeBroker) -> str:
+    return f"127.0.0.1:{broker.port}"
+
+
+def sent_headers(broker: FakeBroker) -> list[tuple[int, int, int, int]]:
+    """(producer id, epoch, base sequence, count) of every batch sent, in order."""
+    out = []
+    for r in broker.requests:
+        if isinstance(r, ProduceRequest):
+            for t in r.topics:
+                for p in t.partitions:
+                    for _, h in iter_batches(p.records):
+                        out.append((h.producer_id, h.producer_epoch, h.base_sequence,
+                                    h.records_count))  # fmt: skip
+    return out
+
+
+def accumulator(idem: IdempotenceManager) -> RecordAccumulator:
+    acc = RecordAccumulator(batch_size=160, linger_ms=0, idempotence=idem)
+    return acc
+
+
+def fill(acc: RecordAccumulator, records: int) -> None:
+    for _ in range(records):
+        acc.append(TP, 0, None, b"x" * 30, (), 46, now_ms=0)
+
+
+# -- pure -----------------------------------------------------------------------------------
+
+
+def test_nothing_drains_before_the_producer_id() -> None:
+    idem = IdempotenceManager()
+    acc = accumulator(idem)
+    fill(acc, 2)
+    assert acc.ready(lambda t, p: 1, 10).ready_nodes == set()
+    assert acc.drain(lambda t, p: 1, [1], 1 << 20, 10) == {}
+    idem.set_producer_id(7, 0)
+    assert acc.ready(lambda t, p: 1, 10).ready_nodes == {1}
+
+
+def test_sequences_are_given_at_first_drain_and_kept_on_retry() -> None:
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 3)
+    acc = accumulator(idem)
+    fill(acc, 5)  # 2 + 2 + 1 records per batch
+    (a, b, c) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert [(x.producer_id, x.producer_epoch, x.base_sequence) for x in (a, b, c)] == [
+        (7, 3, 0),
+        (7, 3, 2),
+        (7, 3, 4),
+    ]
+    assert idem.next_sequence(TP) == 5
+    # a and b fail and come back (b first): a goes out alone, first, with its sequence
+    acc.reenqueue(b, 0)
+    acc.reenqueue(a, 0)
+    (again,) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert again is a and a.base_sequence == 0
+    # b waits while a is unanswered: it is not the first batch in flight
+    assert acc.drain(lambda t, p: 1, [1], 1 << 20, 10) == {}
+    idem.acknowledged(a)
+    (again,) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert again is b and b.base_sequence == 2
+    assert idem.next_sequence(TP) == 5
+
+
+def test_next_expected_sequence_and_wrap_around() -> None:
+    assert increment_sequence(SEQUENCE_MAX, 1) == 0
+    assert increment_sequence(SEQUENCE_MAX - 1, 3) == 1
+    idem = IdempotenceManager()
+    idem.set_producer_id(1, 0)
+    acc = accumulator(idem)
+    fill(acc, 4)
+    a, b = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert idem.is_next_sequence(a) and not idem.is_next_sequence(b)
+    idem.acknowledged(a)
+    assert idem.is_next_sequence(b)
+
+
+def test_reset_starts_sequences_over_and_never_restamps_old_batches() -> None:
+    idem = IdempotenceManager()
+    idem.set_producer_id(1, 0)
+    acc = accumulator(idem)
+    fill(acc, 2)
+    (old,) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    idem.reset_producer_id()
+    idem.set_producer_id(2, 0)
+    fill(acc, 2)
+    acc.reenqueue(old, 0)
+    old_again, new = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert (old_again.producer_id, old_again.base_sequence) == (1, 0)
+    assert (new.producer_id, new.base_sequence) == (2, 0)
+    assert not idem.is_current(old_again)
+
+
+# -- the producer against the fake broker ---------------------------------------------------
+
+
+async def test_the_producer_id_comes_before_the_first_send(fake_broker: FakeBroker) -> None:
+    fake_broker.create("t", 1)
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker), enable_idempotence=True, linger_ms=0
+    ) as producer:
+        for i in range(3):
+            await producer.send_and_wait("t", b"v%d" % i, partition=0)
+    kinds = [type(r) for r in fake_broker.requests if isinstance(r, ProduceRequest | InitProducerIdRequest)]  # fmt: skip
+    assert kinds[0] is InitProducerIdRequest and kinds.count(InitProducerIdRequest) == 1
+    assert sent_headers(fake_broker) == [(1000, 0, 0, 1), (1000, 0, 1, 1), (1000, 0, 2, 1)]
+
+
+async def test_retriable_init_producer_id_errors_are_retried(fake_broker: FakeBroker) -> None:
+    fake_broker.create("t", 1)
+    fake_broker.fail_next[ApiKey.INIT_PRODUCER_ID] = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * 2
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker), enable_idempotence=True, retry_backoff_ms=1
+    ) as producer:
+        md = await producer.send_and_wait("t", b"a")
+    assert md.offset == 0
+    inits = [r for r in fake_broker.requests if isinstance(r, InitProducerIdRequest)]
+    assert len(inits) == 3
+
+
+async def test_no_producer_id_fails_the_sends_with_a_clear_error(fake_broker: FakeBroker) -> None:
+    fake_broker.create("t", 1)
+    fake_broker.fail_next[ApiKey.INIT_PRODUCER_ID] = [ErrorCode.INVALID_REQUEST]
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker), enable_idempotence=True
+    ) as producer:
+        future = await producer.send("t", b"a")
+        with pytest.raises(KafkaError, match="could not get a producer id"):
+            await future
+        with pytest.raises(KafkaError, match=r"enable\.idempotence=false"):
+            await producer.send("t", b"b")
+    assert fake_broker.topics["t"][0].end == 0
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_a_retry_of_a_written_batch_is_no_duplicate(
+    fake_broker: FakeBroker, idempotent: bool
+) -> None:
+    fake_broker.create("t", 1)
+    fake_broker.fail_after_append = [ErrorCode.NETWORK_EXCEPTION]  # written, answer lost
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker),
+        retry_backoff_ms=1,
+        enable_idempotence=idempotent,
+    ) as producer:
+        md = await producer.send_and_wait("t", b"once", partition=0)
+        md2 = await producer.send_and_wait("t", b"twice", partition=0)
+    part = fake_broker.topics["t"][0]
+    if idempotent:
+        assert (md.offset, md2.offset, part.end) == (0, 1, 2)
+        assert [h[2] for h in sent_headers(fake_broker)] == [0, 0, 1]
+    else:
+        assert (md.offset, md2.offset, part.end) == (1, 2, 3)  # the retry wrote it again
+        assert {h[0] for h in sent_headers(fake_broker)} == {-1}
+
+
+async def test_out_of_order_sequence_fails_the_batch_and_resets_the_id(
+    fake_broker: FakeBroker,
+) -> None:
+    fake_broker.create("t", 1)
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker), enable_idempotence=True, linger_ms=0
+    ) as producer:
+        await producer.send_and_wait("t", b"a", partition=0)
+        fake_broker.fail_next[ApiKey.PRODUCE] = [ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER]
+        with pytest.raises(OutOfOrderSequenceError, match="gap before sequence 1"):
+            await producer.send_and_wait("t", b"b", partition=0)
+        md = await producer.send_and_wait("t", b"c", partition=0)
+    assert md.offset == 1
+    assert [(h[0], h[2]) for h in sent_headers(fake_broker)] == [(1000, 0), (1000, 1), (1001, 0)]
+
+
+@pytest.mark.parametrize("code", [ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_EPOCH])
+async def test_producer_state_errors_fail_the_batch_and_reset_the_id(
+    fake_broker: FakeBroker, code: ErrorCode
+) -> None:
+    fake_broker.create("t", 1)
+    fake_broker.fail_next[ApiKey.PRODUCE] = [code]
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker), enable_idempotence=True, linger_ms=0
+    ) as producer:
+        with pytest.raises(KafkaError, match="takes a new producer id") as info:
+            await producer.send_and_wait("t", b"a", partition=0)
+        assert info.value.code is code
+        await producer.send_and_wait("t", b"b", partition=0)
+    assert [(h[0], h[2]) for h in sent_headers(fake_broker)] == [(1000, 0), (1001, 0)]
+
+
+async def test_refused_batches_are_retried_one_at_a_time_oldest_first(
+    fake_broker: FakeBroker,
+) -> None:
+    """Six batches of a partition refused together (retriable): each retry waits until the
+    one before it is answered, so they land once each, in order, with their sequences."""
+    fake_broker.create("t", 1)
+    fake_broker.fail_next[ApiKey.PRODUCE] = [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker), enable_idempotence=True, batch_size=60, linger_ms=60000,
+        retry_backoff_ms=1,
+    ) as producer:  # fmt: skip
+        futures = [await producer.send("t", b"v%d" % i, partition=0) for i in range(6)]
+        await producer.flush()
+        offsets = [(await f).offset for f in futures]
+    assert offsets == list(range(6))
+    assert fake_broker.topics["t"][0].end == 6
+    requests = [
+        [
+            h.base_sequence
+            for t in r.topics
+            for p in t.partitions
+            for _, h in iter_batches(p.records)
+        ]
+        for r in fake_broker.requests
+        if isinstance(r, ProduceRequest)
+    ]
+    assert requests == [[0, 1, 2, 3, 4, 5], [0], [1], [2], [3], [4], [5]]
+
+
+async def test_out_of_order_behind_an_unresolved_batch_is_retried(fake_broker: FakeBroker) -> None:
+    """The leader refuses batch 1 with OUT_OF_ORDER while batch 0 is unanswered (it failed on
+    the way): not the next expected sequence, so batch 1 is retried, not failed."""
+    fake_broker.create("t", 2)
+    async with Producer(
+        bootstrap_servers=bootstrap(fake_broker),
+        enable_idempotence=True,
+        batch_size=60,
+        linger_ms=0,
+        retry_backoff_ms=1,
+    ) as producer:
+        await producer.send_and_wait("t", b"metadata and producer id", partition=1)
+        fake_broker.fail_next[ApiKey.PRODUCE] = [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+        fake_broker.held = trio.Event()  # both requests in flight before any answer
+        first = await producer.send("t", b"a", partition=0)
+        await wait_for(lambda: len(produce_requests(fake_broker)) == 2)
+        second = await producer.send("t", b"b", partition=0)
+        await wait_for(lambda: len(produce_requests(fake_broker)) == 3)
+        fake_broker.held.set()
+        fake_broker.held = None
+        assert ((await first).offset, (await second).offset) == (0, 1)
+    assert fake_broker.topics["t"][0].end == 2
+    assert [h[2] for h in sent_headers(fake_broker)] == [0, 0, 1, 0, 1]
