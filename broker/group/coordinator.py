@@ -145,8 +145,13 @@ class GroupCoordinatorCore:
             )
         return ErrorCode.NONE, ""
 
-    def begin_load(self, partition: int, epoch: int) -> Effects:
-        """onElection: forget what we had of the partition and load it anew."""
+    def begin_load(self, partition: int, epoch: int) -> Effects | None:
+        """onElection: forget what we had of the partition and load it anew. None when this
+        epoch (or a newer one) is already loading or loaded: a change set that only moved the
+        ISR names the partition again with the same leader epoch."""
+        owned = self.owned.get(partition)
+        if owned is not None and owned.epoch >= epoch:
+            return None
         effects = self.unload(partition, None)
         self.owned[partition] = Ownership(epoch, loading=True)
         return effects

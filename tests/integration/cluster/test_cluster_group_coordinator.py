@@ -3,7 +3,8 @@ the wire: FindCoordinator creates `__consumer_offsets` and names the leader of t
 partition; two members join, sync, heartbeat and commit; after SIGKILL of the coordinator's
 broker, FindCoordinator names the partition's new leader, which answers
 COORDINATOR_LOAD_IN_PROGRESS until it has loaded the partition and then serves the committed
-offsets and the group's generation."""
+offsets and the group's generation (failpoint `group.coordinator.hold_load` makes every load
+wait a few seconds, so the test sees the loading state)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ OVERRIDES = {
     "group.initial.rebalance.delay.ms": 300,
 }
 GROUP = "billing"
+HOLD_S = 4
 
 
 async def _coordinator_served(cluster: Cluster, node_id: int, codes: set[int]) -> bool:
@@ -39,7 +41,10 @@ async def _coordinator_served(cluster: Cluster, node_id: int, codes: set[int]) -
 async def test_coordinator_failover_keeps_offsets_and_generation(
     cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = cluster_factory(3, OVERRIDES)
+    # Every load waits HOLD_S before it reads: the new coordinator is seen loading.
+    cluster = cluster_factory(
+        3, OVERRIDES, env={"TRIOKA_FAILPOINTS": f"group.coordinator.hold_load=return({HOLD_S})"}
+    )
     await cluster.wait_ready()
     async with cluster.admin() as admin:
         await admin.create_topic("events", 2, 3)
@@ -87,6 +92,7 @@ async def test_coordinator_failover_keeps_offsets_and_generation(
     assert (await cluster.partition(OFFSETS_TOPIC, index)).leader == new
     seen: set[int] = set()
     await wait_until(lambda: _coordinator_served(cluster, new, seen), within=30, every=0.05)
+    assert ErrorCode.COORDINATOR_LOAD_IN_PROGRESS in seen, seen
     assert seen <= {0, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}, seen
     async with await WireClient.connect("127.0.0.1", cluster.brokers[new].port) as c:
         assert await fetch_offsets(c, GROUP, "events", [0, 1]) == (0, {0: 11, 1: 22})

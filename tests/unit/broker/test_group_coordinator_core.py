@@ -426,7 +426,11 @@ def test_unload_answers_parked_members_and_ignores_an_older_resignation() -> Non
     h = Harness()
     a = h.new_member()
     h.join(a)
-    h.take(h.core.begin_load(0, 5))  # a newer election of the same partition: reload
+    assert h.core.begin_load(0, 1) is None  # the same epoch again (an ISR change): nothing
+    assert h.answer(a) is None
+    effects = h.core.begin_load(0, 5)  # a newer election of the same partition: reload
+    assert effects is not None
+    h.take(effects)
     assert h.answer(a).error_code == E.NOT_COORDINATOR
     h.take(h.core.unload(0, 4))
     assert h.core.group_error(G)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
