@@ -129,7 +129,9 @@ class GroupApis:
             if topic is None:
                 return _no_coordinator(
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    f"{OFFSETS_TOPIC} is being created: {self._creation_error or 'retry'}",
+                    f"{OFFSETS_TOPIC} could not be created yet: {self._creation_error}"
+                    if self._creation_error
+                    else f"{OFFSETS_TOPIC} is being created; retry",
                 )
         index = self.core.partition_of(request.key)
         registration = topic.partitions.get(index)
