@@ -17,14 +17,8 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.group.coordinator import (
-    Effects,
-    GroupCoordinatorCore,
-    Outcome,
-    Response,
-    StoreGroup,
-    WaitKey,
-)
+from broker.group.coordinator import GroupCoordinatorCore
+from broker.group.effects import Effects, Outcome, Response, StoreGroup, WaitKey
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.loader import PartitionLoader
 from broker.group.records import (

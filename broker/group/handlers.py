@@ -12,8 +12,9 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from broker.group.coordinator import GroupCoordinatorCore, sync_error
+from broker.group.coordinator import GroupCoordinatorCore
 from broker.group.driver import GroupCoordinatorDriver
+from broker.group.effects import sync_error
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.records import OffsetKey, OffsetValue
 from broker.server import ConnectionInfo

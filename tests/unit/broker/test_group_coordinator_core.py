@@ -9,13 +9,8 @@ import itertools
 
 import pytest
 
-from broker.group.coordinator import (
-    Effects,
-    GroupConfig,
-    GroupCoordinatorCore,
-    LoadedPartition,
-    Outcome,
-)
+from broker.group.coordinator import GroupCoordinatorCore
+from broker.group.effects import Effects, GroupConfig, LoadedPartition, Outcome
 from broker.group.group import GroupState
 from broker.group.loader import PartitionLoader
 from broker.group.records import (
