@@ -18,7 +18,15 @@ import structlog
 import trio
 
 from broker.group.coordinator import GroupCoordinatorCore
-from broker.group.effects import Effects, Outcome, Response, StoreGroup, WaitKey
+from broker.group.effects import (
+    Effects,
+    Outcome,
+    Response,
+    StoreGroup,
+    WaitKey,
+    join_error,
+    sync_error,
+)
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.loader import PartitionLoader
 from broker.group.records import (
@@ -191,6 +199,20 @@ class GroupCoordinatorDriver:
         assert slot.response is not None
         return slot.response
 
+    def shutdown(self) -> None:
+        """The broker is stopping: every parked JoinGroup/SyncGroup is answered NOT_COORDINATOR
+        at once (their members find the next coordinator), so the drain does not wait for
+        rebalance timeouts."""
+        message = "the coordinator's broker is shutting down"
+        for (_group, member, kind), slot in list(self._waiters.items()):
+            slot.response = (
+                join_error(ErrorCode.NOT_COORDINATOR, message, member)
+                if kind == "join"
+                else sync_error(ErrorCode.NOT_COORDINATOR, message)
+            )
+            slot.event.set()
+        self._waiters.clear()
+
     async def _store_group(self, store: StoreGroup) -> None:
         code, message = await self.append(store.partition, [(store.key, store.value)])
         if code != ErrorCode.NONE:
@@ -252,6 +274,8 @@ class GroupCoordinatorDriver:
                 done, code = partition.state.check_enough_replicas_reach_offset(required)
                 if done:
                     break
+                if self.hw_purgatory.closed:
+                    return ErrorCode.NOT_COORDINATOR, "the coordinator's broker is shutting down"
                 event = self.hw_purgatory.watch([tp])
                 try:
                     await event.wait()
@@ -301,6 +325,8 @@ class GroupCoordinatorDriver:
                     offset = self._read_chunk(current, offset, limit, loader)
                     await trio.lowlevel.checkpoint()
                     continue
+                if self.hw_purgatory.closed:
+                    return  # shutting down
                 event = self.hw_purgatory.watch([tp])
                 try:
                     await event.wait()

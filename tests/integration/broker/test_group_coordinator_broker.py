@@ -4,6 +4,7 @@ first), sync, heartbeat, commit and fetch; a restart loads the groups and offset
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -26,6 +27,7 @@ from tests.integration.group_wire import (
     find_coordinator,
     heartbeat,
     join,
+    join_request,
     new_member_id,
     sync,
 )
@@ -166,3 +168,20 @@ async def test_offsets_topic_needs_as_many_brokers_as_its_replication_factor(
         assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         bad = await c.request(FindCoordinatorRequest(key=""))
         assert bad.error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_sigterm_answers_a_parked_join_at_once(broker_factory: Any) -> None:
+    # The first rebalance of a new group would wait 120 s (initial delay = rebalance timeout).
+    proc = broker_factory({**GROUP_OVERRIDES, "group.initial.rebalance.delay.ms": 120_000})
+    await find_coordinator(proc.host, proc.port, "slow")
+    async with await WireClient.connect(proc.host, proc.port) as c:
+        await wait_until(lambda: _loaded(c, "slow"), within=15, every=0.1)
+        member = await new_member_id(c, "slow")
+        request = replace(join_request("slow", member), rebalance_timeout_ms=120_000)
+        await c.send(request)
+        async with trio.open_nursery() as n:
+            n.start_soon(proc.astop, 20.0)
+            with trio.fail_after(15):  # far below the 120 s the join would otherwise wait
+                _, resp = await c.receive(JoinGroupResponse)
+        assert resp.error_code == ErrorCode.NOT_COORDINATOR, resp
+    assert proc.proc is not None and proc.proc.returncode == 0
