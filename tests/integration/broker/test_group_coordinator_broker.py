@@ -179,6 +179,13 @@ async def test_sigterm_answers_a_parked_join_at_once(broker_factory: Any) -> Non
         member = await new_member_id(c, "slow")
         request = replace(join_request("slow", member), rebalance_timeout_ms=120_000)
         await c.send(request)
+
+        async def parked() -> bool:  # the broker read the join and parked it
+            async with await WireClient.connect(proc.host, proc.port) as other:
+                resp = await other.request(DescribeGroupsRequest(groups=("slow",)))
+            return resp.groups[0].group_state == "PreparingRebalance"
+
+        await wait_until(parked, within=10, every=0.05)
         async with trio.open_nursery() as n:
             n.start_soon(proc.astop, 20.0)
             with trio.fail_after(15):  # far below the 120 s the join would otherwise wait
