@@ -167,10 +167,6 @@ class GroupCoordinatorDriver:
                 assert self._nursery is not None
                 self._nursery.start_soon(self.append, partition, tombstones)
 
-    def wake(self) -> None:
-        """A deadline moved: let the timer look again."""
-        self._wake.set()
-
     def apply(self, effects: Effects) -> None:
         """Answer parked requests, start group stores, and let the timer see new deadlines."""
         for delivery in effects.deliveries:
