@@ -11,6 +11,7 @@ import trio
 
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource, ResourceType
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.groups import (
     DescribeGroupsRequest,
@@ -59,7 +60,12 @@ async def join_two(host: str, port: int, group: str) -> tuple[JoinGroupResponse,
 
 
 async def test_find_coordinator_creates_the_offsets_topic(broker_factory: Any) -> None:
-    proc = broker_factory(GROUP_OVERRIDES)
+    # No offsets.topic.replication.factor: a combined node makes it 1 (Kafka's default 3
+    # could never be placed on one broker).
+    overrides = {
+        k: v for k, v in GROUP_OVERRIDES.items() if k != "offsets.topic.replication.factor"
+    }
+    proc = broker_factory(overrides)
     found = await find_coordinator(proc.host, proc.port, "g1")
     assert (found.node_id, found.host, found.port) == (1, proc.host, proc.port)
     async with await WireClient.connect(proc.host, proc.port) as c:
@@ -67,6 +73,19 @@ async def test_find_coordinator_creates_the_offsets_topic(broker_factory: Any) -
         (topic,) = meta.topics
         assert topic.error_code == 0 and topic.is_internal
         assert len(topic.partitions) == 4
+        assert {len(p.replica_nodes) for p in topic.partitions} == {1}
+        configs = await c.request(
+            DescribeConfigsRequest(
+                resources=(
+                    DescribeConfigsResource(
+                        resource_type=ResourceType.TOPIC, resource_name=OFFSETS_TOPIC
+                    ),
+                )
+            )
+        )
+        values = {e.name: e.value for e in configs.results[0].configs}
+        assert values["cleanup.policy"] == "compact"
+        assert values["segment.bytes"] == "104857600"
         assert partition_for("g1", 4) in {p.index for p in topic.partitions}
 
 
