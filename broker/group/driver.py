@@ -186,6 +186,16 @@ class GroupCoordinatorDriver:
             return outcome.response
         assert outcome.key is not None
         slot = _Slot()
+        old = self._waiters.get(outcome.key)
+        if old is not None:  # a retried SyncGroup: the parked one is told, not left hanging
+            _, member, kind = outcome.key
+            self._answer(
+                old,
+                kind,
+                member,
+                ErrorCode.REBALANCE_IN_PROGRESS,
+                "superseded by a newer request of the same member",
+            )
         self._waiters[outcome.key] = slot
         try:
             await slot.event.wait()
@@ -201,13 +211,15 @@ class GroupCoordinatorDriver:
         rebalance timeouts."""
         message = "the coordinator's broker is shutting down"
         for (_group, member, kind), slot in list(self._waiters.items()):
-            slot.response = (
-                join_error(ErrorCode.NOT_COORDINATOR, message, member)
-                if kind == "join"
-                else sync_error(ErrorCode.NOT_COORDINATOR, message)
-            )
-            slot.event.set()
+            self._answer(slot, kind, member, ErrorCode.NOT_COORDINATOR, message)
         self._waiters.clear()
+
+    @staticmethod
+    def _answer(slot: _Slot, kind: str, member: str, code: ErrorCode, message: str) -> None:
+        slot.response = (
+            join_error(code, message, member) if kind == "join" else sync_error(code, message)
+        )
+        slot.event.set()
 
     async def _store_group(self, store: StoreGroup) -> None:
         code, message = await self.append(store.partition, [(store.key, store.value)])
