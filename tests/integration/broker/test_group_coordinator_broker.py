@@ -131,6 +131,8 @@ async def test_two_members_join_sync_heartbeat_commit_fetch(broker_factory: Any)
         described = (await c.request(DescribeGroupsRequest(groups=(group,)))).groups[0]
         assert (described.group_state, described.protocol_data) == ("Stable", "range")
         assert len(described.members) == 2
+        assert {m.client_id for m in described.members} == {"trioka-tests"}
+        assert {m.member_assignment for m in described.members} == {b"p0", b"p1"}
         listed = await c.request(ListGroupsRequest())
         assert [(g.group_id, g.group_state) for g in listed.groups] == [(group, "Stable")]
         left = await c.request(

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from broker.group.coordinator import GroupCoordinatorCore
-from broker.group.driver import GroupCoordinatorDriver
+from broker.group.driver import DriverConfig, GroupCoordinatorDriver
 from broker.group.effects import GroupConfig
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.records import OffsetKey, OffsetValue
@@ -27,13 +27,20 @@ TP = TopicPartition(OFFSETS_TOPIC, 0)
 EVENTS = TopicPartition("events", 0)
 
 
-def make(tmp_path: Path) -> tuple[GroupCoordinatorDriver, PartitionManager, FetchPurgatory]:
+def make(
+    tmp_path: Path, **config: int
+) -> tuple[GroupCoordinatorDriver, PartitionManager, FetchPurgatory]:
     logs = LogManager([tmp_path], node_id=1)
     logs.startup()
     partitions = PartitionManager(logs, 1, lambda topic: {})
     purgatory = FetchPurgatory()
     core = GroupCoordinatorCore(
-        GroupConfig(num_partitions=1, min_session_timeout_ms=1000, initial_rebalance_delay_ms=500)
+        GroupConfig(
+            num_partitions=1,
+            min_session_timeout_ms=1000,
+            initial_rebalance_delay_ms=500,
+            offsets_retention_ms=config.get("retention_ms", 7 * 24 * 3600 * 1000),
+        )
     )
     driver = GroupCoordinatorDriver(
         core,
@@ -41,6 +48,7 @@ def make(tmp_path: Path) -> tuple[GroupCoordinatorDriver, PartitionManager, Fetc
         notify=purgatory.notify,
         hw_purgatory=purgatory,
         clock_ms=lambda: int(trio.current_time() * 1000),
+        config=DriverConfig(retention_check_interval_ms=config.get("check_ms", 600_000)),
     )
     return driver, partitions, purgatory
 
@@ -168,4 +176,30 @@ async def test_retried_sync_and_shutdown_answer_parked_requests(
         driver.shutdown()
         await trio.testing.wait_all_tasks_blocked()
         assert answers["sync-2"].error_code == E.NOT_COORDINATOR
+        n.cancel_scope.cancel()
+
+
+async def test_expired_offsets_are_deleted_by_tombstones(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    driver, partitions, _ = make(tmp_path, retention_ms=60_000, check_ms=10_000)
+    async with trio.open_nursery() as n:
+        await n.start(driver.run)
+        lead(partitions, driver, 1)
+        await loaded(driver)
+        now = driver.clock_ms()
+        assert (
+            driver.core.validate_commit(group_id="g", member_id="", generation=-1, now_ms=now)[0]
+            == E.NONE
+        )
+        entries = [(OffsetKey("g", "events", 0), OffsetValue(4, commit_timestamp_ms=now))]
+        assert (await driver.append(0, entries))[0] == E.NONE
+        driver.core.offsets_committed("g", {EVENTS: entries[0][1]})
+        end = partitions.get(TP).log.log_end_offset
+        await wait_until(lambda: "g" not in driver.core.groups, within=120)
+        # Tombstones for the offset and the group were appended: a reload finds nothing.
+        await wait_until(lambda: partitions.get(TP).log.log_end_offset == end + 2, within=5)
+        lead(partitions, driver, 2)
+        await loaded(driver)
+        assert driver.core.groups == {}
         n.cancel_scope.cancel()
