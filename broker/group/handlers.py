@@ -266,6 +266,27 @@ class GroupApis:
                 generation=request.generation_id,
                 now_ms=self.now_ms(),
             )
+        errors, offsets = self._commit_partitions(request, code, message)
+        if offsets:
+            entries = [
+                (OffsetKey(request.group_id, tp.topic, tp.partition), v)
+                for tp, v in offsets.items()
+            ]
+            store_code, store_message = await self.driver.append(
+                self.core.partition_of(request.group_id), entries
+            )
+            if store_code == ErrorCode.NONE:
+                self.core.offsets_committed(request.group_id, offsets)
+            else:
+                errors.update({tp: (store_code, store_message) for tp in offsets})
+        return _commit_response(request, errors)
+
+    def _commit_partitions(
+        self, request: OffsetCommitRequest, code: ErrorCode, message: str
+    ) -> tuple[dict[TopicPartition, tuple[ErrorCode, str]], dict[TopicPartition, OffsetValue]]:
+        """(errors, offsets to append): the group's error for every partition, else per
+        partition UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE (as Kafka's
+        handleOffsetCommitRequest)."""
         errors: dict[TopicPartition, tuple[ErrorCode, str]] = {}
         offsets: dict[TopicPartition, OffsetValue] = {}
         image = self.cluster.image()
@@ -285,33 +306,7 @@ class GroupApis:
                     offsets[tp] = OffsetValue(
                         p.committed_offset, p.committed_leader_epoch, p.committed_metadata, now
                     )
-        if offsets:
-            entries = [
-                (OffsetKey(request.group_id, tp.topic, tp.partition), v)
-                for tp, v in offsets.items()
-            ]
-            store_code, store_message = await self.driver.append(
-                self.core.partition_of(request.group_id), entries
-            )
-            if store_code == ErrorCode.NONE:
-                self.core.offsets_committed(request.group_id, offsets)
-            else:
-                errors.update({tp: (store_code, store_message) for tp in offsets})
-        return OffsetCommitResponse(
-            topics=tuple(
-                OffsetCommitTopicResponse(
-                    name=topic.name,
-                    partitions=tuple(
-                        _commit_result(
-                            p.partition_index,
-                            errors.get(TopicPartition(topic.name, p.partition_index)),
-                        )
-                        for p in topic.partitions
-                    ),
-                )
-                for topic in request.topics
-            )
-        )
+        return errors, offsets
 
     async def offset_fetch(
         self, request: OffsetFetchRequest, conn: ConnectionInfo
@@ -365,6 +360,25 @@ class GroupApis:
 
 def _no_coordinator(code: ErrorCode, message: str) -> FindCoordinatorResponse:
     return FindCoordinatorResponse(error_code=int(code), error_message=message)
+
+
+def _commit_response(
+    request: OffsetCommitRequest, errors: dict[TopicPartition, tuple[ErrorCode, str]]
+) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        topics=tuple(
+            OffsetCommitTopicResponse(
+                name=topic.name,
+                partitions=tuple(
+                    _commit_result(
+                        p.partition_index, errors.get(TopicPartition(topic.name, p.partition_index))
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        )
+    )
 
 
 def _commit_result(
