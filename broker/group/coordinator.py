@@ -76,11 +76,18 @@ class GroupCoordinatorCore:
         return ErrorCode.NONE, ""
 
     def begin_load(self, partition: int, epoch: int) -> Effects | None:
-        """onElection: forget what we had of the partition and load it anew. None when this
-        epoch (or a newer one) is already loading or loaded: a change set that only moved the
-        ISR names the partition again with the same leader epoch."""
+        """onElection: forget what we had of the partition and load it anew. None when there
+        is nothing to load: this epoch (or a newer one) is already loading or loaded (a change
+        set that only moved the ISR names the partition again), or the partition is loaded
+        and this broker stayed its leader (only the epoch moves)."""
         owned = self.owned.get(partition)
         if owned is not None and owned.epoch >= epoch:
+            return None
+        if owned is not None and not owned.loading:
+            # Still the leader, only the epoch moved (ZK mode bumps it when the controller
+            # shrinks the ISR): the groups in memory are the log's, keep them (Kafka's
+            # makeLeader reports no new leader then).
+            owned.epoch = epoch
             return None
         effects = self.unload(partition, None)
         self.owned[partition] = Ownership(epoch, loading=True)

@@ -422,12 +422,13 @@ def test_unload_answers_parked_members_and_ignores_an_older_resignation() -> Non
     a = h.new_member()
     h.join(a)
     assert h.core.begin_load(0, 1) is None  # the same epoch again (an ISR change): nothing
-    assert h.answer(a) is None
-    effects = h.core.begin_load(0, 5)  # a newer election of the same partition: reload
-    assert effects is not None
-    h.take(effects)
+    assert h.core.begin_load(0, 2) is None  # still the leader, a new epoch: groups kept
+    assert h.answer(a) is None and h.core.owned[0].epoch == 2 and a in h.group.members
+    h.take(h.core.unload(0, 3))  # resigned
+    effects = h.core.begin_load(0, 5)  # elected again: load from the log
+    assert effects is not None and effects.deliveries == []
     assert h.answer(a).error_code == E.NOT_COORDINATOR
-    h.take(h.core.unload(0, 4))
+    h.take(h.core.unload(0, 4))  # an older resignation than the election: ignored
     assert h.core.group_error(G)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
 
 

@@ -58,6 +58,15 @@ def lead(partitions: PartitionManager, driver: GroupCoordinatorDriver, epoch: in
     driver.on_leadership([(TP, epoch)], [])
 
 
+def lose_and_regain(
+    partitions: PartitionManager, driver: GroupCoordinatorDriver, epoch: int
+) -> None:
+    """Another broker leads in `epoch`, then this one again in `epoch + 1`."""
+    partitions.become(PartitionChange(TP, "tid", 2, epoch, (1, 2), (1, 2)))
+    driver.on_leadership([], [(TP, epoch)])
+    lead(partitions, driver, epoch + 1)
+
+
 async def loaded(driver: GroupCoordinatorDriver) -> None:
     await wait_until(lambda: driver.core.group_error("g")[0] == E.NONE, within=5)
 
@@ -107,7 +116,11 @@ async def test_join_sync_commit_then_reload_after_a_new_election(
         assert code == E.NONE
         assert partitions.get(TP).state.high_watermark == partitions.get(TP).log.log_end_offset
 
-        lead(partitions, driver, 2)  # a new election: unload, then load from the log
+        lead(partitions, driver, 2)  # still the leader, a new epoch: nothing reloaded
+        assert driver.core.group_error("g")[0] == E.NONE and driver.core.owned[0].epoch == 2
+        entry = [(OffsetKey("g", "events", 0), OffsetValue(9))]
+        assert (await driver.append(0, entry))[0] == E.NONE  # appends in the new epoch
+        lose_and_regain(partitions, driver, 3)  # elected again: unload, load from the log
         assert driver.core.group_error("g")[0] == E.COORDINATOR_LOAD_IN_PROGRESS
         await loaded(driver)
         group = driver.core.groups["g"]
@@ -199,7 +212,7 @@ async def test_expired_offsets_are_deleted_by_tombstones(
         await wait_until(lambda: "g" not in driver.core.groups, within=120)
         # Tombstones for the offset and the group were appended: a reload finds nothing.
         await wait_until(lambda: partitions.get(TP).log.log_end_offset == end + 2, within=5)
-        lead(partitions, driver, 2)
+        lose_and_regain(partitions, driver, 2)
         await loaded(driver)
         assert driver.core.groups == {}
         n.cancel_scope.cancel()
