@@ -58,6 +58,10 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | acks=all Produce is replicated (HW     |
 |                                       |                       | past it) and before it answers: a      |
 |                                       |                       | replicated, unacknowledged write       |
+| `group.coordinator.hold_load`         | broker.group.driver   | `return(S)` (`return`: 5): a load of a |
+|                                       |                       | `__consumer_offsets` partition waits S |
+|                                       |                       | seconds before it reads, so a test     |
+|                                       |                       | sees COORDINATOR_LOAD_IN_PROGRESS      |
 """
 
 from __future__ import annotations
@@ -86,6 +90,10 @@ FAILPOINTS: dict[str, str] = {
     "broker.produce.exit_before_response": (
         "the leader exits (os._exit) after an acks=all Produce was replicated (the HW passed "
         "it) and before the response is written"
+    ),
+    "group.coordinator.hold_load": (
+        "return(S): a load of a __consumer_offsets partition waits S seconds (return: 5) "
+        "before reading it (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile)"
     ),
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""
