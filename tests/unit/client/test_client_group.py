@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from client import Consumer, Producer, TopicPartition
+from client import Admin, Consumer, Producer, TopicPartition
 from client.consumer_coordinator import ConsumerRebalanceListener
 from client.errors import CommitFailedError
 from client.group_offsets import OffsetAndMetadata
@@ -258,3 +258,34 @@ async def test_group_configs_and_misuse_are_clear_errors(fake_broker: FakeBroker
         assert info.value.code is ErrorCode.INVALID_GROUP_ID
         with pytest.raises(KafkaError, match=r"need a group\.id"):
             await c.commit()
+
+
+async def test_admin_lists_describes_and_alters_group_offsets(
+    fake_broker: FakeBroker, coord: FakeGroupCoordinator
+) -> None:
+    fake_broker.create("t", 2)
+    bootstrap = f"127.0.0.1:{fake_broker.port}"
+    async with Admin(bootstrap_servers=bootstrap, retry_backoff_ms=10) as admin:
+        async with member(fake_broker) as c:
+            c.subscribe(["t"])
+            await poll_until(c, lambda out: len(c.assignment()) == 2)
+            coord.fail_next[ApiKey.FIND_COORDINATOR] = [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+            (listing,) = await admin.list_groups()
+            assert (listing.group_id, listing.state) == (GROUP, "Stable")
+            description = (await admin.describe_groups([GROUP]))[GROUP]
+            assert description.state == "Stable" and description.assignor == "range"
+            (m,) = description.members
+            assert m.assignment == {TopicPartition("t", 0), TopicPartition("t", 1)}
+            with pytest.raises(KafkaError, match="has active members") as info:
+                await admin.alter_group_offsets(GROUP, {TopicPartition("t", 0): 0})
+            assert info.value.code is ErrorCode.NON_EMPTY_GROUP
+        assert (await admin.describe_groups([GROUP]))[GROUP].state == "Empty"
+        assert (await admin.describe_groups(["nobody"]))["nobody"].state == "Dead"
+        coord.fail_next[ApiKey.OFFSET_COMMIT] = [ErrorCode.NOT_COORDINATOR]
+        await admin.alter_group_offsets(GROUP, {TopicPartition("t", 0): 7})
+        coord.fail_next[ApiKey.OFFSET_FETCH] = [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+        committed = await admin.list_group_offsets(GROUP)  # t-1: the close's commit
+        assert committed == {
+            TopicPartition("t", 0): OffsetAndMetadata(7),
+            TopicPartition("t", 1): OffsetAndMetadata(0),
+        }
