@@ -13,7 +13,7 @@ import contextvars
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -98,6 +98,7 @@ from protocol.messages.topics import (
 )
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.metadata.describe import describe_topic_config_entries
+from protocol.metadata.image import MetadataImage
 from protocol.names import TopicPartition, is_internal, topic_name_problem
 from protocol.record_batch import iter_batches
 
@@ -110,6 +111,12 @@ FORWARDED_CLIENT_ID = "trioka-forwarded"
 the receiver submits it to its own controller, which answers NOT_CONTROLLER if not active)."""
 
 _forwarded: contextvars.ContextVar[bool] = contextvars.ContextVar("forwarded", default=False)
+_client_id: contextvars.ContextVar[str] = contextvars.ContextVar("client_id", default="")
+
+
+def request_client_id() -> str:
+    """The client id of the request being handled (DescribeGroups reports members' ids)."""
+    return _client_id.get()
 
 
 def _error(exc: BaseException) -> tuple[int, str]:
@@ -201,10 +208,23 @@ class KafkaApis:
                 f"{request.api_key.name} is not served by this broker",
             )
         token = _forwarded.set(request.client_id == FORWARDED_CLIENT_ID)
+        client = _client_id.set(request.client_id or "")
         try:
             return await handler(request.body, conn)
         finally:
+            _client_id.reset(client)
             _forwarded.reset(token)
+
+    def add_handlers(self, handlers: Mapping[ApiKey, Handler]) -> None:
+        """Serve more APIs (the group coordinator's, wired by broker.node)."""
+        self._handlers.update(handlers)
+
+    def image(self) -> MetadataImage:
+        return self.publisher.image
+
+    def alive_brokers(self, listener: str) -> tuple[MetadataBroker, ...]:
+        """The brokers Metadata would list for a request on `listener`."""
+        return self._brokers(listener)
 
     @property
     def zk_mode(self) -> bool:

@@ -159,6 +159,32 @@ BROKER_CONFIGS = ConfigDefs(
         ConfigDef("auto.create.topics.enable", "boolean", True, "create a topic when Metadata "
                   "asks for an unknown one"),
         ConfigDef("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
+        # Group coordinator and __consumer_offsets (Kafka's GroupCoordinatorConfig, OffsetConfig)
+        ConfigDef("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets "
+                  "(fixed once it is created)", min=1, read_only=True),
+        ConfigDef("offsets.topic.replication.factor", "int", 3, "replication factor of "
+                  "__consumer_offsets; its creation fails until this many brokers are alive",
+                  min=1, max=32767, read_only=True),
+        ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of "
+                  "__consumer_offsets (small, for fast compaction and loading)", min=1,
+                  read_only=True),
+        ConfigDef("offsets.commit.timeout.ms", "int", 5000, "an OffsetCommit waits this long for "
+                  "the commit to be replicated, then REQUEST_TIMED_OUT", min=1),
+        ConfigDef("offsets.load.buffer.size", "int", 5242880, "bytes read per step when loading "
+                  "an offsets partition", min=1),
+        ConfigDef("offset.metadata.max.bytes", "int", 4096, "largest metadata string kept with "
+                  "a committed offset", min=0),
+        ConfigDef("offsets.retention.minutes", "int", 10080, "offsets of a group that has been "
+                  "Empty this long are deleted", min=1),
+        ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "how often expired "
+                  "offsets are looked for", min=1),
+        ConfigDef("group.min.session.timeout.ms", "int", 6000, "smallest session.timeout.ms a "
+                  "member may ask for", min=0),
+        ConfigDef("group.max.session.timeout.ms", "int", 1800000, "largest session.timeout.ms a "
+                  "member may ask for", min=0),
+        ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "how long the first rebalance "
+                  "of a new group waits for more members", min=0),
+        ConfigDef("group.max.size", "int", 2147483647, "most members a group may have", min=1),
         # Network and backpressure
         ConfigDef("socket.request.max.bytes", "int", 104857600, "largest request frame; a "
                   "bigger length prefix closes the connection before the body is read", min=1),

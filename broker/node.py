@@ -20,10 +20,11 @@ import structlog
 import trio
 
 from broker.alter_partition import AlterPartitionManager
-from broker.apis import KafkaApis
+from broker.apis import KafkaApis, request_client_id
 from broker.config import BrokerConfig
 from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shutdown
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager, SourceBroker
+from broker.group.factory import make_group_coordinator
 from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_cache import with_topic_configs
 from broker.metadata_publisher import MetadataPublisher
@@ -203,6 +204,21 @@ class Broker:
             local_controller=local_controller,
             controller_id=self._image_controller_id if config.raft_mode else None,
         )
+        self.group_coordinator, group_apis = make_group_coordinator(
+            config,
+            partitions=self.partitions,
+            notify=self._notify,
+            hw_purgatory=self.produce_purgatory,
+            cluster=self.apis,
+            client_id=request_client_id,
+        )
+        self.apis.add_handlers(group_apis.handlers())
+        if self.applier is not None:
+            self.applier.on_leadership = self.group_coordinator.on_leadership
+        if self.controller_requests is not None:
+            self.controller_requests.applier.on_leadership = self.group_coordinator.on_leadership
+        if not (config.raft_mode or config.zk_mode):
+            self.publisher.apply_changes = self._apply_standalone
         self.server = BrokerServer(
             self.apis,
             # Not a combined node's controller listener: that one serves the quorum APIs.
@@ -255,6 +271,21 @@ class Broker:
         )
         if failed:
             log.warning("metadata changes failed", partitions=dict(list(failed.items())[:20]))
+
+    def _apply_standalone(
+        self,
+        *,
+        deletes: Iterable[TopicPartition],
+        leaders: Iterable[PartitionChange],
+        followers: Iterable[PartitionChange],
+    ) -> None:
+        """Standalone mode: the partition manager applies, the group coordinator follows."""
+        deletes, leaders, followers = list(deletes), list(leaders), list(followers)
+        self.partitions.apply_leader_and_isr(deletes=deletes, leaders=leaders, followers=followers)
+        self.group_coordinator.on_leadership(
+            [(c.tp, c.leader_epoch) for c in leaders],
+            [(c.tp, c.leader_epoch) for c in followers] + [(tp, None) for tp in deletes],
+        )
 
     def _brokers_changed(self, image: MetadataImage) -> None:
         """A broker registered, was fenced/unfenced or began a controlled shutdown: the
@@ -372,6 +403,7 @@ class Broker:
             async def background() -> None:
                 with loops:
                     async with trio.open_nursery() as inner:
+                        await inner.start(self.group_coordinator.run)
                         if self.metadata_source is not None:
                             await inner.start(self.publisher.run, self.metadata_source)
                         if self.fetchers is not None:

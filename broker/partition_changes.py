@@ -9,6 +9,11 @@ registration, stop the old fetcher, truncate by leader epoch as
 `FollowerFetchState.become_follower` decides, fetch from the new leader when its endpoint is
 known: `live_brokers` maps broker ids to their inter-broker endpoint).
 
+`on_leadership(elected, resigned)` (optional, set by the broker's wiring) is told after each
+change set which partitions this broker became leader of and which it stopped leading, with
+the leader epoch (None for a deleted partition): the group coordinator loads and unloads
+`__consumer_offsets` partitions from it (Kafka's onElection / onResignation).
+
 A follower whose leader is not in `live_brokers` (not registered yet, or no leader) waits in
 `waiting_for_leader` with its fetch state; `resume_followers(live_brokers)` (Raft mode: on
 every change to the registered brokers) starts its fetcher once the leader is known, as
@@ -18,7 +23,7 @@ wait.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -34,6 +39,10 @@ if TYPE_CHECKING:
     from broker.partitions import Partition
 
 log = structlog.get_logger("broker.partition_changes")
+
+LeadershipListener = Callable[
+    [Sequence[tuple[TopicPartition, int]], Sequence[tuple[TopicPartition, int | None]]], None
+]
 
 
 class PartitionChangeApplier:
@@ -53,6 +62,7 @@ class PartitionChangeApplier:
         self.truncate_to_hw_on_become_follower = truncate_to_hw_on_become_follower
         self.waiting_for_leader: dict[TopicPartition, tuple[int, FollowerFetchState]] = {}
         """Followers without a fetcher: partition -> (leader id, fetch state to start)."""
+        self.on_leadership: LeadershipListener | None = None
 
     def apply_partition_changes(
         self,
@@ -67,10 +77,17 @@ class PartitionChangeApplier:
         errors: dict[TopicPartition, int] = {}
         for tp in deletes:
             errors[tp] = self.delete(tp)
+        elected = []
         for change in leaders:
             errors[change.tp] = self.make_leader(change)
+            if errors[change.tp] == 0:
+                elected.append((change.tp, change.leader_epoch))
+        resigned: list[tuple[TopicPartition, int | None]] = []
         for change in followers:
             errors[change.tp] = self.make_follower(change, live_brokers)
+            resigned.append((change.tp, change.leader_epoch))
+        if self.on_leadership is not None and (elected or resigned):
+            self.on_leadership(elected, resigned)
         return errors
 
     def check(self, change: PartitionChange) -> ErrorCode:
@@ -115,6 +132,8 @@ class PartitionChangeApplier:
 
     def delete(self, tp: TopicPartition) -> int:
         self.waiting_for_leader.pop(tp, None)
+        if self.on_leadership is not None:
+            self.on_leadership([], [(tp, None)])
         self.fetchers.remove_partitions([tp])
         try:
             self.partitions.stop(tp, delete=True)
