@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -438,22 +439,33 @@ async def _consume_group(
     }
     total = 0
     ends: dict[TopicPartition, int] = {}
-    async with Consumer(config) as consumer:
-        consumer.subscribe([topic])
-        idle = _IdleTimer(spec.timeout_ms)
-        while True:
-            limit = None if spec.max_messages is None else spec.max_messages - total
-            records = await consumer.poll(1000, max_records=limit)
-            if records:
-                writer.write(records)
-                total += len(records)
-            if spec.max_messages is not None and total >= spec.max_messages:
-                break
-            if idle.expired(bool(records)):
-                break
-            if not spec.follow and await _caught_up(consumer, ends):
-                break
+    # As kafka-console-consumer's shutdown hook: SIGINT/SIGTERM end the loop, then close()
+    # commits and leaves the group (a KeyboardInterrupt could land in any task instead).
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with Consumer(config) as consumer, trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_signal, signals, nursery.cancel_scope)
+            consumer.subscribe([topic])
+            idle = _IdleTimer(spec.timeout_ms)
+            while True:
+                limit = None if spec.max_messages is None else spec.max_messages - total
+                records = await consumer.poll(1000, max_records=limit)
+                if records:
+                    writer.write(records)
+                    total += len(records)
+                if spec.max_messages is not None and total >= spec.max_messages:
+                    break
+                if idle.expired(bool(records)):
+                    break
+                if not spec.follow and await _caught_up(consumer, ends):
+                    break
+            nursery.cancel_scope.cancel()
     return total
+
+
+async def _cancel_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
 
 
 async def _caught_up(consumer: Consumer, ends: dict[TopicPartition, int]) -> bool:
