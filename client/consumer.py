@@ -292,14 +292,15 @@ class Consumer(ClientBase):
     async def unsubscribe(self) -> None:
         """Leave the group and drop the assignment (Kafka's unsubscribe)."""
         coordinator = self._coordinator
-        self._subscription = ()
         if coordinator is not None:
-            coordinator.subscription = ()
             if coordinator.auto_commit and coordinator.generation_if_stable() is not None:
                 await coordinator.commit_sync(
                     self.consumed_offsets(), now_ms() + self._api_timeout_ms
                 )
+            await coordinator.revoke(self.assignment())
+            coordinator.subscription = ()
             await coordinator.maybe_leave_group("the consumer unsubscribed")
+        self._subscription = ()
         self._set_assignment(())
 
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -637,6 +638,7 @@ class Consumer(ClientBase):
             if coordinator is not None:
                 coordinator.last_poll_ms = now_ms()
                 if self._subscription:
+                    coordinator.check_metadata()
                     await coordinator.ensure_active_group(deadline)
                 coordinator.maybe_auto_commit()
             self._raise_partition_errors()

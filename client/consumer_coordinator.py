@@ -90,6 +90,9 @@ class ConsumerCoordinator(GroupMembership):
         self._api_timeout_ms: float = config["default.api.timeout.ms"]
         self.subscription: tuple[str, ...] = ()
         self.listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
+        self._assigned_counts: dict[str, int] | None = None
+        """The leader's view of the partition counts it assigned (Kafka's
+        assignmentSnapshot): when metadata changes them, the leader starts a rebalance."""
 
     def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None) -> None:
         topics = tuple(sorted(set(topics)))
@@ -112,6 +115,7 @@ class ConsumerCoordinator(GroupMembership):
         subscriptions = {m: decode_subscription(data) for m, data in members.items()}
         topics = {t for s in subscriptions.values() for t in s.topics}
         counts = await self._partition_counts(topics)
+        self._assigned_counts = counts
         assigned = assignor.assign(counts, subscriptions)
         log.info(
             "Finished assignment",
@@ -137,7 +141,24 @@ class ConsumerCoordinator(GroupMembership):
                 counts[topic] = count
         return counts
 
+    def check_metadata(self) -> None:
+        """On each poll: the leader rejoins when a topic of the group changed its partition
+        count since it assigned (partitions were added), as Kafka's leader does."""
+        before = self._assigned_counts
+        if before is None or self.generation_if_stable() is None:
+            return
+        metadata = self._cluster.metadata
+        for topic, count in before.items():
+            now = metadata.num_partitions(topic)
+            if now is not None and now != count:
+                self._assigned_counts = None
+                self.request_rejoin(
+                    f"cached metadata has changed: {topic} has {now} partitions, not {count}"
+                )
+                return
+
     async def _on_join_prepare(self, generation: Generation) -> None:
+        self._assigned_counts = None
         owned = self._consumer.assignment()
         if generation.valid and self.auto_commit:
             await self._auto_commit_sync(now_ms() + self.rebalance_timeout_ms)
@@ -151,6 +172,11 @@ class ConsumerCoordinator(GroupMembership):
                          partitions=sorted(str(tp) for tp in owned))  # fmt: skip
                 await _call(self.listener.on_partitions_lost, owned)
         self._consumer.assign_from_group(())
+
+    async def revoke(self, owned: set[TopicPartition]) -> None:
+        """unsubscribe(): the listener hears the partitions go (as Kafka's)."""
+        if owned:
+            await _call(self.listener.on_partitions_revoked, owned)
 
     async def _on_join_complete(self, generation: Generation, assignment: bytes) -> None:
         partitions = set(decode_assignment(assignment).partitions)

@@ -152,3 +152,27 @@ async def test_two_members_share_and_the_group_is_described(broker_factory: Any)
     async with Admin(bootstrap_servers=proc.bootstrap) as admin:
         offsets = await admin.list_group_offsets("pair")
     assert sorted(om.offset for om in offsets.values()) == [8, 8, 8, 8]
+
+
+async def test_console_consumer_with_a_group_reads_to_the_end_and_commits(
+    broker_factory: Any,
+) -> None:
+    proc = broker_factory(GROUP_OVERRIDES)
+    async with Admin(bootstrap_servers=proc.bootstrap) as admin:
+        await admin.create_topics([NewTopic("lines", 2, 1)])
+    await produce(proc.bootstrap, "lines", list(range(10)), 2)
+    first = await trio.to_thread.run_sync(
+        trioka, "consume", "lines", "--group", "cli", "--from-beginning", "-b", proc.bootstrap
+    )
+    assert first.returncode == 0, first.stderr
+    assert sorted(int(v) for v in first.stdout.split()) == list(range(10))
+    assert "Processed a total of 10 messages." in first.stderr
+    await produce(proc.bootstrap, "lines", [10, 11], 2)
+    again = await trio.to_thread.run_sync(
+        trioka, "consume", "lines", "--group", "cli", "--from-beginning", "-b", proc.bootstrap
+    )
+    assert sorted(int(v) for v in again.stdout.split()) == [10, 11]  # from the commits on
+    refused = await trio.to_thread.run_sync(
+        trioka, "consume", "lines", "--group", "cli", "--partition", "0", "-b", proc.bootstrap
+    )
+    assert refused.returncode == 2 and "--group cannot be used with" in refused.stderr

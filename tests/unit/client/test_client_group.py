@@ -18,7 +18,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiKey
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.groups import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
-from tests.unit.client.fake_broker import FakeBroker, wait_for
+from tests.unit.client.fake_broker import FakeBroker, FakePartition, wait_for
 from tests.unit.client.fake_group import FakeGroupCoordinator
 
 GROUP = "g"
@@ -289,3 +289,32 @@ async def test_admin_lists_describes_and_alters_group_offsets(
             TopicPartition("t", 0): OffsetAndMetadata(7),
             TopicPartition("t", 1): OffsetAndMetadata(0),
         }
+
+
+async def test_the_leader_rebalances_when_partitions_are_added(
+    fake_broker: FakeBroker, coord: FakeGroupCoordinator
+) -> None:
+    fake_broker.create("t", 2)
+    async with member(fake_broker, metadata_max_age_ms=100) as c:
+        c.subscribe(["t"])
+        await poll_until(c, lambda out: len(c.assignment()) == 2)
+        generation = coord.group(GROUP).generation
+        fake_broker.topics["t"].append(FakePartition())
+        await poll_until(c, lambda out: len(c.assignment()) == 3)
+        assert coord.group(GROUP).generation > generation
+
+
+async def test_unsubscribe_commits_leaves_and_drops_the_assignment(
+    fake_broker: FakeBroker, coord: FakeGroupCoordinator
+) -> None:
+    await fill(fake_broker, 4, partitions=2)
+    listener = Recorder()
+    async with member(fake_broker) as c:
+        c.subscribe(["t"], listener)
+        await poll_until(c, lambda out: len(out) >= 4)
+        await c.unsubscribe()
+        assert listener.events[-1] == ("revoked", {TopicPartition("t", 0), TopicPartition("t", 1)})
+        assert c.assignment() == set() and c.subscription() == set()
+        assert coord.group(GROUP).members == {}
+        assert coord.offsets[(GROUP, TopicPartition("t", 1))][0] == 2
+        c.assign([TopicPartition("t", 0)])  # allowed again once unsubscribed
