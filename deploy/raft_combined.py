@@ -30,6 +30,7 @@ Kafka 4 runs for a single dev node, from wave 1's pieces:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import structlog
@@ -164,6 +165,16 @@ async def _wait_unfenced(broker: Broker, manager: BrokerLifecycleManager, source
         )
 
 
+def single_node_defaults(config: BrokerConfig) -> BrokerConfig:
+    """A combined node is a one-broker cluster: unless set, `__consumer_offsets` gets
+    replication factor 1 (Kafka's built-in 3 could never be placed; Kafka's shipped
+    server.properties sets 1 for the same reason)."""
+    key = "offsets.topic.replication.factor"
+    if key in config.explicit:
+        return config
+    return dataclasses.replace(config, values={**config.values, key: 1})
+
+
 async def run_combined_broker(
     config: BrokerConfig,
     *,
@@ -172,6 +183,7 @@ async def run_combined_broker(
 ) -> None:
     """Broker + sole controller in one process; `task_status.started(bound client listeners)`
     once the broker is unfenced and serving."""
+    config = single_node_defaults(config)
     cluster_id = _cluster_id(config)
     incarnation_id = random_uuid()
     store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)

@@ -54,6 +54,10 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | closes its ZooKeeper session: process  |
 |                                       |                       | and registration stay up while a test  |
 |                                       |                       | looks at the leaders that moved        |
+| `group.coordinator.hold_load`         | broker.group.driver   | `return(S)` (`return`: 5): a load of a |
+|                                       |                       | `__consumer_offsets` partition waits S |
+|                                       |                       | seconds before it reads, so a test     |
+|                                       |                       | sees COORDINATOR_LOAD_IN_PROGRESS      |
 """
 
 from __future__ import annotations
@@ -78,6 +82,10 @@ FAILPOINTS: dict[str, str] = {
     "broker.shutdown.pause_after_controlled_shutdown": (
         "return(S): after a successful controlled shutdown the broker waits S seconds "
         "(return: 10) before it drains and closes its ZooKeeper session"
+    ),
+    "group.coordinator.hold_load": (
+        "return(S): a load of a __consumer_offsets partition waits S seconds (return: 5) "
+        "before reading it (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile)"
     ),
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""

@@ -16,97 +16,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
+from broker.group.effects import (
+    Delivery,
+    Effects,
+    GroupConfig,
+    LoadedPartition,
+    Outcome,
+    Ownership,
+    WaitKey,
+    join_error,
+    sync_error,
+)
 from broker.group.group import Group, GroupState, Member
 from broker.group.hashing import partition_for
-from broker.group.records import GroupKey, GroupValue, MemberValue, OffsetKey, OffsetValue
+from broker.group.rebalance import Rebalance, answer_waiting
+from broker.group.records import GroupKey, OffsetKey, OffsetValue
+from broker.group.snapshot import group_from_value
 from protocol.errors import ErrorCode
-from protocol.messages.groups import (
-    DescribedGroup,
-    DescribedGroupMember,
-    JoinGroupMember,
-    JoinGroupResponse,
-    ListedGroup,
-    SyncGroupResponse,
-)
+from protocol.messages.groups import DescribedGroup, DescribedGroupMember, ListedGroup
 from protocol.names import TopicPartition
-
-WaitKey = tuple[str, str, str]
-Response = JoinGroupResponse | SyncGroupResponse
-
-INT_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Kafka's group.* and offsets.* broker configs the core needs (Kafka's defaults)."""
-
-    num_partitions: int = 50
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = INT_MAX
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    key: WaitKey
-    response: Response
-
-
-@dataclass(frozen=True, slots=True)
-class StoreGroup:
-    """Append this group's metadata (None: a tombstone) to its offsets partition."""
-
-    partition: int
-    group_id: str
-    generation: int
-    key: GroupKey
-    value: GroupValue | None
-
-
-@dataclass(slots=True)
-class Effects:
-    deliveries: list[Delivery] = field(default_factory=list)
-    stores: list[StoreGroup] = field(default_factory=list)
-
-    def extend(self, other: Effects) -> None:
-        self.deliveries.extend(other.deliveries)
-        self.stores.extend(other.stores)
-
-
-@dataclass(slots=True)
-class Outcome:
-    """A call's own answer (None: wait on `key`) and what else it caused."""
-
-    response: Response | None
-    key: WaitKey | None = None
-    effects: Effects = field(default_factory=Effects)
-
-
-@dataclass(slots=True)
-class Ownership:
-    epoch: int
-    loading: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedPartition:
-    """What the loader folded out of one offsets partition."""
-
-    offsets: Mapping[str, Mapping[TopicPartition, OffsetValue]]
-    groups: Mapping[str, GroupValue]
-
-
-def join_error(code: ErrorCode, message: str, member_id: str = "") -> JoinGroupResponse:
-    return JoinGroupResponse(error_code=int(code), error_message=message, member_id=member_id)
-
-
-def sync_error(code: ErrorCode, message: str) -> SyncGroupResponse:
-    return SyncGroupResponse(error_code=int(code), error_message=message)
 
 
 class GroupCoordinatorCore:
@@ -119,6 +48,7 @@ class GroupCoordinatorCore:
         self.config = config
         self.new_member_id = new_member_id
         self.groups: dict[str, Group] = {}
+        self.rebalance = Rebalance(config, self.partition_of)
         self.owned: dict[int, Ownership] = {}
 
     # -- ownership -------------------------------------------------------------------------
@@ -145,8 +75,13 @@ class GroupCoordinatorCore:
             )
         return ErrorCode.NONE, ""
 
-    def begin_load(self, partition: int, epoch: int) -> Effects:
-        """onElection: forget what we had of the partition and load it anew."""
+    def begin_load(self, partition: int, epoch: int) -> Effects | None:
+        """onElection: forget what we had of the partition and load it anew. None when this
+        epoch (or a newer one) is already loading or loaded: a change set that only moved the
+        ISR names the partition again with the same leader epoch."""
+        owned = self.owned.get(partition)
+        if owned is not None and owned.epoch >= epoch:
+            return None
         effects = self.unload(partition, None)
         self.owned[partition] = Ownership(epoch, loading=True)
         return effects
@@ -159,7 +94,7 @@ class GroupCoordinatorCore:
         if owned is None or owned.epoch != epoch or not owned.loading:
             return False
         for group_id in set(loaded.groups) | set(loaded.offsets):
-            group = _group_from(group_id, loaded.groups.get(group_id), now_ms)
+            group = group_from_value(group_id, loaded.groups.get(group_id), now_ms)
             group.offsets.update(loaded.offsets.get(group_id, {}))
             self.groups[group_id] = group
         owned.loading = False
@@ -178,7 +113,7 @@ class GroupCoordinatorCore:
             message = f"group {group_id!r} moved to another coordinator"
             for member in group.members.values():
                 effects.deliveries.extend(
-                    _answer_waiting(group, member, ErrorCode.NOT_COORDINATOR, message)
+                    answer_waiting(group, member, ErrorCode.NOT_COORDINATOR, message)
                 )
         return effects
 
@@ -324,17 +259,17 @@ class GroupCoordinatorCore:
             and not member.awaiting_join
         ):
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-            return Outcome(self._join_response(group, member))
+            return Outcome(self.rebalance.join_response(group, member))
         if group.state == GroupState.STABLE and unchanged and member.member_id != group.leader:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-            return Outcome(self._join_response(group, member))
+            return Outcome(self.rebalance.join_response(group, member))
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.awaiting_join = True
         if group.state != GroupState.PREPARING_REBALANCE:
-            effects.extend(self._prepare_rebalance(group, now_ms))
-        effects.extend(self._try_complete_join(group, now_ms))
+            effects.extend(self.rebalance.prepare_rebalance(group, now_ms))
+        effects.extend(self.rebalance.try_complete_join(group, now_ms))
         outcome = self._own(key, effects)
         if superseded is not None:
             outcome.effects.deliveries.insert(0, superseded)
@@ -351,8 +286,8 @@ class GroupCoordinatorCore:
         group.new_member_added = True
         effects = Effects()
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            effects.extend(self._prepare_rebalance(group, now_ms))
-        effects.extend(self._try_complete_join(group, now_ms))
+            effects.extend(self.rebalance.prepare_rebalance(group, now_ms))
+        effects.extend(self.rebalance.try_complete_join(group, now_ms))
         return self._own(key, effects)
 
     @staticmethod
@@ -363,115 +298,6 @@ class GroupCoordinatorCore:
                 del effects.deliveries[i]
                 return Outcome(delivery.response, effects=effects)
         return Outcome(None, key, effects)
-
-    def _join_response(self, group: Group, member: Member) -> JoinGroupResponse:
-        assert group.protocol is not None
-        members: tuple[JoinGroupMember, ...] = ()
-        if member.member_id == group.leader:
-            members = tuple(
-                JoinGroupMember(member_id=m.member_id, metadata=m.metadata(group.protocol))
-                for m in group.members.values()
-            )
-        return JoinGroupResponse(
-            generation_id=group.generation,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol,
-            leader=group.leader or "",
-            member_id=member.member_id,
-            members=members,
-        )
-
-    def _prepare_rebalance(self, group: Group, now_ms: int) -> Effects:
-        effects = Effects()
-        if group.state == GroupState.COMPLETING_REBALANCE:
-            effects.extend(self._reset_and_abort_syncs(group))
-        initial = group.state == GroupState.EMPTY
-        group.transition(GroupState.PREPARING_REBALANCE, now_ms)
-        group.sync_deadline_ms = None
-        rebalance_timeout = group.max_rebalance_timeout_ms()
-        if initial:
-            # InitialDelayedJoin: wait for more members before the first generation.
-            delay = min(self.config.initial_rebalance_delay_ms, rebalance_timeout)
-            group.in_initial_delay = delay > 0
-            group.initial_delay_remaining_ms = max(rebalance_timeout - delay, 0)
-            group.new_member_added = False
-            group.join_deadline_ms = now_ms + delay
-        else:
-            group.in_initial_delay = False
-            group.join_deadline_ms = now_ms + rebalance_timeout
-        return effects
-
-    def _reset_and_abort_syncs(self, group: Group) -> Effects:
-        effects = Effects()
-        for member in group.members.values():
-            member.assignment = b""
-            if member.awaiting_sync:
-                member.awaiting_sync = False
-                effects.deliveries.append(
-                    Delivery(
-                        (group.group_id, member.member_id, "sync"),
-                        sync_error(
-                            ErrorCode.REBALANCE_IN_PROGRESS,
-                            f"group {group.group_id!r} is rebalancing; rejoin",
-                        ),
-                    )
-                )
-        return effects
-
-    def _try_complete_join(self, group: Group, now_ms: int) -> Effects:
-        if (
-            group.state == GroupState.PREPARING_REBALANCE
-            and not group.in_initial_delay
-            and group.all_members_joined()
-        ):
-            return self._complete_join(group, now_ms)
-        return Effects()
-
-    def _complete_join(self, group: Group, now_ms: int) -> Effects:
-        """onCompleteJoin: members that did not rejoin are gone; next generation."""
-        effects = Effects()
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
-            self._remove_member(group, member)
-        group.join_deadline_ms = None
-        group.in_initial_delay = False
-        group.generation += 1
-        if not group.members:
-            group.protocol = None
-            group.transition(GroupState.EMPTY, now_ms)
-            effects.stores.append(self._store(group))
-            return effects
-        group.protocol = group.select_protocol()
-        group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
-        group.sync_deadline_ms = now_ms + group.max_rebalance_timeout_ms()
-        for member in group.members.values():
-            member.awaiting_join = False
-            member.sent_sync = False
-            member.is_new = False
-            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-            effects.deliveries.append(
-                Delivery(
-                    (group.group_id, member.member_id, "join"), self._join_response(group, member)
-                )
-            )
-        return effects
-
-    def _remove_member(self, group: Group, member: Member) -> list[Delivery]:
-        deliveries = _answer_waiting(
-            group, member, ErrorCode.UNKNOWN_MEMBER_ID, f"member {member.member_id} was removed"
-        )
-        del group.members[member.member_id]
-        if group.leader == member.member_id:
-            group.leader = next(iter(group.members), None)
-        return deliveries
-
-    def _store(self, group: Group) -> StoreGroup:
-        return StoreGroup(
-            self.partition_of(group.group_id),
-            group.group_id,
-            group.generation,
-            GroupKey(group.group_id),
-            group_value(group),
-        )
 
     # -- SyncGroup ---------------------------------------------------------------------------
 
@@ -521,7 +347,7 @@ class GroupCoordinatorCore:
             )
         if group.state == GroupState.STABLE:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-            return Outcome(self._sync_response(group, member))
+            return Outcome(self.rebalance.sync_response(group, member))
         # CompletingRebalance: park until the leader's assignment is stored.
         key = (group_id, member_id, "sync")
         effects = Effects()
@@ -531,15 +357,8 @@ class GroupCoordinatorCore:
         if member_id == group.leader:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
-            effects.stores.append(self._store(group))
+            effects.stores.append(self.rebalance.store(group))
         return Outcome(None, key, effects)
-
-    def _sync_response(self, group: Group, member: Member) -> SyncGroupResponse:
-        return SyncGroupResponse(
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol,
-            assignment=member.assignment,
-        )
 
     def group_stored(
         self, group_id: str, generation: int, error: ErrorCode, message: str, now_ms: int
@@ -561,7 +380,7 @@ class GroupCoordinatorCore:
                     effects.deliveries.append(
                         Delivery((group_id, member.member_id, "sync"), sync_error(error, message))
                     )
-            effects.extend(self._prepare_rebalance(group, now_ms))
+            effects.extend(self.rebalance.prepare_rebalance(group, now_ms))
             return effects
         group.transition(GroupState.STABLE, now_ms)
         group.sync_deadline_ms = None
@@ -571,7 +390,8 @@ class GroupCoordinatorCore:
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
                 effects.deliveries.append(
                     Delivery(
-                        (group_id, member.member_id, "sync"), self._sync_response(group, member)
+                        (group_id, member.member_id, "sync"),
+                        self.rebalance.sync_response(group, member),
                     )
                 )
         return effects
@@ -615,33 +435,16 @@ class GroupCoordinatorCore:
                 results.append((member_id, ErrorCode.NONE))
                 removed = True
             elif group is not None and member_id in group.members:
-                effects.deliveries.extend(self._remove_member(group, group.members[member_id]))
+                effects.deliveries.extend(
+                    self.rebalance.remove_member(group, group.members[member_id])
+                )
                 results.append((member_id, ErrorCode.NONE))
                 removed = True
             else:
                 results.append((member_id, ErrorCode.UNKNOWN_MEMBER_ID))
         if group is not None and removed:
-            effects.extend(self._after_removal(group, now_ms))
+            effects.extend(self.rebalance.after_removal(group, now_ms))
         return ErrorCode.NONE, "", results, effects
-
-    def _after_removal(self, group: Group, now_ms: int) -> Effects:
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            return (
-                self._prepare_rebalance(group, now_ms)
-                if group.members
-                else self._to_empty(group, now_ms)
-            )
-        if group.state == GroupState.PREPARING_REBALANCE:
-            return self._try_complete_join(group, now_ms)
-        return Effects()
-
-    def _to_empty(self, group: Group, now_ms: int) -> Effects:
-        """The last member left a Stable/CompletingRebalance group: Kafka rebalances, which
-        completes at once with no member (a new, empty generation)."""
-        effects = self._prepare_rebalance(group, now_ms)
-        group.in_initial_delay = False
-        effects.extend(self._complete_join(group, now_ms))
-        return effects
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -664,54 +467,7 @@ class GroupCoordinatorCore:
         """Fire every deadline at or before `now_ms`."""
         effects = Effects()
         for group in list(self.groups.values()):
-            effects.extend(self._tick_group(group, now_ms))
-        return effects
-
-    def _tick_group(self, group: Group, now_ms: int) -> Effects:
-        effects = Effects()
-        for member_id, deadline in list(group.pending_members.items()):
-            if deadline <= now_ms:
-                del group.pending_members[member_id]
-                effects.extend(self._try_complete_join(group, now_ms))
-        expired = [
-            m
-            for m in group.members.values()
-            if m.heartbeat_deadline_ms <= now_ms and not (m.awaiting_join or m.awaiting_sync)
-        ]
-        for member in expired:
-            effects.deliveries.extend(self._remove_member(group, member))
-        if expired:
-            effects.extend(self._after_removal(group, now_ms))
-        if group.join_deadline_ms is not None and group.join_deadline_ms <= now_ms:
-            effects.extend(self._join_deadline(group, now_ms))
-        if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now_ms:
-            effects.extend(self._sync_deadline(group, now_ms))
-        return effects
-
-    def _join_deadline(self, group: Group, now_ms: int) -> Effects:
-        if (
-            group.in_initial_delay
-            and group.new_member_added
-            and group.initial_delay_remaining_ms > 0
-        ):
-            delay = min(self.config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
-            group.initial_delay_remaining_ms -= delay
-            group.new_member_added = False
-            group.join_deadline_ms = now_ms + delay
-            return Effects()
-        group.in_initial_delay = False
-        group.pending_members.clear()
-        return self._complete_join(group, now_ms)
-
-    def _sync_deadline(self, group: Group, now_ms: int) -> Effects:
-        """DelayedSync: members that did not sync in time are removed and the group rebalances."""
-        effects = Effects()
-        group.sync_deadline_ms = None
-        if group.state != GroupState.COMPLETING_REBALANCE:
-            return effects
-        for member in [m for m in group.members.values() if not m.sent_sync]:
-            effects.deliveries.extend(self._remove_member(group, member))
-        effects.extend(self._after_removal(group, now_ms))
+            effects.extend(self.rebalance.tick_group(group, now_ms))
         return effects
 
     # -- offsets -----------------------------------------------------------------------------
@@ -864,73 +620,3 @@ class GroupCoordinatorCore:
             if not self.owned.get(self.partition_of(g.group_id), Ownership(0, True)).loading
             and (not wanted or g.state.value.lower() in wanted)
         ]
-
-
-def _answer_waiting(group: Group, member: Member, code: ErrorCode, message: str) -> list[Delivery]:
-    deliveries = []
-    if member.awaiting_join:
-        member.awaiting_join = False
-        deliveries.append(
-            Delivery(
-                (group.group_id, member.member_id, "join"),
-                join_error(code, message, member.member_id),
-            )
-        )
-    if member.awaiting_sync:
-        member.awaiting_sync = False
-        deliveries.append(
-            Delivery((group.group_id, member.member_id, "sync"), sync_error(code, message))
-        )
-    return deliveries
-
-
-def group_value(group: Group) -> GroupValue:
-    return GroupValue(
-        protocol_type=group.protocol_type,
-        generation=group.generation,
-        protocol=group.protocol,
-        leader=group.leader,
-        state_timestamp_ms=group.state_timestamp_ms,
-        members=tuple(
-            MemberValue(
-                m.member_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.session_timeout_ms,
-                m.metadata(group.protocol) if group.protocol else b"",
-                m.assignment,
-            )
-            for m in group.members.values()
-        ),
-    )
-
-
-def _group_from(group_id: str, value: GroupValue | None, now_ms: int) -> Group:
-    """A loaded group: Stable with its members (each gets a full session to heartbeat the
-    new coordinator), or Empty."""
-    if value is None:
-        return Group(group_id, state_timestamp_ms=now_ms)
-    group = Group(
-        group_id,
-        generation=value.generation,
-        protocol_type=value.protocol_type,
-        protocol=value.protocol,
-        leader=value.leader,
-        state_timestamp_ms=value.state_timestamp_ms,
-    )
-    for m in value.members:
-        protocols = ((value.protocol, m.subscription),) if value.protocol else ()
-        group.members[m.member_id] = Member(
-            m.member_id,
-            m.client_id,
-            m.client_host,
-            m.rebalance_timeout_ms,
-            m.session_timeout_ms,
-            value.protocol_type or "",
-            protocols,
-            assignment=m.assignment,
-            heartbeat_deadline_ms=now_ms + m.session_timeout_ms,
-        )
-    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-    return group

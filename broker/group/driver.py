@@ -17,14 +17,8 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.group.coordinator import (
-    Effects,
-    GroupCoordinatorCore,
-    Outcome,
-    Response,
-    StoreGroup,
-    WaitKey,
-)
+from broker.group.coordinator import GroupCoordinatorCore
+from broker.group.effects import Effects, Outcome, Response, StoreGroup, WaitKey
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.loader import PartitionLoader
 from broker.group.records import (
@@ -37,6 +31,7 @@ from broker.group.records import (
 )
 from broker.partitions import Partition, PartitionManager
 from broker.purgatory import FetchPurgatory
+from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.names import TopicPartition
 from protocol.record_batch import Record, build_batch, decode_records, iter_batches
@@ -127,7 +122,11 @@ class GroupCoordinatorDriver:
                 self.apply(self.core.unload(partition, epoch))
             else:
                 assert epoch is not None
-                self.apply(self.core.begin_load(partition, epoch))
+                effects = self.core.begin_load(partition, epoch)
+                if effects is None:
+                    continue  # already leading in this epoch (an ISR change)
+                log.info("group coordinator loading", partition=partition, epoch=epoch)
+                self.apply(effects)
                 self._nursery.start_soon(self._load, partition, epoch)
 
     # -- running ---------------------------------------------------------------------------
@@ -282,6 +281,13 @@ class GroupCoordinatorDriver:
         partition = self.partitions.get(tp)
         if partition is None:
             return
+        hold = failpoints.eval("group.coordinator.hold_load")
+        if hold is not None:
+            hold_s = float(hold) if isinstance(hold, int | float) and hold is not True else 5.0
+            log.warning(
+                "failpoint: holding the offsets load", topic_partition=str(tp), hold_s=hold_s
+            )
+            await trio.sleep(hold_s)
         target = partition.log.log_end_offset
         offset = partition.log.log_start_offset
         with trio.move_on_after(self.config.load_timeout_ms / 1000) as scope:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.config import BrokerConfig
-from broker.group.coordinator import GroupConfig, GroupCoordinatorCore
+from broker.group.coordinator import GroupCoordinatorCore
 from broker.group.driver import DriverConfig, GroupCoordinatorDriver
+from broker.group.effects import GroupConfig
 from broker.group.handlers import ClusterView, GroupApis, offsets_topic_spec
 from broker.partitions import PartitionManager
 from broker.purgatory import FetchPurgatory

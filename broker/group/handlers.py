@@ -12,8 +12,9 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from broker.group.coordinator import GroupCoordinatorCore, sync_error
+from broker.group.coordinator import GroupCoordinatorCore
 from broker.group.driver import GroupCoordinatorDriver
+from broker.group.effects import sync_error
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.records import OffsetKey, OffsetValue
 from broker.server import ConnectionInfo
@@ -129,7 +130,9 @@ class GroupApis:
             if topic is None:
                 return _no_coordinator(
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    f"{OFFSETS_TOPIC} is being created: {self._creation_error or 'retry'}",
+                    f"{OFFSETS_TOPIC} could not be created yet: {self._creation_error}"
+                    if self._creation_error
+                    else f"{OFFSETS_TOPIC} is being created; retry",
                 )
         index = self.core.partition_of(request.key)
         registration = topic.partitions.get(index)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from broker.group.coordinator import LoadedPartition
+from broker.group.effects import LoadedPartition
 from broker.group.records import (
     GroupKey,
     GroupValue,

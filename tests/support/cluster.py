@@ -257,6 +257,7 @@ class ZkCluster(Cluster):
             "zookeeper.connect": zookeeper_connect,
             "zookeeper.session.timeout.ms": session_timeout_ms,
             "default.replication.factor": min(3, brokers),
+            "offsets.topic.replication.factor": min(3, brokers),
             # Followers come back quickly after a failure (Kafka's 1 s is long for tests).
             "replica.fetch.backoff.ms": 100,
             **(overrides or {}),
@@ -296,7 +297,11 @@ class RaftCluster(Cluster):
             "broker.session.timeout.ms": session_timeout_ms,
             "broker.heartbeat.interval.ms": heartbeat_interval_ms,
         }
-        shared = {"default.replication.factor": max(1, min(3, brokers)), **(overrides or {})}
+        shared = {
+            "default.replication.factor": max(1, min(3, brokers)),
+            "offsets.topic.replication.factor": max(1, min(3, brokers)),
+            **(overrides or {}),
+        }
         ctl_settings = {
             **lifecycle,
             **controller_part({k: str(v) for k, v in shared.items()}),

@@ -10,6 +10,7 @@ import trio
 
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.groups import (
     DescribeGroupsRequest,
     JoinGroupResponse,
@@ -149,3 +150,19 @@ async def _loaded(c: WireClient, group: str) -> bool:
     code, _ = await fetch_offsets(c, group, "events", [0])
     assert code in (0, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR), code
     return code == 0
+
+
+async def test_offsets_topic_needs_as_many_brokers_as_its_replication_factor(
+    broker_factory: Any,
+) -> None:
+    proc = broker_factory({**GROUP_OVERRIDES, "offsets.topic.replication.factor": 3})
+    async with await WireClient.connect(proc.host, proc.port) as c:
+        for _ in range(2):  # the process stays up and keeps answering
+            resp = await c.request(FindCoordinatorRequest(key="g"))
+            assert resp.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE, resp
+            assert "__consumer_offsets" in resp.error_message
+            assert "3" in resp.error_message, resp.error_message
+        meta = await c.request(MetadataRequest(topics=(OFFSETS_TOPIC,)))
+        assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        bad = await c.request(FindCoordinatorRequest(key=""))
+        assert bad.error_code == ErrorCode.INVALID_REQUEST
