@@ -118,6 +118,7 @@ class GroupMembership:
         self._fatal: KafkaError | None = None
         self._lookup_lock = trio.Lock()
         self.last_poll_ms = now_ms()
+        self._last_heartbeat_ok_ms = now_ms()
         self._closed = False
 
     # -- the subclass's part ------------------------------------------------------------------
@@ -281,6 +282,7 @@ class GroupMembership:
             self.state = MemberState.UNJOINED
             raise _Retry("group rebalanced during SyncGroup", backoff=False)
         self.state = MemberState.STABLE
+        self._last_heartbeat_ok_ms = now_ms()
         self._needs_join_prepare = True
         log.info(
             "Successfully synced group",
@@ -330,7 +332,12 @@ class GroupMembership:
                 protocol=joined.protocol_name,
                 members=sorted(members),
             )
-            assigned = await self._perform_assignment(joined.protocol_name or "", members)
+            try:
+                assigned = await self._perform_assignment(joined.protocol_name or "", members)
+            except KafkaError as exc:
+                if not exc.code.retriable:  # e.g. metadata for the assignment not reachable
+                    raise
+                raise _Retry(f"assignment failed: {exc.message}") from None
             assignments = tuple(
                 SyncGroupAssignment(member_id=m, assignment=a) for m, a in assigned.items()
             )
@@ -395,6 +402,11 @@ class GroupMembership:
                 )
                 await self.maybe_leave_group("consumer poll timeout has expired.")
                 continue
+            if now_ms() - self._last_heartbeat_ok_ms > self.session_timeout_ms:
+                # Kafka's heartbeat thread: no answer for a whole session, so this coordinator
+                # has dropped us or is gone; look it up again (the next answer tells which)
+                self._last_heartbeat_ok_ms = now_ms()
+                self.coordinator_unknown("session timed out without a heartbeat response")
             await self._heartbeat()
 
     def _next_heartbeat_delay_ms(self) -> float:
@@ -415,6 +427,7 @@ class GroupMembership:
         except KafkaError as exc:
             log.info("Heartbeat failed", group=self.group_id, error=exc.message)
             return
+        self._last_heartbeat_ok_ms = now_ms()
         code = ErrorCode.from_wire(response.error_code)
         if code is ErrorCode.NONE or generation != self.generation:
             return  # a join replaced the generation meanwhile: the answer is stale
