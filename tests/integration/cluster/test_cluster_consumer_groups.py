@@ -6,8 +6,9 @@
   `trioka group describe` then shows, per partition, what was produced minus what was
   committed as the lag;
 - the coordinator's broker is SIGKILLed under two in-process members committing after every
-  poll: the offsets partition's new leader loads the group, the members find it and carry on;
-  every record is read, and only records whose commit failed are read twice.
+  poll: the offsets partition's new leader loads the group (held 2 s by the failpoint
+  `group.coordinator.hold_load`, so COORDINATOR_LOAD_IN_PROGRESS is met), the members find it
+  and carry on; every record is read, and only records whose commit failed are read twice.
 """
 
 from __future__ import annotations
@@ -190,7 +191,10 @@ def _trioka(*args: str) -> subprocess.CompletedProcess[str]:
 async def test_the_group_resumes_at_its_commits_after_its_coordinator_is_killed(
     cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = cluster_factory(3, GROUP_BROKER_CONFIGS)
+    # every load of an offsets partition waits 2 s: the members meet COORDINATOR_LOAD_IN_PROGRESS
+    # on the new coordinator (commits, heartbeats, joins) and must wait it out
+    hold = {"TRIOKA_FAILPOINTS": "group.coordinator.hold_load=return(2)"}
+    cluster = cluster_factory(3, GROUP_BROKER_CONFIGS, env=hold)
     await cluster.wait_ready()
     await create_topic(cluster)
     await produce(cluster, 0, 300)
