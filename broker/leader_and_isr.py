@@ -268,6 +268,10 @@ class ControllerRequestHandler:
             )
             return ErrorCode.INCONSISTENT_TOPIC_ID
         self.fetchers.remove_partitions([tp])
+        if self.applier.on_leadership is not None:
+            # Kafka's onResignation on StopReplica: a replica no longer hosted coordinates
+            # nothing (the partition moved away by reassignment, or its topic was deleted).
+            self.applier.on_leadership([], [(tp, None if leader_epoch < 0 else leader_epoch)])
         try:
             self.partitions.stop(tp, delete=delete)
         except Exception as exc:

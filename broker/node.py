@@ -439,6 +439,7 @@ class Broker:
                 self.fetchers.remove_partitions(list(self.partitions.partitions))
             self.purgatory.wake_all()
             self.produce_purgatory.wake_all()
+            self.group_coordinator.shutdown()
             await self.server.drain()
             loops.cancel()
         self._final_checkpoint()

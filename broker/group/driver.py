@@ -18,7 +18,15 @@ import structlog
 import trio
 
 from broker.group.coordinator import GroupCoordinatorCore
-from broker.group.effects import Effects, Outcome, Response, StoreGroup, WaitKey
+from broker.group.effects import (
+    Effects,
+    Outcome,
+    Response,
+    StoreGroup,
+    WaitKey,
+    join_error,
+    sync_error,
+)
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.loader import PartitionLoader
 from broker.group.records import (
@@ -159,10 +167,6 @@ class GroupCoordinatorDriver:
                 assert self._nursery is not None
                 self._nursery.start_soon(self.append, partition, tombstones)
 
-    def wake(self) -> None:
-        """A deadline moved: let the timer look again."""
-        self._wake.set()
-
     def apply(self, effects: Effects) -> None:
         """Answer parked requests, start group stores, and let the timer see new deadlines."""
         for delivery in effects.deliveries:
@@ -182,6 +186,16 @@ class GroupCoordinatorDriver:
             return outcome.response
         assert outcome.key is not None
         slot = _Slot()
+        old = self._waiters.get(outcome.key)
+        if old is not None:  # a retried SyncGroup: the parked one is told, not left hanging
+            _, member, kind = outcome.key
+            self._answer(
+                old,
+                kind,
+                member,
+                ErrorCode.REBALANCE_IN_PROGRESS,
+                "superseded by a newer request of the same member",
+            )
         self._waiters[outcome.key] = slot
         try:
             await slot.event.wait()
@@ -190,6 +204,22 @@ class GroupCoordinatorDriver:
                 del self._waiters[outcome.key]
         assert slot.response is not None
         return slot.response
+
+    def shutdown(self) -> None:
+        """The broker is stopping: every parked JoinGroup/SyncGroup is answered NOT_COORDINATOR
+        at once (their members find the next coordinator), so the drain does not wait for
+        rebalance timeouts."""
+        message = "the coordinator's broker is shutting down"
+        for (_group, member, kind), slot in list(self._waiters.items()):
+            self._answer(slot, kind, member, ErrorCode.NOT_COORDINATOR, message)
+        self._waiters.clear()
+
+    @staticmethod
+    def _answer(slot: _Slot, kind: str, member: str, code: ErrorCode, message: str) -> None:
+        slot.response = (
+            join_error(code, message, member) if kind == "join" else sync_error(code, message)
+        )
+        slot.event.set()
 
     async def _store_group(self, store: StoreGroup) -> None:
         code, message = await self.append(store.partition, [(store.key, store.value)])
@@ -252,6 +282,8 @@ class GroupCoordinatorDriver:
                 done, code = partition.state.check_enough_replicas_reach_offset(required)
                 if done:
                     break
+                if self.hw_purgatory.closed:
+                    return ErrorCode.NOT_COORDINATOR, "the coordinator's broker is shutting down"
                 event = self.hw_purgatory.watch([tp])
                 try:
                     await event.wait()
@@ -301,6 +333,8 @@ class GroupCoordinatorDriver:
                     offset = self._read_chunk(current, offset, limit, loader)
                     await trio.lowlevel.checkpoint()
                     continue
+                if self.hw_purgatory.closed:
+                    return  # shutting down
                 event = self.hw_purgatory.watch([tp])
                 try:
                     await event.wait()

@@ -224,7 +224,8 @@ class GroupApis:
             generation=request.generation_id,
             now_ms=self.now_ms(),
         )
-        self.driver.wake()  # the member's session deadline moved
+        # No timer wake-up: a heartbeat only moves a deadline later, and the timer looks
+        # again when the earlier one passes.
         return HeartbeatResponse(error_code=int(code), error_message=message or None)
 
     async def leave_group(

@@ -4,12 +4,14 @@ first), sync, heartbeat, commit and fetch; a restart loads the groups and offset
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import trio
 
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource, ResourceType
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.groups import (
     DescribeGroupsRequest,
@@ -26,6 +28,7 @@ from tests.integration.group_wire import (
     find_coordinator,
     heartbeat,
     join,
+    join_request,
     new_member_id,
     sync,
 )
@@ -57,7 +60,12 @@ async def join_two(host: str, port: int, group: str) -> tuple[JoinGroupResponse,
 
 
 async def test_find_coordinator_creates_the_offsets_topic(broker_factory: Any) -> None:
-    proc = broker_factory(GROUP_OVERRIDES)
+    # No offsets.topic.replication.factor: a combined node makes it 1 (Kafka's default 3
+    # could never be placed on one broker).
+    overrides = {
+        k: v for k, v in GROUP_OVERRIDES.items() if k != "offsets.topic.replication.factor"
+    }
+    proc = broker_factory(overrides)
     found = await find_coordinator(proc.host, proc.port, "g1")
     assert (found.node_id, found.host, found.port) == (1, proc.host, proc.port)
     async with await WireClient.connect(proc.host, proc.port) as c:
@@ -65,6 +73,19 @@ async def test_find_coordinator_creates_the_offsets_topic(broker_factory: Any) -
         (topic,) = meta.topics
         assert topic.error_code == 0 and topic.is_internal
         assert len(topic.partitions) == 4
+        assert {len(p.replica_nodes) for p in topic.partitions} == {1}
+        configs = await c.request(
+            DescribeConfigsRequest(
+                resources=(
+                    DescribeConfigsResource(
+                        resource_type=ResourceType.TOPIC, resource_name=OFFSETS_TOPIC
+                    ),
+                )
+            )
+        )
+        values = {e.name: e.value for e in configs.results[0].configs}
+        assert values["cleanup.policy"] == "compact"
+        assert values["segment.bytes"] == "104857600"
         assert partition_for("g1", 4) in {p.index for p in topic.partitions}
 
 
@@ -166,3 +187,27 @@ async def test_offsets_topic_needs_as_many_brokers_as_its_replication_factor(
         assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         bad = await c.request(FindCoordinatorRequest(key=""))
         assert bad.error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_sigterm_answers_a_parked_join_at_once(broker_factory: Any) -> None:
+    # The first rebalance of a new group would wait 120 s (initial delay = rebalance timeout).
+    proc = broker_factory({**GROUP_OVERRIDES, "group.initial.rebalance.delay.ms": 120_000})
+    await find_coordinator(proc.host, proc.port, "slow")
+    async with await WireClient.connect(proc.host, proc.port) as c:
+        await wait_until(lambda: _loaded(c, "slow"), within=15, every=0.1)
+        member = await new_member_id(c, "slow")
+        request = replace(join_request("slow", member), rebalance_timeout_ms=120_000)
+        await c.send(request)
+
+        async def parked() -> bool:  # the broker read the join and parked it
+            async with await WireClient.connect(proc.host, proc.port) as other:
+                resp = await other.request(DescribeGroupsRequest(groups=("slow",)))
+            return resp.groups[0].group_state == "PreparingRebalance"
+
+        await wait_until(parked, within=10, every=0.05)
+        async with trio.open_nursery() as n:
+            n.start_soon(proc.astop, 20.0)
+            with trio.fail_after(15):  # far below the 120 s the join would otherwise wait
+                _, resp = await c.receive(JoinGroupResponse)
+        assert resp.error_code == ErrorCode.NOT_COORDINATOR, resp
+    assert proc.proc is not None and proc.proc.returncode == 0

@@ -102,3 +102,34 @@ async def test_coordinator_failover_keeps_offsets_and_generation(
         assert await heartbeat(c, GROUP, gen + 1, leader.member_id) == ErrorCode.ILLEGAL_GENERATION
         described = (await c.request(DescribeGroupsRequest(groups=(GROUP,)))).groups[0]
         assert described.group_state == "Stable" and len(described.members) == 2
+
+
+async def test_commit_is_answered_only_once_replicated(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(3, {**OVERRIDES, "offsets.commit.timeout.ms": 1000})
+    await cluster.wait_ready()
+    async with cluster.admin() as admin:
+        await admin.create_topic("events", 1, 3)
+    index = partition_for(GROUP, PARTITIONS)
+    found = await find_coordinator("127.0.0.1", cluster.brokers[min(cluster.brokers)].port, GROUP)
+    info = await cluster.wait_partition(OFFSETS_TOPIC, index, lambda i: len(i.isr) == 3)
+    coordinator = cluster.brokers[found.node_id]
+    await wait_until(lambda: _coordinator_served(cluster, found.node_id, set()), within=30)
+    followers = [r for r in info.replicas if r != found.node_id]
+    async with await WireClient.connect("127.0.0.1", coordinator.port) as c:
+        assert await commit(c, GROUP, -1, "", "events", {0: 1}) == {0: 0}
+        for f in followers:  # the ISR cannot follow: the HW stays put
+            cluster.pause(f)
+        try:
+            assert await commit(c, GROUP, -1, "", "events", {0: 2}) == {
+                0: ErrorCode.REQUEST_TIMED_OUT
+            }
+            assert await fetch_offsets(c, GROUP, "events", [0]) == (0, {0: 1})
+        finally:
+            for f in followers:
+                cluster.resume(f)
+
+        async def committed() -> bool:
+            return await commit(c, GROUP, -1, "", "events", {0: 3}) == {0: 0}
+
+        await wait_until(committed, within=60, every=0.5)
+        assert await fetch_offsets(c, GROUP, "events", [0]) == (0, {0: 3})
