@@ -13,16 +13,21 @@ from client.admin import (
     ResourceType,
     TopicDescription,
 )
+from client.admin_groups import GroupDescription, GroupListing, MemberDescription
 from client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
+from client.consumer_coordinator import ConsumerRebalanceListener
 from client.errors import (
     ClientClosedError,
+    CommitFailedError,
     DivergentOffset,
     KafkaConnectionError,
     KafkaTimeoutError,
     LogTruncationError,
     NoOffsetForPartitionError,
+    RebalanceInProgressError,
 )
 from client.futures import RecordFuture, RecordMetadata
+from client.group_offsets import OffsetAndMetadata
 from client.producer import Producer
 from client.sync import SyncAdmin, SyncConsumer, SyncProducer
 from protocol.errors import KafkaError
@@ -32,23 +37,30 @@ __all__ = [
     "Admin",
     "AlterConfigOp",
     "ClientClosedError",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigResource",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CreatedTopic",
     "DivergentOffset",
     "ElectionType",
+    "GroupDescription",
+    "GroupListing",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
     "LogTruncationError",
+    "MemberDescription",
     "NewPartitions",
     "NewTopic",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionReassignment",
     "Producer",
+    "RebalanceInProgressError",
     "RecordFuture",
     "RecordMetadata",
     "ResourceType",

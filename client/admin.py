@@ -1,4 +1,5 @@
-"""The Admin client: topics and configs (Kafka's Admin API, awaited directly).
+"""The Admin client: topics, configs and consumer groups (Kafka's Admin API, awaited directly;
+the group operations are in client.admin_groups).
 
 Every failure is a protocol.errors.KafkaError carrying the broker's own message, e.g.
 `TOPIC_ALREADY_EXISTS: Topic 'events' already exists.`
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import trio
 
+from client.admin_groups import GroupAdmin
 from client.cluster import ClusterClient, backoff_ms, now_ms
 from client.config import admin_config
 from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
@@ -167,7 +169,7 @@ class PartitionReassignment:
     removing_replicas: tuple[int, ...] = ()
 
 
-class Admin(ClientBase):
+class Admin(GroupAdmin, ClientBase):
     """Use as `async with Admin(bootstrap_servers=...) as admin:`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:

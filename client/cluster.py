@@ -119,6 +119,25 @@ class ClusterClient:
         conn = await self.connection(node_id)
         return await conn.request(request, timeout_ms=timeout_ms)
 
+    async def send_to(
+        self,
+        connection_id: int,
+        host: str,
+        port: int,
+        request: Request,
+        *,
+        timeout_ms: float | None = None,
+    ) -> Any:
+        """Send on a connection of our own naming to an address not taken from metadata (a
+        group coordinator: Kafka gives it a separate connection, id MAX_INT - node id, so its
+        long JoinGroups do not hold up fetches from the same broker)."""
+        conn = self.connection_if_ready(connection_id)
+        if conn is None:
+            if self._closed:
+                raise KafkaConnectionError("client is closed")
+            conn = await self._open(connection_id, host, port)
+        return await conn.request(request, timeout_ms=timeout_ms)
+
     async def send_any(self, request: Request, *, timeout_ms: float | None = None) -> Any:
         """Send to a connected broker if any, else a known one, else a bootstrap server."""
         conn = await self._any_connection()

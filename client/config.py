@@ -62,7 +62,21 @@ CONSUMER_CONFIGS = ConfigDefs(
     "consumer",
     [
         *_COMMON,
-        ConfigDef("group.id", "string", "", "consumer group (groups arrive with issue 5)"),
+        ConfigDef("group.id", "string", "",
+                  "consumer group; needed by subscribe() and commits (empty: no group)"),
+        ConfigDef("enable.auto.commit", "boolean", True,
+                  "commit the positions every auto.commit.interval.ms, before a rebalance and "
+                  "on close (only with a group.id)"),
+        ConfigDef("auto.commit.interval.ms", "int", 5000, "how often positions are committed",
+                  min=0),
+        ConfigDef("session.timeout.ms", "int", 45000,
+                  "the coordinator removes a member it has not heard from for this long", min=1),
+        ConfigDef("heartbeat.interval.ms", "int", 3000,
+                  "how often a member tells the coordinator it is alive", min=1),
+        ConfigDef("max.poll.interval.ms", "int", 300000,
+                  "a member that does not call poll() for this long leaves the group", min=1),
+        ConfigDef("partition.assignment.strategy", "list", ("range",),
+                  "assignors in preference order: range, roundrobin"),
         ConfigDef("auto.offset.reset", "string", "latest",
                   "where to start without a valid position", choices=("latest", "earliest", "none")),
         ConfigDef("fetch.min.bytes", "int", 1, "bytes a fetch waits for", min=0),
@@ -146,7 +160,27 @@ def _idempotence_allowed(values: Mapping[str, Any], *, explicit: bool) -> bool:
 
 
 def consumer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
-    return resolve(CONSUMER_CONFIGS, config, overrides)
+    values = resolve(CONSUMER_CONFIGS, config, overrides)
+    strategies = tuple(s.strip() for s in values["partition.assignment.strategy"])
+    for name in strategies:
+        if name not in _ASSIGNOR_NAMES:
+            raise ConfigError(
+                f"partition.assignment.strategy: unknown assignor {name!r} "
+                f"(known: {', '.join(_ASSIGNOR_NAMES)})"
+            )
+    if not strategies:
+        raise ConfigError("partition.assignment.strategy: name at least one assignor")
+    values["partition.assignment.strategy"] = strategies
+    if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
+        # Kafka's Heartbeat refuses this too: the session would expire between heartbeats
+        raise ConfigError(
+            f"heartbeat.interval.ms: {values['heartbeat.interval.ms']} must be lower than "
+            f"session.timeout.ms ({values['session.timeout.ms']})"
+        )
+    return values
+
+
+_ASSIGNOR_NAMES = ("range", "roundrobin")
 
 
 def admin_config(config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:

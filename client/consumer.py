@@ -1,13 +1,17 @@
-"""The trio Consumer: manual assignment, positions, seeks and pipelined fetches.
+"""The trio Consumer: group subscriptions or manual assignment, positions, seeks, commits and
+pipelined fetches.
 
-    async with Consumer(bootstrap_servers="localhost:9092", auto_offset_reset="earliest") as c:
-        c.assign([TopicPartition("events", 0)])
+    async with Consumer(bootstrap_servers="localhost:9092", group_id="billing") as c:
+        c.subscribe(["events"])            # or c.assign([TopicPartition("events", 0)])
         records = await c.poll(timeout_ms=1000)
 
 One Fetch per leader is kept in flight while the caller works through the records already
 fetched (Kafka's pipelining); records below the fetch offset in a first batch are skipped.
 Without a valid position a partition is reset by auto.offset.reset (latest|earliest|none),
-also when the broker answers OFFSET_OUT_OF_RANGE. Consumer groups arrive with issue 5.
+also when the broker answers OFFSET_OUT_OF_RANGE. With a group.id a partition first starts at
+the group's committed offset (OffsetFetch); subscribe() joins the group (client.consumer_
+coordinator: the assignors, commits, the rebalance listener; client.group_membership: JoinGroup,
+SyncGroup, heartbeats, LeaveGroup).
 
 KIP-320: a position remembers the leader epoch of the batch its last record came from; when
 metadata names a new leader or leader epoch, the position is checked with OffsetForLeaderEpoch
@@ -27,6 +31,7 @@ import trio
 
 from client.cluster import ClusterClient, backoff_ms, now_ms
 from client.config import consumer_config
+from client.consumer_coordinator import ConsumerCoordinator, ConsumerRebalanceListener
 from client.errors import (
     ClientClosedError,
     KafkaConnectionError,
@@ -34,6 +39,7 @@ from client.errors import (
     LogTruncationError,
     NoOffsetForPartitionError,
 )
+from client.group_offsets import OffsetAndMetadata
 from client.lifecycle import ClientBase
 from client.positions import (
     NO_EPOCH,
@@ -61,7 +67,7 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from protocol.names import TopicPartition
+from protocol.names import TopicPartition, validate_topic_name
 from protocol.record_batch import (
     HEADER_SIZE,
     decode_batch_records,
@@ -207,7 +213,8 @@ class _CompletedFetch:
 
 
 class Consumer(ClientBase):
-    """A Kafka-style consumer with manual assignment. Use as `async with Consumer(...) as c:`."""
+    """A Kafka-style consumer: subscribe() with a group.id, or assign() partitions by hand.
+    Use as `async with Consumer(...) as c:`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         super().__init__(consumer_config(config, **overrides))
@@ -228,6 +235,141 @@ class Consumer(ClientBase):
         self._fetched = trio.Event()
         self._generation = 0
         """Bumped by assign() and seeks so that fetches begun before them are dropped."""
+        self._group_id: str = c["group.id"]
+        self._coordinator: ConsumerCoordinator | None = None
+        self._subscription: tuple[str, ...] = ()
+        self._listener: ConsumerRebalanceListener | None = None
+
+    def _on_started(self, nursery: trio.Nursery) -> None:
+        if not self._group_id:
+            return
+        coordinator = ConsumerCoordinator(
+            self._client(), self.config, nursery, self, wake=self._wake_poll
+        )
+        self._coordinator = coordinator
+        if self._subscription:
+            coordinator.subscribe(self._subscription, self._listener)
+        nursery.start_soon(coordinator.run_heartbeats)
+
+    async def close(self) -> None:
+        """Commit the positions (enable.auto.commit) and leave the group, then stop."""
+        coordinator = self._coordinator
+        if coordinator is not None and not self._closed and self._stack is not None:
+            with trio.move_on_after(self._api_timeout_ms / 1000):
+                await coordinator.close_group(now_ms() + self._api_timeout_ms)
+        await super().close()
+
+    # -- groups -------------------------------------------------------------------------------
+
+    def subscribe(
+        self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None
+    ) -> None:
+        """Join the consumer group (group.id) for `topics`: the group's leader assigns their
+        partitions among the members at the next poll(); `listener` hears of each change."""
+        if not self._group_id:
+            raise KafkaError(
+                ErrorCode.INVALID_GROUP_ID,
+                "subscribe() needs a group.id in the consumer's configs (or use assign())",
+            )
+        if self._states and not self._subscription:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "subscribe() and assign() cannot be mixed: unsubscribe() or assign([]) first",
+            )
+        topics = tuple(sorted(set(topics)))
+        for topic in topics:
+            validate_topic_name(topic)
+        self._subscription, self._listener = topics, listener
+        if self._cluster is not None:
+            self._cluster.topics.update(topics)
+            self._cluster.request_update()
+        if self._coordinator is not None:
+            self._coordinator.subscribe(topics, listener)
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription)
+
+    async def unsubscribe(self) -> None:
+        """Leave the group and drop the assignment (Kafka's unsubscribe)."""
+        coordinator = self._coordinator
+        if coordinator is not None:
+            if coordinator.auto_commit and coordinator.generation_if_stable() is not None:
+                await coordinator.commit_sync(
+                    self.consumed_offsets(), now_ms() + self._api_timeout_ms
+                )
+            await coordinator.revoke(self.assignment())
+            coordinator.subscription = ()
+            await coordinator.maybe_leave_group("the consumer unsubscribed")
+        self._subscription = ()
+        self._set_assignment(())
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What commit() commits by default: each partition's position (the next record
+        poll() returns) with the leader epoch of the record before it."""
+        return {
+            tp: OffsetAndMetadata(
+                state.position, None if state.offset_epoch == NO_EPOCH else state.offset_epoch
+            )
+            for tp, state in self._states.items()
+            if state.position is not None
+        }
+
+    def assign_from_group(self, partitions: Iterable[TopicPartition]) -> None:
+        """The assignment a rebalance gave (called by the coordinator)."""
+        self._set_assignment(partitions)
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+    ) -> None:
+        """Kafka's commitSync: commit `offsets` (default: the consumed positions of every
+        assigned partition) and wait until the coordinator has them replicated, retrying
+        until default.api.timeout.ms. Raises CommitFailedError when the group rebalanced
+        without this member, RebalanceInProgressError while it rebalances."""
+        coordinator = self._group_coordinator()
+        wanted = self.consumed_offsets() if offsets is None else _offsets(offsets)
+        await coordinator.commit_sync(wanted, now_ms() + self._api_timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
+        | None = None,
+    ) -> None:
+        """Kafka's commitAsync: start the commit and return; `callback(offsets, error)` is
+        called when it completed (error None) or failed."""
+        coordinator = self._group_coordinator()
+        wanted = self.consumed_offsets() if offsets is None else _offsets(offsets)
+        assert self._nursery is not None
+
+        async def commit() -> None:
+            error: Exception | None = None
+            try:
+                await coordinator.commit_sync(wanted, now_ms() + self._request_timeout_ms)
+            except KafkaError as exc:
+                error = exc
+                if callback is None:
+                    log.warning("Asynchronous offset commit failed", error=str(exc))
+            if callback is not None:
+                callback(wanted, error)
+
+        self._nursery.start_soon(commit)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets for `partitions` (None: nothing committed)."""
+        coordinator = self._group_coordinator()
+        return await coordinator.fetch_committed(
+            [TopicPartition(*tp) for tp in partitions], now_ms() + self._api_timeout_ms
+        )
+
+    def _group_coordinator(self) -> ConsumerCoordinator:
+        self._client()
+        if self._coordinator is None:
+            raise KafkaError(
+                ErrorCode.INVALID_GROUP_ID, "commits need a group.id in the consumer's configs"
+            )
+        return self._coordinator
 
     def _client(self) -> ClusterClient:
         if self._closed or self._cluster is None:
@@ -237,13 +379,22 @@ class Consumer(ClientBase):
     # -- assignment and positions -------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
-        """Replace the assignment. New partitions start at auto.offset.reset unless sought."""
+        """Replace the assignment. New partitions start at the group's committed offset (with
+        a group.id) else at auto.offset.reset, unless sought."""
+        if self._subscription:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "assign() and subscribe() cannot be mixed: unsubscribe() first",
+            )
+        self._set_assignment(partitions)
+
+    def _set_assignment(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         wanted = {TopicPartition(*tp) for tp in partitions}
         self._states = {tp: self._states.get(tp) or PartitionState() for tp in wanted}
         self._drop_buffered(lambda tp: tp not in wanted)
         self._generation += 1
         if self._cluster is not None:
-            self._cluster.topics = {tp.topic for tp in wanted}
+            self._cluster.topics = {tp.topic for tp in wanted} | set(self._subscription)
             self._cluster.request_update()
 
     def assignment(self) -> set[TopicPartition]:
@@ -427,7 +578,10 @@ class Consumer(ClientBase):
         )
 
     async def _update_positions(self, deadline: float) -> None:
-        """Resolve every partition without a position by its reset strategy."""
+        """Resolve every partition without a position: the group's committed offset first
+        (with a group.id), else its reset strategy."""
+        if self._coordinator is not None:
+            await self._refresh_committed(self._coordinator, deadline)
         wanted: dict[TopicPartition, int] = {}
         for tp, state in self._states.items():
             if state.position is not None:
@@ -449,6 +603,26 @@ class Consumer(ClientBase):
             if state is not None and state.position is None:
                 state.reset_to(offset)
 
+    async def _refresh_committed(self, coordinator: ConsumerCoordinator, deadline: float) -> None:
+        """Kafka's refreshCommittedOffsetsIfNeeded: partitions that have no position and no
+        reset asked for start at the committed offset, validated against its leader epoch."""
+        wanted = [tp for tp, s in self._states.items() if s.position is None and s.reset is None]
+        if not wanted:
+            return
+        generation = self._generation
+        committed = await coordinator.fetch_committed(wanted, deadline)
+        if generation != self._generation:
+            return  # a seek, assign or rebalance happened meanwhile; the next poll looks again
+        for tp, found in committed.items():
+            state = self._states.get(tp)
+            if found is None or state is None or state.position is not None or state.reset:
+                continue
+            log.info("Setting offset for partition to the committed offset", tp=str(tp),
+                     offset=found.offset, leader_epoch=found.leader_epoch)  # fmt: skip
+            epoch = NO_EPOCH if found.leader_epoch is None else found.leader_epoch
+            state.seek(found.offset, epoch)
+            self._after_seek(tp)
+
     # -- polling ------------------------------------------------------------------------------
 
     async def poll(
@@ -459,7 +633,14 @@ class Consumer(ClientBase):
         cluster = self._client()
         deadline = now_ms() + timeout_ms
         limit = max_records or self._max_poll_records
+        coordinator = self._coordinator
         while True:
+            if coordinator is not None:
+                coordinator.last_poll_ms = now_ms()
+                if self._subscription:
+                    coordinator.check_metadata()
+                    await coordinator.ensure_active_group(deadline)
+                coordinator.maybe_auto_commit()
             self._raise_partition_errors()
             if any(s.position is None for s in self._states.values()):
                 await self._update_positions(max(deadline, now_ms() + self._api_timeout_ms))
@@ -781,6 +962,18 @@ class Consumer(ClientBase):
                     cluster.request_update()
                 else:
                     state.error = KafkaError(code, f"fetching {tp}: {p.error_message or code.name}")
+
+
+def _offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    out = {}
+    for tp, value in offsets.items():
+        om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+        if om.offset < 0:
+            raise ValueError(f"commit offset for {tp} must be >= 0, got {om.offset}")
+        out[TopicPartition(*tp)] = om
+    return out
 
 
 def _list_request(parts: dict[TopicPartition, int]) -> ListOffsetsRequest:

@@ -86,3 +86,20 @@ def raise_for_code(code: int, message: str | None, context: str = "") -> None:
     error = ErrorCode.from_wire(code)
     text = message or error.name
     raise KafkaError(error, f"{context}: {text}" if context else text)
+
+
+class CommitFailedError(KafkaError):
+    """The group rebalanced without this member (its generation is gone): the commit cannot
+    be done and the partitions may already be someone else's (Kafka's CommitFailedException).
+    The member rejoins at its next poll()."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(code, message)
+
+
+class RebalanceInProgressError(KafkaError):
+    """The commit came while the group is rebalancing (Kafka's RebalanceInProgressException):
+    poll() to finish the rebalance, then commit again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REBALANCE_IN_PROGRESS, message)

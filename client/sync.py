@@ -175,6 +175,20 @@ class SyncConsumer(_SyncBase):
     def assignment(self) -> set[TopicPartition]:
         return self._portal.call_sync(self._consumer.assignment)
 
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        """Join the group (group.id) for `topics`; `listener` is a ConsumerRebalanceListener
+        (its methods run on the consumer's trio thread)."""
+        self._portal.call_sync(self._consumer.subscribe, list(topics), listener)
+
+    def unsubscribe(self) -> None:
+        self._portal.call(self._consumer.unsubscribe)
+
+    def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
+        self._portal.call(self._consumer.commit, offsets)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+        return self._portal.call(self._consumer.committed, list(partitions))
+
     def seek(
         self, tp: TopicPartition | tuple[str, int], offset: int, *, leader_epoch: int | None = None
     ) -> None:
@@ -219,6 +233,21 @@ class SyncAdmin(_SyncBase):
         admin = Admin(config, **overrides)
         self._portal = _Portal(lambda: admin, "trioka-admin")
         self._admin: Admin = self._portal.obj
+
+    def list_groups(self) -> list[Any]:
+        return self._portal.call(self._admin.list_groups)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
+        return self._portal.call(self._admin.describe_groups, list(group_ids))
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, Any]:
+        wanted = None if partitions is None else list(partitions)
+        return self._portal.call(self._admin.list_group_offsets, group_id, wanted)
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any]) -> None:
+        self._portal.call(self._admin.alter_group_offsets, group_id, dict(offsets))
 
     def create_topics(
         self, topics: Sequence[NewTopic], *, validate_only: bool = False

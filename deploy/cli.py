@@ -341,12 +341,14 @@ def admin_props(bootstrap_server: str, properties: Sequence[str]) -> dict[str, A
 def _register() -> None:
     from deploy.cli_cluster import cluster
     from deploy.cli_cluster_ops import leader_election, reassign
+    from deploy.cli_group import group
     from deploy.cli_io import consume, produce
     from deploy.cli_perf import perf
     from deploy.cli_quorum import quorum
 
     cli.add_command(produce)
     cli.add_command(consume)
+    cli.add_command(group)
     cli.add_command(perf)
     cli.add_command(leader_election)
     cli.add_command(reassign)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 import click
@@ -205,7 +207,25 @@ async def _lines(source: IO[bytes]) -> Any:
 @click.command()
 @click.argument("topic")
 @bootstrap_option
-@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Start at the earliest offset (with --group: where the group has no commit).",
+)
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    help="Consume as a member of this consumer group: share the partitions with its other "
+    "members, start at its committed offsets (else latest, or the beginning with "
+    "--from-beginning) and commit as it goes.",
+)
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Exit when no record arrived for this long.",
+)
 @click.option(
     "--offset",
     "-o",
@@ -248,14 +268,25 @@ async def _lines(source: IO[bytes]) -> Any:
     "--key-separator", default="\t", show_default="tab", help="Separator for --print-key."
 )
 @property_option
-def consume(topic: str, bootstrap_server: str, from_beginning: bool, offset: str | None,
-            partitions: tuple[int, ...], max_messages: int | None, follow: bool, fmt: str,
-            print_key: bool, key_separator: str, properties: tuple[str, ...]) -> None:  # fmt: skip
+def consume(topic: str, bootstrap_server: str, from_beginning: bool, group_id: str | None,
+            timeout_ms: int | None, offset: str | None, partitions: tuple[int, ...],
+            max_messages: int | None, follow: bool, fmt: str, print_key: bool,
+            key_separator: str, properties: tuple[str, ...]) -> None:  # fmt: skip
     """Print records of TOPIC to stdout; exits once caught up with the end (unless --follow)."""
     from deploy.cli import run
 
     if from_beginning and offset is not None:
         raise click.UsageError("use either --from-beginning or --offset, not both")
+    if group_id is not None and (offset is not None or partitions):
+        # as kafka-console-consumer: a group member's partitions come from the group
+        raise click.UsageError("--group cannot be used with --offset or --partition")
+    props = parse_key_values(properties, "--property")
+    writer = RecordWriter(sys.stdout.buffer, fmt, print_key, key_separator.encode())
+    if group_id is not None:
+        group_run = GroupRun(group_id, from_beginning, max_messages, follow, timeout_ms)
+        total = run(_consume_group, bootstrap_server, topic, group_run, writer, props)
+        click.echo(f"Processed a total of {total} message{'s' if total != 1 else ''}.", err=True)
+        return
     start = "earliest" if from_beginning else (offset or "latest")
     if start not in ("earliest", "latest"):
         try:
@@ -264,10 +295,8 @@ def consume(topic: str, bootstrap_server: str, from_beginning: bool, offset: str
             raise click.UsageError(
                 f"--offset {start!r} is not earliest, latest, an offset or -N"
             ) from None
-    props = parse_key_values(properties, "--property")
-    writer = RecordWriter(sys.stdout.buffer, fmt, print_key, key_separator.encode())
     total = run(_consume, bootstrap_server, topic, start, partitions, max_messages, follow,
-                writer, props)  # fmt: skip
+                writer, props, timeout_ms)  # fmt: skip
     click.echo(f"Processed a total of {total} message{'s' if total != 1 else ''}.", err=True)
 
 
@@ -323,6 +352,7 @@ async def _consume(
     follow: bool,
     writer: RecordWriter,
     props: dict[str, Any],
+    timeout_ms: int | None = None,
 ) -> int:
     count = await topic_partitions(bootstrap, topic, props)
     for p in partitions:
@@ -355,6 +385,7 @@ async def _consume(
                     return False
             return True
 
+        idle = _IdleTimer(timeout_ms)
         while True:
             if not follow and await caught_up():
                 break
@@ -365,4 +396,86 @@ async def _consume(
                 total += len(records)
             if max_messages is not None and total >= max_messages:
                 break
+            if idle.expired(bool(records)):
+                break
     return total
+
+
+class _IdleTimer:
+    """--timeout-ms: exit when no record arrived for that long."""
+
+    def __init__(self, timeout_ms: int | None) -> None:
+        self.timeout_s = None if timeout_ms is None else timeout_ms / 1000
+        self.last = trio.current_time()
+
+    def expired(self, got_records: bool) -> bool:
+        now = trio.current_time()
+        if got_records:
+            self.last = now
+        return self.timeout_s is not None and now - self.last >= self.timeout_s
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRun:
+    group_id: str
+    from_beginning: bool
+    max_messages: int | None
+    follow: bool
+    timeout_ms: int | None
+
+
+async def _consume_group(
+    bootstrap: str, topic: str, spec: GroupRun, writer: RecordWriter, props: dict[str, Any]
+) -> int:
+    """kafka-console-consumer --group: subscribe, print, commit (auto-commit, and on close).
+    Without --follow it exits once its partitions are caught up with their ends as of when
+    they were assigned."""
+    await topic_partitions(bootstrap, topic, props)
+    config = {
+        "auto.offset.reset": "earliest" if spec.from_beginning else "latest",
+        **props,
+        "bootstrap.servers": bootstrap,
+        "group.id": spec.group_id,
+    }
+    total = 0
+    ends: dict[TopicPartition, int] = {}
+    # As kafka-console-consumer's shutdown hook: SIGINT/SIGTERM end the loop, then close()
+    # commits and leaves the group (a KeyboardInterrupt could land in any task instead).
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with Consumer(config) as consumer, trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_signal, signals, nursery.cancel_scope)
+            consumer.subscribe([topic])
+            idle = _IdleTimer(spec.timeout_ms)
+            while True:
+                limit = None if spec.max_messages is None else spec.max_messages - total
+                records = await consumer.poll(1000, max_records=limit)
+                if records:
+                    writer.write(records)
+                    total += len(records)
+                if spec.max_messages is not None and total >= spec.max_messages:
+                    break
+                if idle.expired(bool(records)):
+                    break
+                if not spec.follow and await _caught_up(consumer, ends):
+                    break
+            nursery.cancel_scope.cancel()
+    return total
+
+
+async def _cancel_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
+
+
+async def _caught_up(consumer: Consumer, ends: dict[TopicPartition, int]) -> bool:
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    new = [tp for tp in assigned if tp not in ends]
+    if new:
+        ends.update(await consumer.end_offsets(new))
+    for tp in assigned:
+        if await consumer.position(tp) < ends[tp]:
+            return False
+    return True

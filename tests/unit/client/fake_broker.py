@@ -11,7 +11,7 @@ answered with their first offsets, gaps refused), enough for the client's idempo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,8 @@ class FakeBroker:
         self.next_producer_id = 1000
         self.producers: dict[tuple[str, int, int], FakeProducerState] = {}
         self.requests: list[Any] = []
+        self.handlers: dict[ApiKey, Callable[[Any], Awaitable[Any]]] = {}
+        """Async answers for more APIs (tests.unit.client.fake_group plugs a coordinator in)."""
         self.held: trio.Event | None = None
         """While set to an unset Event, responses wait for it (requests pile up in flight)."""
         self._listeners: list[trio.SocketListener] = []
@@ -107,7 +109,11 @@ class FakeBroker:
                     while (frame := decoder.next_frame()) is not NEED_DATA:
                         env = decode_request(frame)  # type: ignore[arg-type]
                         self.requests.append(env.body)
-                        response = self._answer(env.api_key, env.body)
+                        handler = self.handlers.get(env.api_key)
+                        if handler is not None:
+                            response = await handler(env.body)
+                        else:
+                            response = self._answer(env.api_key, env.body)
                         if response is not None:
                             await send.send(encode_response(env.correlation_id, response))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
