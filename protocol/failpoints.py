@@ -54,6 +54,12 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | closes its ZooKeeper session: process  |
 |                                       |                       | and registration stay up while a test  |
 |                                       |                       | looks at the leaders that moved        |
+| `log.cleaner.after_cleaned`           | storage.cleaner       | the cleaner stops once `.cleaned` is   |
+|                                       |                       | written (`return(exit)`: SIGKILL the   |
+|                                       |                       | process; `return`: FailpointCrash)     |
+| `log.cleaner.after_swap_rename`       | storage.log           | ... once `.cleaned` became `.swap`     |
+| `log.cleaner.before_swap_complete`    | storage.log           | ... once the old segments became       |
+|                                       |                       | `.deleted`, before `.swap` -> `.log`   |
 """
 
 from __future__ import annotations
@@ -78,6 +84,16 @@ FAILPOINTS: dict[str, str] = {
     "broker.shutdown.pause_after_controlled_shutdown": (
         "return(S): after a successful controlled shutdown the broker waits S seconds "
         "(return: 10) before it drains and closes its ZooKeeper session"
+    ),
+    "log.cleaner.after_cleaned": (
+        "the cleaner stops after writing and fsyncing <base>.log.cleaned, before the swap "
+        "(return(exit): SIGKILL the process; return: raise FailpointCrash)"
+    ),
+    "log.cleaner.after_swap_rename": (
+        "the cleaner stops after renaming .cleaned to .swap, before touching the old segments"
+    ),
+    "log.cleaner.before_swap_complete": (
+        "the cleaner stops after renaming the old segments to .deleted, before .swap -> .log"
     ),
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""
