@@ -412,11 +412,11 @@ def clean(plan: CleaningPlan, dedupe_buffer_bytes: int) -> CleaningResult:
         groups = []
         grouped = group_segments_by_size(cleanable, plan.segment_bytes)
         for n, group in enumerate(grouped):
+            written.append(group[0].path + CLEANED_SUFFIX)
             path = _clean_group(plan, group, om, stats, last_group=n == len(grouped) - 1)
-            written.append(path)
             groups.append(CleanedGroup(tuple(s.base_offset for s in group), path))
         crash_point("log.cleaner.after_cleaned")
-    except CleanerCorruptionError:
+    except (CleanerCorruptionError, OSError):
         for path in written:
             _unlink(path)
         raise
