@@ -54,6 +54,8 @@ OFFSET_MAP_BYTES_PER_ENTRY = 24
 """As Kafka's SkimpyOffsetMap: a 16-byte key hash and an 8-byte offset per entry."""
 OFFSET_MAP_LOAD_FACTOR = 0.9
 READ_CHUNK = 1 << 20
+DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20
+"""Kafka's log.cleaner.dedupe.buffer.size default."""
 
 
 class CleanerCorruptionError(Exception):
@@ -505,6 +507,7 @@ class CleanerCheckpoints:
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
+    "DEFAULT_DEDUPE_BUFFER_BYTES",
     "CleanedGroup",
     "CleanerCheckpoints",
     "CleanerCorruptionError",
