@@ -173,6 +173,11 @@ class LogCleaner:
         d = self.log_manager.log_dir_of(tp)
         if d is not None:
             self.checkpoints.update(d, tp, result.next_dirty)
+        # Entries of deleted logs go, so a topic created again under the same name starts over.
+        hosted = {g.topic_partition for g in self.log_manager.logs()}
+        stale = {t for dd in self.log_manager.log_dirs for t in self.checkpoints.offsets(dd)}
+        if stale - hosted:
+            self.checkpoints.remove(stale - hosted)
         s = result.stats
         mb = s.bytes_read / 1e6
         log.info(

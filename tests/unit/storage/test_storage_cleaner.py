@@ -24,6 +24,7 @@ from storage.cleaner import (
     SegmentRef,
     clean,
     group_segments_by_size,
+    max_compaction_lag_due,
     plan_cleaning,
     require_keys,
     swap_in,
@@ -348,3 +349,16 @@ def test_require_keys() -> None:
         require_keys(kv(b"k", b"v") + kv(None, b"v"), tp)
     assert err.value.code == ErrorCode.INVALID_RECORD
     assert "compacted topic cannot accept a record without a key" in str(err.value)
+
+
+@pytest.mark.parametrize(("age_ms", "due"), [(59_000, False), (61_000, True)])
+def test_max_compaction_lag_makes_the_first_dirty_segment_due(
+    tmp_path: Path, age_ms: int, due: bool
+) -> None:
+    log = open_compact(tmp_path, COMPACT.replace(max_compaction_lag_ms=60_000))
+    for i in range(30):
+        log.append_as_leader(kv(b"k%d" % i, b"v", NOW - age_ms), 1)
+    log.roll()
+    assert max_compaction_lag_due(log, 0, NOW) is due
+    # Nothing dirty before the active segment: never due.
+    assert not max_compaction_lag_due(log, log.log_end_offset, NOW)
