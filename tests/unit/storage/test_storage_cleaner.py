@@ -274,16 +274,29 @@ def test_crash_at_each_step_reopens_with_every_kept_record(
     assert len(scan(again)) == 5
 
 
-def test_swap_aborted_when_the_log_changed(tmp_path: Path) -> None:
-    log = open_compact(tmp_path)
+@pytest.mark.parametrize("change", ["truncated", "segments deleted", "closed", "re-cleaned"])
+def test_swap_aborted_when_the_log_changed(tmp_path: Path, change: str) -> None:
+    log = open_compact(tmp_path, COMPACT.replace(cleanup_policy=("compact", "delete")))
     fill(log, 100, keys=3)
     plan = plan_cleaning(log, first_dirty=0, now_ms=NOW)
     assert plan is not None
     result = clean(plan, DEDUPE)
-    log.truncate_to(50)
+    files = sorted(n for n in os.listdir(tmp_path / "t-0") if not n.endswith(".cleaned"))
+    if change == "truncated":
+        log.truncate_to(50)
+    elif change == "segments deleted":
+        log.update_config(log.config.replace(retention_bytes=0))
+        assert log.delete_old_segments(NOW) > 0
+    elif change == "closed":
+        log.close()
+    else:
+        run_cleaning(log)
     assert not swap_in(log, result)
     assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".cleaned")]
-    assert [r.offset for r in scan(log)] == list(range(50))
+    if change == "closed":
+        assert sorted(os.listdir(tmp_path / "t-0")) == files
+    if change == "truncated":
+        assert [r.offset for r in scan(log)] == list(range(50))
 
 
 def test_corrupt_segment_stops_cleaning_and_changes_nothing(tmp_path: Path) -> None:
