@@ -34,7 +34,13 @@ from storage.errors import (
 )
 from storage.files import FileHandleCache, fsync_dir
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchInfo, LogSegment
-from storage.swap import DELETED_SUFFIX, SWAP_SUFFIX, complete_swaps, crash_point
+from storage.swap import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    complete_swaps,
+    crash_point,
+)
 
 logger = structlog.get_logger("storage.log")
 
@@ -191,10 +197,13 @@ class Log:
         clean_shutdown: bool,
     ) -> None:
         now = self._clock()
-        complete_swaps(self.directory)
+        names = os.listdir(self.directory)
+        if any(n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for n in names):
+            complete_swaps(self.directory)  # a cleaning a crash interrupted
+            names = os.listdir(self.directory)
         bases = []
         index_stems = set()
-        for name in os.listdir(self.directory):
+        for name in names:
             stem, ext = os.path.splitext(name)
             if ext in (".tmp", ".deleted"):
                 os.unlink(os.path.join(self.directory, name))
