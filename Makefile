@@ -54,3 +54,9 @@ bench-failover: setup-dev
 
 bench-metadata: setup-dev
 	$(BIN)/python bench/run_metadata.py --mode $(MODE) $(METADATA_ARGS)
+
+# Issue 5: log cleaner throughput on one 200 MB partition with 10,000 keys (docs/benchmarks.md).
+.PHONY: bench-cleaner
+CLEANER_ARGS ?=
+bench-cleaner: setup-dev
+	$(BIN)/python bench/run_cleaner.py $(CLEANER_ARGS)

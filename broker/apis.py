@@ -104,6 +104,7 @@ from protocol.metadata.describe import describe_topic_config_entries
 from protocol.metadata.image import MetadataImage
 from protocol.names import TopicPartition, is_internal, topic_name_problem
 from protocol.record_batch import iter_batches
+from storage.cleaner import require_keys
 
 log = structlog.get_logger("broker.apis")
 
@@ -372,6 +373,8 @@ class KafkaApis:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"no record batch for {tp}")
             partition = self.partitions.leader(tp)
             partition.state.check_append(acks)
+            if "compact" in partition.log.config.cleanup_policy:
+                require_keys(records, tp)
             info = partition.log.append_as_leader(records, partition.state.leader_epoch)
         except Exception as exc:
             code, message = _error(exc)

@@ -136,6 +136,19 @@ BROKER_CONFIGS = ConfigDefs(
                   choices=("delete", "compact")),
         ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "default "
                   "delete.retention.ms", min=0),
+        ConfigDef("log.cleaner.enable", "boolean", True, "run the log cleaner (compaction of "
+                  "cleanup.policy=compact topics, __consumer_offsets among them)"),
+        ConfigDef("log.cleaner.threads", "int", 1, "logs cleaned at the same time", min=0),
+        ConfigDef("log.cleaner.backoff.ms", "long", 15000, "sleep between passes of a cleaner "
+                  "thread that found nothing to clean", min=0),
+        ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, "offset-map memory of "
+                  "all cleaner threads (24 bytes a key)", min=0),
+        ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "default "
+                  "min.cleanable.dirty.ratio", min=0, max=1),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "default "
+                  "min.compaction.lag.ms", min=0),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "default "
+                  "max.compaction.lag.ms", min=1),
         ConfigDef("log.message.timestamp.type", "string", "CreateTime", "default "
                   "message.timestamp.type", choices=("CreateTime",)),
         ConfigDef("compression.type", "string", "producer", "default compression.type",
@@ -302,6 +315,9 @@ TOPIC_SYNONYMS: dict[str, str] = {
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
     "cleanup.policy": "log.cleanup.policy",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "compression.type": "compression.type",
     "max.message.bytes": "message.max.bytes",

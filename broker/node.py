@@ -26,6 +26,7 @@ from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shut
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager, SourceBroker
 from broker.group.factory import make_group_coordinator
 from broker.leader_and_isr import ControllerRequestHandler
+from broker.log_cleaner import CleanerConfig, LogCleaner
 from broker.metadata_cache import with_topic_configs
 from broker.metadata_publisher import MetadataPublisher
 from broker.partition_changes import PartitionChangeApplier
@@ -233,6 +234,12 @@ class Broker:
             config.broker_listeners,
             server_limits(config),
         )
+        self.log_cleaner = LogCleaner(
+            CleanerConfig.from_broker_config(config),
+            log_manager,
+            self.partitions.high_watermarks,
+            _now_ms,
+        )
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
         """Set once run() has shut down gracefully."""
@@ -423,6 +430,7 @@ class Broker:
                             max(int(self.config["replica.lag.time.max.ms"]) // 2, 1),
                         )
                         self._start_loops(inner)
+                        inner.start_soon(self.log_cleaner.run)
                         background_ready.set()
                         await trio.sleep_forever()
 

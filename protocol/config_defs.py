@@ -203,6 +203,12 @@ TOPIC_CONFIGS = ConfigDefs(
                   min=0),
         ConfigDef("delete.retention.ms", "long", 86400000, "keep tombstones this long when "
                   "compacting", min=0),
+        ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, "compact a log once this share "
+                  "of it is dirty (written since its last cleaning)", min=0, max=1),
+        ConfigDef("min.compaction.lag.ms", "long", 0, "records stay uncompacted at least this "
+                  "long", min=0),
+        ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, "compact a log whose oldest dirty "
+                  "record is this old, whatever its dirty ratio", min=1),
         ConfigDef("compression.type", "string", "producer", "compression the broker keeps",
                   choices=("producer", "uncompressed", "lz4", "zstd")),
         ConfigDef("message.timestamp.type", "string", "CreateTime", "timestamp kept",

@@ -62,6 +62,12 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | `__consumer_offsets` partition waits S |
 |                                       |                       | seconds before it reads, so a test     |
 |                                       |                       | sees COORDINATOR_LOAD_IN_PROGRESS      |
+| `log.cleaner.after_cleaned`           | storage.cleaner       | the cleaner stops once `.cleaned` is   |
+|                                       |                       | written (`return(exit)`: SIGKILL the   |
+|                                       |                       | process; `return`: FailpointCrash)     |
+| `log.cleaner.after_swap_rename`       | storage.log           | ... once `.cleaned` became `.swap`     |
+| `log.cleaner.before_swap_complete`    | storage.log           | ... once the old segments became       |
+|                                       |                       | `.deleted`, before `.swap` -> `.log`   |
 """
 
 from __future__ import annotations
@@ -94,6 +100,16 @@ FAILPOINTS: dict[str, str] = {
     "group.coordinator.hold_load": (
         "return(S): a load of a __consumer_offsets partition waits S seconds (return: 5) "
         "before reading it (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile)"
+    ),
+    "log.cleaner.after_cleaned": (
+        "the cleaner stops after writing and fsyncing <base>.log.cleaned, before the swap "
+        "(return(exit): SIGKILL the process; return: raise FailpointCrash)"
+    ),
+    "log.cleaner.after_swap_rename": (
+        "the cleaner stops after renaming .cleaned to .swap, before touching the old segments"
+    ),
+    "log.cleaner.before_swap_complete": (
+        "the cleaner stops after renaming the old segments to .deleted, before .swap -> .log"
     ),
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""

@@ -156,6 +156,12 @@ def _compress(codec: Compression, data: bytes) -> bytes:
     raise ValueError(f"compression {codec.name} is not supported")
 
 
+def compress_payload(codec: Compression, data: bytes) -> bytes:
+    """Compress an encoded records array as a batch of `codec` holds it (the log cleaner
+    re-encodes the batches it filters)."""
+    return _compress(codec, data)
+
+
 def _decompress(codec: Compression, data: bytes, limit: int) -> bytes:
     """Decompress one whole frame of `codec`; at most `limit` bytes come out (a small hostile
     batch must not inflate into gigabytes), and a truncated or trailing-garbage frame is an

@@ -30,6 +30,9 @@ class LogConfig:
     flush_ms: int = _D["flush.ms"]
     file_delete_delay_ms: int = _D["file.delete.delay.ms"]
     delete_retention_ms: int = _D["delete.retention.ms"]
+    min_cleanable_dirty_ratio: float = _D["min.cleanable.dirty.ratio"]
+    min_compaction_lag_ms: int = _D["min.compaction.lag.ms"]
+    max_compaction_lag_ms: int = _D["max.compaction.lag.ms"]
     compression_type: str = _D["compression.type"]
     message_timestamp_type: str = _D["message.timestamp.type"]
 

@@ -37,6 +37,13 @@ from storage.files import FileHandleCache, fsync_dir
 from storage.producer_snapshots import ProducerStateStore
 from storage.producer_state import BatchMetadata, LeaderAppendCheck, last_sequence
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchInfo, LogSegment
+from storage.swap import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    complete_swaps,
+    crash_point,
+)
 
 logger = structlog.get_logger("storage.log")
 
@@ -120,6 +127,9 @@ class Log:
         self._rolled_unflushed = False
         self._parent_dirty = False  # the log dir itself is new
         self._closed = False
+        self.layout_version = 0
+        """Bumped whenever segments are truncated, deleted or replaced: the log cleaner swaps
+        its output in only if this did not move while it worked."""
         self.on_dirty: Callable[[Log], None] | None = None
         """Called after an append, a roll or a config change (LogManager keeps the logs that
         may need a flush, so its flusher does not visit every log)."""
@@ -201,9 +211,13 @@ class Log:
         clean_shutdown: bool,
     ) -> None:
         now = self._clock()
+        names = os.listdir(self.directory)
+        if any(n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for n in names):
+            complete_swaps(self.directory)  # a cleaning a crash interrupted
+            names = os.listdir(self.directory)
         bases = []
         index_stems = set()
-        for name in os.listdir(self.directory):
+        for name in names:
             stem, ext = os.path.splitext(name)
             if ext in (".tmp", ".deleted"):
                 os.unlink(os.path.join(self.directory, name))
@@ -260,10 +274,11 @@ class Log:
         # every batch's epoch must match it: that catches a damaged epoch field, which the CRC
         # does not cover.
         rebuilding = cache.earliest_entry() is None
+        gaps = self.may_have_offset_gaps
 
         def accept(h: BatchHeader) -> str | None:
             nonlocal expected, last_epoch
-            if h.base_offset != expected:
+            if h.base_offset != expected and not (gaps and h.base_offset > expected):
                 return f"base offset {h.base_offset} where {expected} was expected"
             epoch = h.partition_leader_epoch
             if epoch < last_epoch:
@@ -293,7 +308,7 @@ class Log:
         truncated_at: int | None = None
         for i in range(first, len(self._segments)):
             seg = self._segments[i]
-            if seg.base_offset != expected:
+            if seg.base_offset != expected and not (gaps and seg.base_offset > expected):
                 # A segment that does not continue the log: all of it is damage.
                 logger.warning(
                     "log_recovery_truncated",
@@ -304,6 +319,7 @@ class Log:
                 )
                 truncated_at = i
                 break
+            expected = seg.base_offset
             result = seg.recover(accept)
             self.recovered_bytes_truncated += result.truncated_bytes
             if result.problem is not None:
@@ -369,6 +385,13 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def may_have_offset_gaps(self) -> bool:
+        """A compacted log has gaps between batches (what the cleaner removed): recovery then
+        accepts a batch or segment that starts past the expected offset. Other logs keep the
+        strict check, which catches a damaged base offset (outside the CRC)."""
+        return "compact" in self._config.cleanup_policy
 
     def update_config(self, config: LogConfig) -> None:
         """New topic configs apply from the next append (index sizes: from the next segment)."""
@@ -547,8 +570,9 @@ class Log:
                     yield h
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
-        """Append batches that already carry offsets and epochs (replication, Raft). The first
-        must start at the log end offset and offsets must be contiguous; CRCs are checked."""
+        """Append batches that already carry offsets and epochs (replication, Raft). Offsets
+        must go up from the log end offset: a forward gap is what the leader's cleaner removed
+        (as Kafka, which refuses only offsets below the log end); CRCs are checked."""
         self._check_open()
         buf = records if isinstance(records, bytes | bytearray) else bytes(records)
         tp = self.topic_partition
@@ -563,7 +587,7 @@ class Log:
                 h = validate_batch(buf, pos)
             except CorruptRecordBatchError as exc:
                 raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
-            if h.base_offset != expected:
+            if h.base_offset < expected:
                 if pos == 0:
                     raise UnexpectedAppendOffsetError(
                         f"append to {tp} starts at offset {h.base_offset} but the log ends at "
@@ -573,7 +597,7 @@ class Log:
                     )
                 raise CorruptRecordBatchError(
                     f"append to {tp} refused: batch at byte {pos} has base offset "
-                    f"{h.base_offset}, expected {expected} (offsets must be contiguous)"
+                    f"{h.base_offset}, expected at least {expected} (offsets must go up)"
                 )
             epoch = h.partition_leader_epoch
             if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
@@ -805,6 +829,7 @@ class Log:
             del self._segments[i + 1 :]
             del self._bases[i + 1 :]
             seg = self._segments[i]
+            self.layout_version += 1
             seg.truncate_to(offset)
             self._leo = seg.read_next_offset()
             self._recovery_point = min(self._recovery_point, self._leo)
@@ -820,6 +845,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at `offset`."""
         self._check_open()
+        self.layout_version += 1
         try:
             for seg in self._segments:
                 seg.delete()
@@ -855,12 +881,15 @@ class Log:
         try:
             while allowed(count) and segs[count + 1].base_offset <= self._log_start:
                 count += 1
-            if cfg.retention_ms >= 0:
+            # Size and time retention belong to the delete policy; a compact-only log loses
+            # segments only below its log start offset (Kafka's deleteOldSegments).
+            deleting = "delete" in cfg.cleanup_policy
+            if deleting and cfg.retention_ms >= 0:
                 while (
                     allowed(count) and now_ms - segs[count].largest_timestamp() > cfg.retention_ms
                 ):
                     count += 1
-            if cfg.retention_bytes >= 0:
+            if deleting and cfg.retention_bytes >= 0:
                 excess = sum(s.size for s in segs[count:]) - cfg.retention_bytes
                 while allowed(count) and excess - segs[count].size >= 0:
                     excess -= segs[count].size
@@ -872,6 +901,7 @@ class Log:
         return count
 
     def _delete_oldest(self, count: int) -> None:
+        self.layout_version += 1
         doomed = self._segments[:count]
         del self._segments[:count]
         del self._bases[:count]
@@ -891,6 +921,65 @@ class Log:
             segments=[os.path.basename(s.log_path) for s in doomed],
             log_start_offset=self._log_start,
         )
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def replace_segments(
+        self, old: list[LogSegment], cleaned_path: str, layout_version: int
+    ) -> LogSegment | None:
+        """Swap a cleaned file in for the consecutive inactive segments `old` (Kafka's
+        replaceSegments). Returns the new segment, or None (and deletes `cleaned_path`) when
+        the log was truncated, had segments deleted or replaced, or was closed since
+        `layout_version` was read: the cleaned data may then no longer match the log.
+
+        Crash-safe (storage.swap): `.cleaned` -> `.swap`, old segments -> `.deleted`, `.swap`
+        -> `.log`; a log opened after a kill anywhere in between holds every kept record."""
+        i = self._position_of(old)
+        if self._closed or layout_version != self.layout_version or i is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(cleaned_path)
+            return None
+        base = old[0].base_offset
+        swap_path = old[0].log_path + SWAP_SUFFIX
+        try:
+            os.replace(cleaned_path, swap_path)
+            fsync_dir(self.directory)
+            crash_point("log.cleaner.after_swap_rename")
+            for seg in old:
+                seg.release_handles()
+                os.replace(seg.log_path, seg.log_path + DELETED_SUFFIX)
+                for path in (seg.index_path, seg.time_index_path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+            crash_point("log.cleaner.before_swap_complete")
+            os.replace(swap_path, old[0].log_path)
+            fsync_dir(self.directory)
+            for seg in old:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(seg.log_path + DELETED_SUFFIX)
+            new = LogSegment.open_existing(
+                self.directory, base, self._handles, self._config, self._clock()
+            )
+        except OSError as exc:
+            raise self._storage_error(f"replacing segments from offset {base}", exc) from exc
+        self._segments[i : i + len(old)] = [new]
+        self._bases = [s.base_offset for s in self._segments]
+        self.layout_version += 1
+        return new
+
+    def _position_of(self, old: list[LogSegment]) -> int | None:
+        """Where the run `old` sits in the segment list, if it is still there, whole and
+        inactive."""
+        if not old:
+            return None
+        try:
+            i = next(k for k, s in enumerate(self._segments) if s is old[0])
+        except StopIteration:
+            return None
+        run = self._segments[i : i + len(old)]
+        if len(run) != len(old) or any(a is not b for a, b in zip(run, old, strict=True)):
+            return None
+        return i if i + len(old) < len(self._segments) else None
 
     # -- durability --------------------------------------------------------------------------
 
