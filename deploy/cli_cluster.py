@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -248,10 +248,29 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
         f"Partitions: {report.partitions}\tUnder-replicated: {len(report.under_replicated)}\t"
         f"Offline: {len(report.offline)}"
     )
-    for topic_name, partition in report.under_replicated:
-        console.print(f"  under-replicated: {topic_name}-{partition}")
-    for topic_name, partition in report.offline:
-        console.print(f"  offline: {topic_name}-{partition}")
+    for what, partitions in (("under-replicated", report.under_replicated),
+                             ("offline", report.offline)):  # fmt: skip
+        for topic_name, numbers in _by_topic(partitions).items():
+            console.print(f"  {what}: {topic_name} partitions {_ranges(numbers)}")
+
+
+def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic_name, partition in partitions:
+        by_topic.setdefault(topic_name, []).append(partition)
+    return by_topic
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    """ "0-49" for 50 partitions in a row, "0,2,5-7" otherwise: one line per topic even for
+    __consumer_offsets's 50."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 @cluster.command("describe")

@@ -165,14 +165,19 @@ async def _wait_unfenced(broker: Broker, manager: BrokerLifecycleManager, source
         )
 
 
+SINGLE_NODE_DEFAULTS = {
+    # Kafka's built-in 3 could never be placed on one broker.
+    "offsets.topic.replication.factor": 1,
+    # A dev node's first group forms at once instead of after Kafka's built-in 3 s.
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
 def single_node_defaults(config: BrokerConfig) -> BrokerConfig:
-    """A combined node is a one-broker cluster: unless set, `__consumer_offsets` gets
-    replication factor 1 (Kafka's built-in 3 could never be placed; Kafka's shipped
-    server.properties sets 1 for the same reason)."""
-    key = "offsets.topic.replication.factor"
-    if key in config.explicit:
-        return config
-    return dataclasses.replace(config, values={**config.values, key: 1})
+    """A combined node is a one-broker dev cluster: unless set, the values Kafka's shipped
+    server.properties gives these keys for the same reasons (SINGLE_NODE_DEFAULTS)."""
+    unset = {k: v for k, v in SINGLE_NODE_DEFAULTS.items() if k not in config.explicit}
+    return dataclasses.replace(config, values={**config.values, **unset})
 
 
 async def run_combined_broker(

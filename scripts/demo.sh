@@ -5,8 +5,10 @@
 # describe`); ZK mode: a real ZooKeeper and 3 brokers. Then the same story in both: a topic with 3
 # replicas per partition (min.insync.replicas=2) is created, records are produced with acks=all,
 # the leader of partition 0 is SIGKILLed (the controller notices after the 4 s session timeout and
-# elects another leader), more records are produced while it is down, everything is consumed back,
-# the cluster's status is shown, then `trioka cluster down`. Everything lives in a mktemp
+# elects another leader), more records are produced while it is down; a consumer group reads the
+# first records, then resumes at its committed offsets for the new ones (`trioka group describe`
+# shows no lag); everything is consumed back, the cluster's status is shown, then `trioka cluster
+# down`. Everything lives in a mktemp
 # directory; the cluster is stopped (by the pids in its state file) on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,6 +101,9 @@ printf '%s\n' "user-1:signed up" "user-4:signed up" "user-1:added to cart" \
   "user-8:signed up" "user-1:checked out" |
   "$trioka" produce "$topic" -b "$bootstrap" --key-separator ":" --acks all
 
+say "consuming them as group demo-readers (creates __consumer_offsets; the group commits as it reads)"
+"$trioka" consume "$topic" -b "$bootstrap" --group demo-readers --from-beginning
+
 old_leader="$(leader_of 0)"
 say "SIGKILL the leader of partition 0: broker $old_leader"
 "$trioka" cluster kill "$old_leader" --dir "$cluster"
@@ -124,7 +129,11 @@ say "producing 3 more records with acks=all while broker $old_leader is down (2 
 printf '%s\n' "user-4:added to cart" "user-8:added to cart" "user-4:checked out" |
   "$trioka" produce "$topic" -b "$bootstrap" --key-separator ":" --acks all
 
-say "consuming everything from the beginning (JSON, one record a line)"
+say "group demo-readers resumes at its committed offsets: only the 3 new records"
+"$trioka" consume "$topic" -b "$bootstrap" --group demo-readers
+"$trioka" group describe demo-readers -b "$bootstrap"
+
+say "consuming everything from the beginning without a group (JSON, one record a line)"
 "$trioka" consume "$topic" -b "$bootstrap" --from-beginning --format json | tee "$work/consumed.jsonl"
 consumed=$(wc -l <"$work/consumed.jsonl")
 
@@ -138,6 +147,7 @@ cluster_started=""
 echo
 echo "Summary: ran $what, created '$topic' (3 partitions x 3 replicas),"
 echo "produced 5 records with acks=all, SIGKILLed broker $old_leader (leader of partition 0);"
-echo "broker $new_leader took over, 3 more records were produced, and $consumed of 8 records were"
-echo "consumed back. The cluster was stopped."
+echo "broker $new_leader took over, 3 more records were produced; group demo-readers read the 5, then"
+echo "resumed at its commits for the 3 new ones; $consumed of 8 records were consumed back from the"
+echo "beginning. The cluster was stopped."
 [ "$consumed" -eq 8 ]
