@@ -7,6 +7,7 @@ Unknown keys and bad values raise protocol.config_defs.ConfigError naming the ke
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +16,8 @@ from protocol.config_defs import INT_MAX, ConfigDef, ConfigDefs, ConfigError
 _COMMON = [
     ConfigDef("bootstrap.servers", "list", ("localhost:9092",),
               "host:port pairs used to find the cluster"),
-    ConfigDef("client.id", "string", "", "name sent with every request, for the broker's logs"),
+    ConfigDef("client.id", "string", "", "name sent with every request, for the broker's logs "
+              "(empty: Kafka's producer-N / consumer-GROUP-N)"),
     ConfigDef("request.timeout.ms", "int", 30000, "how long to wait for a response", min=1),
     ConfigDef("socket.connection.setup.timeout.ms", "long", 10000,
               "how long to wait for a TCP connection", min=1),
@@ -114,6 +116,11 @@ def resolve(
     return values
 
 
+# Kafka's default client ids (ProducerConfig / ConsumerConfig): per-process sequences, so the
+# broker's logs and `trioka group describe` tell the clients of a process apart.
+_PRODUCER_IDS = itertools.count(1)
+_CONSUMER_IDS = itertools.count(1)
+
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
 """The broker keeps the last five batches per producer and partition for duplicate checks."""
 
@@ -129,6 +136,8 @@ def producer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -
             f"({floor})"
         )
     values["acks"] = -1 if values["acks"] in ("all", "-1") else int(values["acks"])
+    if not values["client.id"]:
+        values["client.id"] = f"producer-{next(_PRODUCER_IDS)}"
     if values["enable.idempotence"]:
         explicit = "enable.idempotence" in (config or {}) or any(
             k.replace("_", ".") == "enable.idempotence" for k in overrides
@@ -171,6 +180,10 @@ def consumer_config(config: Mapping[str, Any] | None = None, **overrides: Any) -
     if not strategies:
         raise ConfigError("partition.assignment.strategy: name at least one assignor")
     values["partition.assignment.strategy"] = strategies
+    if not values["client.id"]:
+        group = values["group.id"]
+        n = next(_CONSUMER_IDS)
+        values["client.id"] = f"consumer-{group}-{n}" if group else f"consumer-{n}"
     if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
         # Kafka's Heartbeat refuses this too: the session would expire between heartbeats
         raise ConfigError(
