@@ -15,8 +15,11 @@ A cleaning of one log has three steps, split by thread:
 What a cleaned batch keeps: its base offset, last offset delta (so the batch still spans the
 same offsets and producers' sequences stay right), leader epoch, attributes, base timestamp,
 producer id/epoch and base sequence; only the removed records go (the log has gaps). A batch
-that loses all its records goes entirely (Kafka keeps the last batch of each producer empty;
-trioka's producer state lives in `.snapshot` files, so nothing is lost by dropping it). Records
+that loses all its records goes entirely, except the last batch of each producer the log's
+producer state knows (Kafka's lastRecordsOfActiveProducers), kept without records: producer
+state rebuilt by scanning the log (an open after a kill whose recovery point lagged the
+cleaning, a follower or a new replica fetching the cleaned log) then still knows the producer's
+last sequence and offsets, so a retried batch is answered as the duplicate it is. Records
 without a key are dropped (as Kafka's cleaner does; Produce refuses them on compacted topics).
 """
 
@@ -88,6 +91,8 @@ class CleaningPlan:
     layout_version: int
     live_segments: tuple[LogSegment, ...]
     """The segment objects, for the swap's identity check only (never used by `clean`)."""
+    producer_last_offsets: frozenset[int] = frozenset()
+    """Last offsets of each known producer's last batch: such a batch is kept, empty if need be."""
 
     @property
     def dirty_bytes(self) -> int:
@@ -181,6 +186,9 @@ def plan_cleaning(
         segment_bytes=log.config.segment_bytes,
         layout_version=log.layout_version,
         live_segments=tuple(live),
+        producer_last_offsets=frozenset(
+            e.batches[-1].last_offset for e in log.producers.state.entries.values() if e.batches
+        ),
     )
 
 
@@ -316,9 +324,16 @@ def _keep(
 
 
 def _filter_batch(
-    h: BatchHeader, batch: bytes, om: OffsetMap, tombstone_expired: bool, stats: CleanerStats
+    h: BatchHeader,
+    batch: bytes,
+    om: OffsetMap,
+    tombstone_expired: bool,
+    stats: CleanerStats,
+    *,
+    retain_empty: bool = False,
 ) -> bytes | None:
-    """The batch with only its kept records (the same bytes when all are kept), or None."""
+    """The batch with only its kept records (the same bytes when all are kept), or None; with
+    `retain_empty` a batch that keeps no record stays as an empty batch (Kafka's RETAIN_EMPTY)."""
     rows = _records(batch)
     stats.records_read += len(rows)
     kept = [r for r in rows if _keep(r[2], r[3], r[0], tombstone_expired, om)]
@@ -326,6 +341,9 @@ def _filter_batch(
     if len(kept) == len(rows):
         return batch
     if not kept:
+        if retain_empty:
+            stats.batches_rewritten += 1
+            return _empty_batch(h)
         stats.batches_dropped += 1
         return None
     stats.batches_rewritten += 1
@@ -385,7 +403,12 @@ def _clean_group(
                 if h.is_control:
                     kept: bytes | None = batch
                 else:
-                    kept = _filter_batch(h, batch, om, expired, stats)
+                    last_of_producer = (
+                        h.producer_id >= 0 and h.last_offset in plan.producer_last_offsets
+                    )
+                    kept = _filter_batch(
+                        h, batch, om, expired, stats, retain_empty=last_of_producer
+                    )
                 last_dropped = h if kept is None else None
                 if kept is not None:
                     out.write(kept)

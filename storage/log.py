@@ -45,6 +45,12 @@ from storage.swap import (
     crash_point,
 )
 
+OFFSET_GAPS_FILE = "has-offset-gaps"
+"""Created in a log's directory before the log first gets an offset gap (a cleaner swap, or a
+follower append across what the leader's cleaner removed). Recovery runs before the broker
+knows the topic's configs (the log is opened with the defaults), so this file, not
+cleanup.policy, is what lets it accept forward gaps in a log that is or was compacted."""
+
 logger = structlog.get_logger("storage.log")
 
 FLUSH_MS_NEVER = 1 << 62
@@ -127,6 +133,7 @@ class Log:
         self._rolled_unflushed = False
         self._parent_dirty = False  # the log dir itself is new
         self._closed = False
+        self._gaps_marked = False
         self.layout_version = 0
         """Bumped whenever segments are truncated, deleted or replaced: the log cleaner swaps
         its output in only if this did not move while it worked."""
@@ -217,6 +224,7 @@ class Log:
             names = os.listdir(self.directory)
         bases = []
         index_stems = set()
+        self._gaps_marked = OFFSET_GAPS_FILE in names
         for name in names:
             stem, ext = os.path.splitext(name)
             if ext in (".tmp", ".deleted"):
@@ -391,7 +399,16 @@ class Log:
         """A compacted log has gaps between batches (what the cleaner removed): recovery then
         accepts a batch or segment that starts past the expected offset. Other logs keep the
         strict check, which catches a damaged base offset (outside the CRC)."""
-        return "compact" in self._config.cleanup_policy
+        return self._gaps_marked or "compact" in self._config.cleanup_policy
+
+    def _mark_offset_gaps(self) -> None:
+        """Make OFFSET_GAPS_FILE durable before the first gap is written (once per log)."""
+        if self._gaps_marked:
+            return
+        with open(os.path.join(self.directory, OFFSET_GAPS_FILE), "wb"):
+            pass
+        fsync_dir(self.directory)
+        self._gaps_marked = True
 
     def update_config(self, config: LogConfig) -> None:
         """New topic configs apply from the next append (index sizes: from the next segment)."""
@@ -582,11 +599,14 @@ class Log:
         producer_headers: list[BatchHeader] = []
         num_records = 0
         pos = 0
+        gap = False
         while pos < len(buf):
             try:
                 h = validate_batch(buf, pos)
             except CorruptRecordBatchError as exc:
                 raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
+            if h.base_offset > expected:
+                gap = True
             if h.base_offset < expected:
                 if pos == 0:
                     raise UnexpectedAppendOffsetError(
@@ -608,6 +628,11 @@ class Log:
             if h.producer_id >= 0:
                 producer_headers.append(h)
             pos += h.size
+        if gap:
+            try:
+                self._mark_offset_gaps()
+            except OSError as exc:
+                raise self._storage_error("marking the log as having offset gaps", exc) from exc
         info = self._append(buf, batches, first, num_records, epochs)
         if producer_headers:
             self.producers.apply_headers(producer_headers)
@@ -942,6 +967,7 @@ class Log:
         base = old[0].base_offset
         swap_path = old[0].log_path + SWAP_SUFFIX
         try:
+            self._mark_offset_gaps()
             os.replace(cleaned_path, swap_path)
             fsync_dir(self.directory)
             crash_point("log.cleaner.after_swap_rename")

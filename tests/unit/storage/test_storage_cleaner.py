@@ -375,3 +375,60 @@ def test_max_compaction_lag_makes_the_first_dirty_segment_due(
     assert max_compaction_lag_due(log, 0, NOW) is due
     # Nothing dirty before the active segment: never due.
     assert not max_compaction_lag_due(log, log.log_end_offset, NOW)
+
+
+def idem(key: bytes, pid: int, seq: int) -> bytes:
+    return build_batch(
+        [Record(value=b"p%d-%d" % (pid, seq), key=key, timestamp=NOW - 100_000)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+    )
+
+
+def test_each_producers_last_batch_survives_empty(tmp_path: Path) -> None:
+    log = open_compact(tmp_path)
+    for seq in range(6):
+        log.append_as_leader(idem(b"k%d" % (seq % 2), 7, seq), 1)
+    last = log.log_end_offset - 1
+    fill(log, 20, keys=2)  # supersedes every key of producer 7
+    run_cleaning(log)
+    data = log.read(0, 1 << 20).data
+    pid_batches = [(h.base_offset, h.records_count) for _p, h in iter_batches(data)
+                   if h.producer_id == 7]  # fmt: skip
+    assert pid_batches == [(last, 0)]
+    # A state rebuilt from the cleaned log alone (no snapshot, unclean open from offset 0 with
+    # the default, non-compact config as a broker at start-up) still knows the last batch.
+    log.release_handles()
+    for snap in (tmp_path / "t-0").glob("*.snapshot"):
+        snap.unlink()
+    again = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1024), clock_ms=lambda: NOW)
+    assert again.log_end_offset == 26
+    info = again.append_as_leader(idem(b"k1", 7, 5), 1)
+    assert (info.duplicate, info.first_offset) == (True, last)
+    with pytest.raises(KafkaError) as exc:
+        again.append_as_leader(idem(b"k1", 7, 7), 1)
+    assert exc.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+@pytest.mark.parametrize("how", ["cleaned", "follower"])
+def test_a_gapped_log_survives_recovery_without_its_topic_config(tmp_path: Path, how: str) -> None:
+    leader = open_compact(tmp_path)
+    fill(leader, 100, keys=3)
+    run_cleaning(leader)
+    leader.append_as_leader(kv(b"k9", b"tail"), 2)
+    log = leader
+    if how == "follower":
+        log = Log.open(tmp_path / "f-0", COMPACT)
+        offset = 0
+        while offset < leader.log_end_offset:
+            log.append_as_follower(leader.read(offset, 300).data)
+            offset = log.log_end_offset
+            log.roll()
+    want = scan(log)
+    assert len(want) < 100
+    log.release_handles()  # killed: nothing flushed past the recovery point 0
+    again = Log.open(log.directory, LogConfig(segment_bytes=1024), clock_ms=lambda: NOW)
+    assert again.recovered_bytes_truncated == 0
+    assert scan(again) == want
+    assert again.log_end_offset == leader.log_end_offset
