@@ -34,6 +34,8 @@ Some keys are trioka's own, each documented as such:
   registration or heartbeats); new setups should use the raft default.
 - `trioka.replica.truncate.to.hw.on.become.follower` (default false, for tests only): brings
   back the pre-KIP-101 truncation to the local high watermark, to show what it breaks.
+- `trioka.offsets.retention.ms` (default -1: off; for tests only): overrides
+  offsets.retention.minutes, whose smallest value (1) is too long for a test.
 - `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
   127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
   its metrics through JMX and has no such key, hence the trioka prefix.
@@ -194,6 +196,9 @@ BROKER_CONFIGS = ConfigDefs(
                   "a committed offset", min=0),
         ConfigDef("offsets.retention.minutes", "int", 10080, "offsets of a group that has been "
                   "Empty this long are deleted", min=1),
+        ConfigDef("trioka.offsets.retention.ms", "long", -1, "trioka, tests only: when >= 0, "
+                  "offsets.retention.minutes in milliseconds (Kafka's minimum of a minute is "
+                  "too long for a test)", min=-1, read_only=True),
         ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "how often expired "
                   "offsets are looked for", min=1),
         ConfigDef("group.min.session.timeout.ms", "int", 6000, "smallest session.timeout.ms a "

@@ -22,8 +22,13 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         initial_rebalance_delay_ms=int(config["group.initial.rebalance.delay.ms"]),
         max_size=int(config["group.max.size"]),
         offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
-        offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
+        offsets_retention_ms=offsets_retention_ms(config),
     )
+
+
+def offsets_retention_ms(config: BrokerConfig) -> int:
+    override = int(config["trioka.offsets.retention.ms"])  # tests only
+    return override if override >= 0 else int(config["offsets.retention.minutes"]) * 60_000
 
 
 def make_group_coordinator(
