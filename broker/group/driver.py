@@ -308,7 +308,8 @@ class GroupCoordinatorDriver:
         loader = PartitionLoader(
             lambda problem: log.warning(
                 "skipping offsets record", topic_partition=str(tp), problem=problem
-            )
+            ),
+            owns_group=lambda group_id: self.core.partition_of(group_id) == index,
         )
         partition = self.partitions.get(tp)
         if partition is None:
@@ -330,7 +331,11 @@ class GroupCoordinatorDriver:
                     return
                 limit = min(current.state.high_watermark, target)
                 if offset < limit:
-                    offset = self._read_chunk(current, offset, limit, loader)
+                    try:
+                        offset = self._read_chunk(current, offset, limit, loader)
+                    except (CorruptRecordBatchError, KafkaError) as exc:
+                        await self._retry_load_later(index, epoch, offset, exc)
+                        return
                     await trio.lowlevel.checkpoint()
                     continue
                 if self.hw_purgatory.closed:
@@ -360,6 +365,22 @@ class GroupCoordinatorDriver:
             log.info(
                 "offsets load discarded (partition moved on)", topic_partition=str(tp), epoch=epoch
             )
+
+    async def _retry_load_later(self, index: int, epoch: int, offset: int, exc: Exception) -> None:
+        """A batch header the log cannot parse, or a storage error: the partition's groups
+        stay COORDINATOR_LOAD_IN_PROGRESS (never served from half a log) and the whole load is
+        tried again after request.timeout.ms, while this broker still leads in `epoch`."""
+        log.error(
+            "offsets load failed; retrying",
+            topic_partition=f"{OFFSETS_TOPIC}-{index}",
+            epoch=epoch,
+            offset=offset,
+            error=str(exc),
+        )
+        await trio.sleep(self.config.load_timeout_ms / 1000)
+        owned = self.core.owned.get(index)
+        if self._nursery is not None and owned is not None and owned.epoch == epoch:
+            self._nursery.start_soon(self._load, index, epoch)
 
     def _read_chunk(
         self, partition: Partition, offset: int, limit: int, loader: PartitionLoader

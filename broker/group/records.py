@@ -156,22 +156,37 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
             if raw[0] != OFFSET_VALUE_VERSION:
                 raise OffsetsRecordError(f"unknown offset value version {raw[0]}")
             _, offset, epoch, metadata, ts = raw
-            return OffsetValue(int(offset), int(epoch), metadata, int(ts))
+            _typed(raw, (int, int, int, _OPT_STR, int))
+            return OffsetValue(offset, epoch, metadata, ts)
         if raw[0] != GROUP_VALUE_VERSION:
             raise OffsetsRecordError(f"unknown group value version {raw[0]}")
         _, ptype, generation, protocol, leader, ts, members = raw
+        _typed(raw, (int, _OPT_STR, int, _OPT_STR, _OPT_STR, int, list))
+        for m in members:
+            _typed(m, _MEMBER_TYPES)
         return GroupValue(
             ptype,
-            int(generation),
+            generation,
             protocol,
             leader,
-            int(ts),
-            tuple(
-                MemberValue(m[0], m[1], m[2], int(m[3]), int(m[4]), bytes(m[5]), bytes(m[6]))
-                for m in members
-            ),
+            ts,
+            tuple(MemberValue(*m) for m in members),
         )
     except OffsetsRecordError:
         raise
     except (ValueError, TypeError, IndexError) as exc:
         raise OffsetsRecordError(f"value for {key} has a bad shape: {raw!r:.80}") from exc
+
+
+_OPT_STR = (str, type(None))
+_MEMBER_TYPES = (str, str, str, int, int, bytes, bytes)
+
+
+def _typed(fields: object, types: tuple[type | tuple[type, ...], ...]) -> None:
+    """Every field of the expected type (a record another writer garbled must not become a
+    group whose later use fails, or a huge bytes() allocation)."""
+    if not isinstance(fields, list) or len(fields) != len(types):
+        raise ValueError("wrong number of fields")
+    for value, expected in zip(fields, types, strict=True):
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise ValueError(f"{value!r:.40} is not {expected}")

@@ -1,6 +1,7 @@
 """The group coordinator's trio driver on a real log (tmp_path) and a virtual clock: parked
 joins answered by the timer, a group store and a commit appended and replicated, a load from
-the log after a new election, a discarded load, a retried sync, shutdown."""
+the log after a new election, a discarded load, a retried sync, shutdown, a reload of a
+cleaned (compacted) partition, a failed load retried rather than served half-read."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from broker.replica.partition_state import PartitionChange
 from protocol.errors import ErrorCode as E
 from protocol.messages.groups import JoinGroupResponse, SyncGroupResponse
 from protocol.names import TopicPartition
+from storage.cleaner import clean, plan_cleaning, swap_in
+from storage.errors import KafkaStorageError
 from storage.log_manager import LogManager
 from tests.support.waiting import wait_until
 
@@ -215,4 +218,69 @@ async def test_expired_offsets_are_deleted_by_tombstones(
         lose_and_regain(partitions, driver, 2)
         await loaded(driver)
         assert driver.core.groups == {}
+        n.cancel_scope.cancel()
+
+
+async def test_reload_of_a_cleaned_partition(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Compaction and loading together: many commits and a deleted group's tombstones, the
+    partition cleaned by storage.cleaner (gaps, empty batches), then a reload."""
+    driver, partitions, _ = make(tmp_path)
+    async with trio.open_nursery() as n:
+        await n.start(driver.run)
+        lead(partitions, driver, 1)
+        await loaded(driver)
+        gone = [(OffsetKey("gone", "events", 0), OffsetValue(1))]
+        assert (await driver.append(0, gone))[0] == E.NONE
+        for i in range(300):
+            entry = [(OffsetKey("g", "events", p), OffsetValue(i + p)) for p in range(3)]
+            assert (await driver.append(0, entry))[0] == E.NONE
+            if i == 100:
+                tomb = [(OffsetKey("gone", "events", 0), None)]
+                assert (await driver.append(0, tomb))[0] == E.NONE
+            if i % 50 == 49:
+                partitions.get(TP).log.roll()
+        log = partitions.get(TP).log
+        log.roll()
+        log.flush()
+        before = log.size
+        plan = plan_cleaning(log, first_dirty=0, now_ms=driver.clock_ms())
+        assert plan is not None
+        assert swap_in(log, clean(plan, 1 << 20))
+        assert log.size < before / 10
+        lose_and_regain(partitions, driver, 1)
+        await loaded(driver)
+        offsets = driver.core.groups["g"].offsets
+        assert {tp.partition: v.offset for tp, v in offsets.items()} == {0: 299, 1: 300, 2: 301}
+        assert "gone" not in driver.core.groups
+        n.cancel_scope.cancel()
+
+
+async def test_a_failed_load_is_retried_not_served(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch
+) -> None:
+    driver, partitions, _ = make(tmp_path)
+    async with trio.open_nursery() as n:
+        await n.start(driver.run)
+        lead(partitions, driver, 1)
+        await loaded(driver)
+        assert (await driver.append(0, [(OffsetKey("g", "events", 0), OffsetValue(5))]))[0] == 0
+        log = partitions.get(TP).log
+        real_read = log.read
+        failures = []
+
+        def failing_read(*args, **kwargs):
+            if not failures:
+                failures.append(1)
+                raise KafkaStorageError("disk says no")
+            return real_read(*args, **kwargs)
+
+        monkeypatch.setattr(log, "read", failing_read)
+        lose_and_regain(partitions, driver, 1)
+        await wait_until(lambda: failures, within=5)
+        assert driver.core.group_error("g")[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+        # Retried after request.timeout.ms (30 s of virtual time), from the start of the log.
+        await wait_until(lambda: driver.core.group_error("g")[0] == E.NONE, within=60)
+        assert driver.core.groups["g"].offsets[EVENTS].offset == 5
         n.cancel_scope.cancel()
