@@ -47,6 +47,10 @@ from storage.swap import (
 
 logger = structlog.get_logger("storage.log")
 
+OFFSET_GAPS_MARKER = "offset-gaps"
+"""An empty file in a partition dir: its log has offset gaps (it was compacted here or by its
+leader), so recovery must accept batches that start past the expected offset."""
+
 FLUSH_MS_NEVER = 1 << 62
 """A flush.ms at least this large (Kafka's default is Long.MAX_VALUE) never comes due."""
 EARLIEST_TIMESTAMP = -2
@@ -127,6 +131,7 @@ class Log:
         self._rolled_unflushed = False
         self._parent_dirty = False  # the log dir itself is new
         self._closed = False
+        self._gaps_marked = False  # OFFSET_GAPS_MARKER known to be on disk
         self.layout_version = 0
         """Bumped whenever segments are truncated, deleted or replaced: the log cleaner swaps
         its output in only if this did not move while it worked."""
@@ -390,8 +395,28 @@ class Log:
     def may_have_offset_gaps(self) -> bool:
         """A compacted log has gaps between batches (what the cleaner removed): recovery then
         accepts a batch or segment that starts past the expected offset. Other logs keep the
-        strict check, which catches a damaged base offset (outside the CRC)."""
-        return "compact" in self._config.cleanup_policy
+        strict check, which catches a damaged base offset (outside the CRC). The gaps marker
+        says so too: a broker recovers its logs before it knows their topics' configs (they
+        open with the default policy), and a log keeps its gaps after a switch to delete."""
+        return "compact" in self._config.cleanup_policy or os.path.exists(
+            os.path.join(self.directory, OFFSET_GAPS_MARKER)
+        )
+
+    def mark_offset_gaps(self) -> None:
+        """Persist that this log has (or is about to have) offset gaps, before the first one
+        reaches the disk: the cleaner's swap, or a follower appending a compacted leader's
+        batches."""
+        if self._gaps_marked:
+            return
+        path = os.path.join(self.directory, OFFSET_GAPS_MARKER)
+        try:
+            if not os.path.exists(path):
+                with open(path, "wb") as f:
+                    os.fsync(f.fileno())
+                fsync_dir(self.directory)
+        except OSError as exc:
+            raise self._storage_error("marking the log as having offset gaps", exc) from exc
+        self._gaps_marked = True
 
     def update_config(self, config: LogConfig) -> None:
         """New topic configs apply from the next append (index sizes: from the next segment)."""
@@ -582,6 +607,7 @@ class Log:
         producer_headers: list[BatchHeader] = []
         num_records = 0
         pos = 0
+        gap = False
         while pos < len(buf):
             try:
                 h = validate_batch(buf, pos)
@@ -599,6 +625,7 @@ class Log:
                     f"append to {tp} refused: batch at byte {pos} has base offset "
                     f"{h.base_offset}, expected at least {expected} (offsets must go up)"
                 )
+            gap = gap or h.base_offset > expected
             epoch = h.partition_leader_epoch
             if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
                 epochs.append((epoch, h.base_offset))
@@ -608,6 +635,8 @@ class Log:
             if h.producer_id >= 0:
                 producer_headers.append(h)
             pos += h.size
+        if gap:
+            self.mark_offset_gaps()
         info = self._append(buf, batches, first, num_records, epochs)
         if producer_headers:
             self.producers.apply_headers(producer_headers)
@@ -941,6 +970,7 @@ class Log:
             return None
         base = old[0].base_offset
         swap_path = old[0].log_path + SWAP_SUFFIX
+        self.mark_offset_gaps()
         try:
             os.replace(cleaned_path, swap_path)
             fsync_dir(self.directory)

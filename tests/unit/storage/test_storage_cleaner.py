@@ -375,3 +375,42 @@ def test_max_compaction_lag_makes_the_first_dirty_segment_due(
     assert max_compaction_lag_due(log, 0, NOW) is due
     # Nothing dirty before the active segment: never due.
     assert not max_compaction_lag_due(log, log.log_end_offset, NOW)
+
+
+DEFAULT_POLICY = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_ms=10**12)
+"""What a broker opens its logs with before it knows their topics' configs (cleanup.policy
+delete): recovery must still accept the gaps of a log that was compacted."""
+
+
+def test_a_cleaned_log_recovers_with_the_default_policy(tmp_path: Path) -> None:
+    log = open_compact(tmp_path)
+    want = latest(fill(log, 200, keys=7))
+    run_cleaning(log)
+    cleaned = scan(log)
+    log.release_handles()  # killed: no clean close
+    again = Log.open(tmp_path / "t-0", DEFAULT_POLICY, clean_shutdown=False)
+    assert scan(again) == cleaned and latest(cleaned) == want
+    assert again.log_end_offset == 200
+
+
+def test_a_follower_of_a_compacted_leader_recovers_with_the_default_policy(
+    tmp_path: Path,
+) -> None:
+    leader = open_compact(tmp_path)
+    fill(leader, 100, keys=3)
+    run_cleaning(leader)
+    # The follower's topic config is not known yet (default policy): the gaps come from its
+    # leader, not from its own cleaner.
+    follower = Log.open(tmp_path / "f-0", DEFAULT_POLICY)
+    follower.append_as_follower(leader.read(0, 1 << 20).data)
+    assert scan(follower) == scan(leader)
+    follower.release_handles()
+    again = Log.open(tmp_path / "f-0", DEFAULT_POLICY, clean_shutdown=False)
+    assert scan(again) == scan(leader)
+
+
+def test_a_log_without_gaps_keeps_the_strict_offset_check(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", DEFAULT_POLICY, clock_ms=lambda: NOW)
+    fill(log, 50, keys=50)
+    assert not (tmp_path / "t-0" / "offset-gaps").exists()
+    assert not log.may_have_offset_gaps
