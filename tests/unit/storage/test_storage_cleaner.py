@@ -414,3 +414,30 @@ def test_a_log_without_gaps_keeps_the_strict_offset_check(tmp_path: Path) -> Non
     fill(log, 50, keys=50)
     assert not (tmp_path / "t-0" / "offset-gaps").exists()
     assert not log.may_have_offset_gaps
+
+
+def test_dedup_state_survives_cleaning_and_an_unclean_restart(tmp_path: Path) -> None:
+    """The cleaner removes most of an idempotent producer's batches; after a crash the state
+    comes from the .snapshot files, so a retry of one of its last five batches is still a
+    duplicate answered with its original offset (not written twice)."""
+    log = open_compact(tmp_path)
+
+    def batch(seq: int) -> bytes:
+        record = Record(value=b"v%d" % seq, key=b"k%d" % (seq % 3), timestamp=NOW - 100_000)
+        return build_batch([record], producer_id=7, producer_epoch=0, base_sequence=seq)
+
+    offsets = [log.append_as_leader(batch(seq), 1).first_offset for seq in range(60)]
+    log.roll()
+    log.flush()
+    run_cleaning(log)
+    assert len(scan(log)) == 3  # the batches of seq 0..56 are gone from the log
+    recovery_point = log.recovery_point  # as the broker's recovery-point checkpoint has it
+    assert recovery_point == 60
+    log.release_handles()  # killed
+    again = Log.open(
+        tmp_path / "t-0", DEFAULT_POLICY, clean_shutdown=False, recovery_point=recovery_point
+    )
+    end = again.log_end_offset
+    retry = again.append_as_leader(batch(56), 1)
+    assert retry.duplicate and retry.first_offset == offsets[56]
+    assert again.log_end_offset == end
