@@ -15,8 +15,9 @@ A cleaning of one log has three steps, split by thread:
 What a cleaned batch keeps: its base offset, last offset delta (so the batch still spans the
 same offsets and producers' sequences stay right), leader epoch, attributes, base timestamp,
 producer id/epoch and base sequence; only the removed records go (the log has gaps). A batch
-that loses all its records goes entirely (Kafka keeps the last batch of each producer empty;
-trioka's producer state lives in `.snapshot` files, so nothing is lost by dropping it). Records
+that loses all its records goes entirely, except each producer's last batch, kept empty as Kafka
+does (CleaningPlan.producer_last_offsets: the `.snapshot` files hold the producer state, but a
+crash whose recovery point predates them rebuilds it from the log). Records
 without a key are dropped (as Kafka's cleaner does; Produce refuses them on compacted topics).
 """
 
@@ -88,6 +89,11 @@ class CleaningPlan:
     layout_version: int
     live_segments: tuple[LogSegment, ...]
     """The segment objects, for the swap's identity check only (never used by `clean`)."""
+    producer_last_offsets: frozenset[int] = frozenset()
+    """The last offset of each producer's last batch: such a batch stays (empty if it loses
+    every record), as Kafka's cleaner keeps it, so a rebuild of the producer state from the
+    log (after a crash that predates the .snapshot files) still knows the producer's last
+    sequence and answers its retry as a duplicate."""
 
     @property
     def dirty_bytes(self) -> int:
@@ -181,6 +187,9 @@ def plan_cleaning(
         segment_bytes=log.config.segment_bytes,
         layout_version=log.layout_version,
         live_segments=tuple(live),
+        producer_last_offsets=frozenset(
+            e.batches[-1].last_offset for e in log.producers.state.entries.values() if e.batches
+        ),
     )
 
 
@@ -386,6 +395,8 @@ def _clean_group(
                     kept: bytes | None = batch
                 else:
                     kept = _filter_batch(h, batch, om, expired, stats)
+                if kept is None and h.last_offset in plan.producer_last_offsets:
+                    kept = _empty_batch(h)
                 last_dropped = h if kept is None else None
                 if kept is not None:
                     out.write(kept)

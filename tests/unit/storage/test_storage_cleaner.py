@@ -441,3 +441,31 @@ def test_dedup_state_survives_cleaning_and_an_unclean_restart(tmp_path: Path) ->
     retry = again.append_as_leader(batch(56), 1)
     assert retry.duplicate and retry.first_offset == offsets[56]
     assert again.log_end_offset == end
+
+
+def test_a_producers_last_batch_survives_cleaning_for_a_rebuild_from_the_log(
+    tmp_path: Path,
+) -> None:
+    """Another writer overwrites every key of an idempotent producer, so cleaning would remove
+    all its batches; its last batch stays, empty (as Kafka's cleaner keeps it). After a crash
+    that rebuilds the producer state from the log (recovery point 0: no snapshot is trusted),
+    a retry of that batch is still a duplicate, not written twice."""
+    log = open_compact(tmp_path)
+    ts = NOW - 100_000
+
+    def batch(seq: int) -> bytes:
+        record = Record(value=b"v%d" % seq, key=b"k", timestamp=ts)
+        return build_batch([record], producer_id=7, producer_epoch=0, base_sequence=seq)
+
+    offsets = [log.append_as_leader(batch(seq), 1).first_offset for seq in range(10)]
+    log.append_as_leader(kv(b"k", b"overwritten", ts), 1)
+    log.roll()
+    log.flush()
+    run_cleaning(log)
+    assert [r.value for r in scan(log)] == [b"overwritten"]
+    log.release_handles()  # killed
+    again = Log.open(tmp_path / "t-0", DEFAULT_POLICY, clean_shutdown=False, recovery_point=0)
+    end = again.log_end_offset
+    retry = again.append_as_leader(batch(9), 1)
+    assert retry.duplicate and retry.first_offset == offsets[9]
+    assert again.log_end_offset == end
