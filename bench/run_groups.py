@@ -109,12 +109,14 @@ class Recorder(ConsumerRebalanceListener):
 class Member:
     """One Consumer in a group, polling (and optionally committing) until stopped."""
 
-    def __init__(self, config: dict[str, Any], topic: str, *, commit: bool,
-                 poll_records: int) -> None:  # fmt: skip
+    def __init__(self, config: dict[str, Any], topic: str, *, commit: bool, poll_records: int,
+                 poll_timeout_ms: float = 100) -> None:  # fmt: skip
         self.consumer = Consumer(config)
         self.topic = topic
         self.commit = commit
         self.poll_records = poll_records
+        self.poll_timeout_ms = poll_timeout_ms
+        self.records = 0
         self.listener = Recorder()
         self.commits: list[tuple[float, float]] = []  # (start, end) wall-clock, successes
         self.commit_errors: list[str] = []
@@ -127,8 +129,10 @@ class Member:
             consumer.subscribe([self.topic], self.listener)
             task_status.started()
             while not self.stop.is_set():
-                await consumer.poll(100, max_records=self.poll_records)
-                if self.commit and consumer.assignment():
+                polled = await consumer.poll(self.poll_timeout_ms, max_records=self.poll_records)
+                self.records += len(polled)
+                # Only once there are positions: an empty commit would send nothing.
+                if self.commit and consumer.consumed_offsets():
                     await self._commit(consumer)
 
     async def _commit(self, consumer: Consumer) -> None:
@@ -168,7 +172,8 @@ async def bench_commits(bootstrap: str, groups: int, args: argparse.Namespace,
     config = {**args.consumer_config, "bootstrap.servers": bootstrap,
               "auto.offset.reset": "earliest", "enable.auto.commit": "false"}  # fmt: skip
     members = [Member({**config, "group.id": f"commits-{label}-{groups}-{i}"}, COMMIT_TOPIC,
-                      commit=True, poll_records=args.poll_records) for i in range(groups)]  # fmt: skip
+                      commit=True, poll_records=args.poll_records,
+                      poll_timeout_ms=args.poll_timeout_ms) for i in range(groups)]  # fmt: skip
     async with trio.open_nursery() as nursery:
         for m in members:
             await nursery.start(m.run)
@@ -179,11 +184,12 @@ async def bench_commits(bootstrap: str, groups: int, args: argparse.Namespace,
         t1 = time.time()
         for m in members:
             m.stop.set()
+    records = sum(m.records for m in members)
     inside = [end - start for m in members for start, end in m.commits if start >= t0 and end <= t1]
     errors = [e for m in members for e in m.commit_errors]
     return {"groups": groups, "commits": len(inside), "seconds": t1 - t0,
-            "commits_per_s": len(inside) / (t1 - t0), "errors": len(errors),
-            "error_samples": errors[:3], **latency_summary(inside)}  # fmt: skip
+            "commits_per_s": len(inside) / (t1 - t0), "records_polled": records,
+            "errors": len(errors), "error_samples": errors[:3], **latency_summary(inside)}  # fmt: skip
 
 
 # -- (b) rebalance ------------------------------------------------------------------------------
@@ -299,7 +305,8 @@ async def bench_failover(cluster: BenchCluster, mode: str, args: argparse.Namesp
     victim = leaders[partition]
     config = {**args.consumer_config, "bootstrap.servers": bootstrap, "group.id": group,
               "auto.offset.reset": "earliest", "enable.auto.commit": "false"}  # fmt: skip
-    members = [Member(config, COMMIT_TOPIC, commit=True, poll_records=args.poll_records)
+    members = [Member(config, COMMIT_TOPIC, commit=True, poll_records=args.poll_records,
+                      poll_timeout_ms=args.poll_timeout_ms)
                for _ in range(args.failover_members)]  # fmt: skip
     async with trio.open_nursery() as nursery:
         for m in members:
@@ -408,7 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="commits,rebalance,failover")
     parser.add_argument("--groups", type=int_list, default=[1, 8], help="C values for (a)")
     parser.add_argument("--seconds", type=float, default=10.0, help="(a)'s measuring window")
-    parser.add_argument("--poll-records", type=int, default=100, help="max records per poll")
+    parser.add_argument("--poll-records", type=int, default=10, help="max records per poll")
+    parser.add_argument("--poll-timeout-ms", type=float, default=0,
+                        help="poll timeout of the committing members (0: commits are never "
+                        "held up by an idle fetch)")  # fmt: skip
     parser.add_argument("--members", type=int_list, default=[1, 3, 10], help="N values for (b)")
     parser.add_argument("--delays", type=int_list, default=[3000, 0],
                         help="group.initial.rebalance.delay.ms values for (b)")  # fmt: skip
