@@ -20,8 +20,8 @@ by every broker. Per run and setting:
    acknowledgement.
 
 `--profile-seconds S` runs `py-spy record --nonblocking` on one leader (broker 1 of the cluster,
-the combined node) for S seconds during each throughput phase and prints the share of samples
-in the idempotence code (storage/producer_state.py, storage/producer_snapshots.py,
+the combined node) for S seconds during each throughput phase and prints the share of its
+(non-idle) samples in the idempotence code (storage/producer_state.py, storage/producer_snapshots.py,
 broker/producer_ids.py) and in the leader's append; raw stacks are kept in the output
 directory printed. Every process started is SIGKILLed by pid at the end, also on Ctrl-C or
 SIGTERM.
@@ -125,11 +125,11 @@ def profiled(pid: int | None, seconds: float, out: Path) -> Iterator[None]:
 
 
 def profile_shares(path: Path) -> dict[str, Any] | None:
-    """Share of samples (stacks) that pass through each bucket of PROFILE_BUCKETS; idle
-    samples (the event loop's epoll wait) are counted apart."""
+    """Share of the samples (stacks; py-spy keeps only non-idle ones by default) that pass
+    through each bucket of PROFILE_BUCKETS."""
     if not path.exists():
         return None
-    total = idle = 0
+    total = 0
     hits = dict.fromkeys(PROFILE_BUCKETS, 0)
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -137,13 +137,10 @@ def profile_shares(path: Path) -> dict[str, Any] | None:
             continue
         count = int(count_text)
         total += count
-        if "epoll" in stack.rsplit(";", 1)[-1] or "get_events" in stack.rsplit(";", 1)[-1]:
-            idle += count
         for bucket, needles in PROFILE_BUCKETS.items():
             if any(n in stack for n in needles):
                 hits[bucket] += count
-    busy = max(1, total - idle)
-    return {"samples": total, "idle": idle, "busy_share": {k: v / busy for k, v in hits.items()}}
+    return {"samples": total, "share": {k: v / max(1, total) for k, v in hits.items()}}
 
 
 def one_setup(name: str, bootstrap: str, rf: int, leader_pid: int | None,
@@ -213,9 +210,9 @@ def profile_table(results: list[dict[str, Any]]) -> str:
             p = r[key].get("profile")
             if not p:
                 continue
-            shares = ", ".join(f"{k} {v:.1%}" for k, v in p["busy_share"].items())
-            lines.append(f"{r['setup']} run {r['run']} idempotence {key}: {p['samples']} samples "
-                         f"({p['idle']} idle); of the busy ones: {shares}")  # fmt: skip
+            shares = ", ".join(f"{k} {v:.1%}" for k, v in p["share"].items())
+            lines.append(f"{r['setup']} run {r['run']} idempotence {key}: {p['samples']} "
+                         f"samples: {shares}")  # fmt: skip
     return "\n".join(lines)
 
 
