@@ -60,3 +60,14 @@ bench-metadata: setup-dev
 CLEANER_ARGS ?=
 bench-cleaner: setup-dev
 	$(BIN)/python bench/run_cleaner.py $(CLEANER_ARGS)
+
+# Issue 5: idempotent produce on/off (3-broker RF=3 clusters and the combined node) and consumer
+# groups (OffsetCommit, rebalance, coordinator failover); MODE=zk|raft|both (docs/bench-notes-issue5.md).
+.PHONY: bench-idempotence bench-groups
+IDEMPOTENCE_ARGS ?=
+GROUPS_ARGS ?=
+bench-idempotence: setup-dev
+	$(BIN)/python bench/run_idempotent_produce.py --mode $(MODE) $(IDEMPOTENCE_ARGS)
+
+bench-groups: setup-dev
+	$(BIN)/python bench/run_groups.py --mode $(MODE) $(GROUPS_ARGS)

@@ -15,11 +15,9 @@ A cleaning of one log has three steps, split by thread:
 What a cleaned batch keeps: its base offset, last offset delta (so the batch still spans the
 same offsets and producers' sequences stay right), leader epoch, attributes, base timestamp,
 producer id/epoch and base sequence; only the removed records go (the log has gaps). A batch
-that loses all its records goes entirely, except the last batch of each producer the log's
-producer state knows (Kafka's lastRecordsOfActiveProducers), kept without records: producer
-state rebuilt by scanning the log (an open after a kill whose recovery point lagged the
-cleaning, a follower or a new replica fetching the cleaned log) then still knows the producer's
-last sequence and offsets, so a retried batch is answered as the duplicate it is. Records
+that loses all its records goes entirely, except each producer's last batch, kept empty as Kafka
+does (CleaningPlan.producer_last_offsets: the `.snapshot` files hold the producer state, but a
+crash whose recovery point predates them rebuilds it from the log). Records
 without a key are dropped (as Kafka's cleaner does; Produce refuses them on compacted topics).
 """
 
@@ -92,7 +90,10 @@ class CleaningPlan:
     live_segments: tuple[LogSegment, ...]
     """The segment objects, for the swap's identity check only (never used by `clean`)."""
     producer_last_offsets: frozenset[int] = frozenset()
-    """Last offsets of each known producer's last batch: such a batch is kept, empty if need be."""
+    """The last offset of each producer's last batch: such a batch stays (empty if it loses
+    every record), as Kafka's cleaner keeps it, so a rebuild of the producer state from the
+    log (after a crash that predates the .snapshot files) still knows the producer's last
+    sequence and answers its retry as a duplicate."""
 
     @property
     def dirty_bytes(self) -> int:
@@ -324,16 +325,9 @@ def _keep(
 
 
 def _filter_batch(
-    h: BatchHeader,
-    batch: bytes,
-    om: OffsetMap,
-    tombstone_expired: bool,
-    stats: CleanerStats,
-    *,
-    retain_empty: bool = False,
+    h: BatchHeader, batch: bytes, om: OffsetMap, tombstone_expired: bool, stats: CleanerStats
 ) -> bytes | None:
-    """The batch with only its kept records (the same bytes when all are kept), or None; with
-    `retain_empty` a batch that keeps no record stays as an empty batch (Kafka's RETAIN_EMPTY)."""
+    """The batch with only its kept records (the same bytes when all are kept), or None."""
     rows = _records(batch)
     stats.records_read += len(rows)
     kept = [r for r in rows if _keep(r[2], r[3], r[0], tombstone_expired, om)]
@@ -341,9 +335,6 @@ def _filter_batch(
     if len(kept) == len(rows):
         return batch
     if not kept:
-        if retain_empty:
-            stats.batches_rewritten += 1
-            return _empty_batch(h)
         stats.batches_dropped += 1
         return None
     stats.batches_rewritten += 1
@@ -403,12 +394,9 @@ def _clean_group(
                 if h.is_control:
                     kept: bytes | None = batch
                 else:
-                    last_of_producer = (
-                        h.producer_id >= 0 and h.last_offset in plan.producer_last_offsets
-                    )
-                    kept = _filter_batch(
-                        h, batch, om, expired, stats, retain_empty=last_of_producer
-                    )
+                    kept = _filter_batch(h, batch, om, expired, stats)
+                if kept is None and h.last_offset in plan.producer_last_offsets:
+                    kept = _empty_batch(h)
                 last_dropped = h if kept is None else None
                 if kept is not None:
                     out.write(kept)

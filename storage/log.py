@@ -45,13 +45,11 @@ from storage.swap import (
     crash_point,
 )
 
-OFFSET_GAPS_FILE = "has-offset-gaps"
-"""Created in a log's directory before the log first gets an offset gap (a cleaner swap, or a
-follower append across what the leader's cleaner removed). Recovery runs before the broker
-knows the topic's configs (the log is opened with the defaults), so this file, not
-cleanup.policy, is what lets it accept forward gaps in a log that is or was compacted."""
-
 logger = structlog.get_logger("storage.log")
+
+OFFSET_GAPS_MARKER = "offset-gaps"
+"""An empty file in a partition dir: its log has offset gaps (it was compacted here or by its
+leader), so recovery must accept batches that start past the expected offset."""
 
 FLUSH_MS_NEVER = 1 << 62
 """A flush.ms at least this large (Kafka's default is Long.MAX_VALUE) never comes due."""
@@ -133,7 +131,7 @@ class Log:
         self._rolled_unflushed = False
         self._parent_dirty = False  # the log dir itself is new
         self._closed = False
-        self._gaps_marked = False
+        self._gaps_marked = False  # OFFSET_GAPS_MARKER known to be on disk
         self.layout_version = 0
         """Bumped whenever segments are truncated, deleted or replaced: the log cleaner swaps
         its output in only if this did not move while it worked."""
@@ -224,7 +222,6 @@ class Log:
             names = os.listdir(self.directory)
         bases = []
         index_stems = set()
-        self._gaps_marked = OFFSET_GAPS_FILE in names
         for name in names:
             stem, ext = os.path.splitext(name)
             if ext in (".tmp", ".deleted"):
@@ -398,16 +395,27 @@ class Log:
     def may_have_offset_gaps(self) -> bool:
         """A compacted log has gaps between batches (what the cleaner removed): recovery then
         accepts a batch or segment that starts past the expected offset. Other logs keep the
-        strict check, which catches a damaged base offset (outside the CRC)."""
-        return self._gaps_marked or "compact" in self._config.cleanup_policy
+        strict check, which catches a damaged base offset (outside the CRC). The gaps marker
+        says so too: a broker recovers its logs before it knows their topics' configs (they
+        open with the default policy), and a log keeps its gaps after a switch to delete."""
+        return "compact" in self._config.cleanup_policy or os.path.exists(
+            os.path.join(self.directory, OFFSET_GAPS_MARKER)
+        )
 
-    def _mark_offset_gaps(self) -> None:
-        """Make OFFSET_GAPS_FILE durable before the first gap is written (once per log)."""
+    def mark_offset_gaps(self) -> None:
+        """Persist that this log has (or is about to have) offset gaps, before the first one
+        reaches the disk: the cleaner's swap, or a follower appending a compacted leader's
+        batches."""
         if self._gaps_marked:
             return
-        with open(os.path.join(self.directory, OFFSET_GAPS_FILE), "wb"):
-            pass
-        fsync_dir(self.directory)
+        path = os.path.join(self.directory, OFFSET_GAPS_MARKER)
+        try:
+            if not os.path.exists(path):
+                with open(path, "wb") as f:
+                    os.fsync(f.fileno())
+                fsync_dir(self.directory)
+        except OSError as exc:
+            raise self._storage_error("marking the log as having offset gaps", exc) from exc
         self._gaps_marked = True
 
     def update_config(self, config: LogConfig) -> None:
@@ -605,8 +613,6 @@ class Log:
                 h = validate_batch(buf, pos)
             except CorruptRecordBatchError as exc:
                 raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
-            if h.base_offset > expected:
-                gap = True
             if h.base_offset < expected:
                 if pos == 0:
                     raise UnexpectedAppendOffsetError(
@@ -619,6 +625,7 @@ class Log:
                     f"append to {tp} refused: batch at byte {pos} has base offset "
                     f"{h.base_offset}, expected at least {expected} (offsets must go up)"
                 )
+            gap = gap or h.base_offset > expected
             epoch = h.partition_leader_epoch
             if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
                 epochs.append((epoch, h.base_offset))
@@ -629,10 +636,7 @@ class Log:
                 producer_headers.append(h)
             pos += h.size
         if gap:
-            try:
-                self._mark_offset_gaps()
-            except OSError as exc:
-                raise self._storage_error("marking the log as having offset gaps", exc) from exc
+            self.mark_offset_gaps()
         info = self._append(buf, batches, first, num_records, epochs)
         if producer_headers:
             self.producers.apply_headers(producer_headers)
@@ -966,8 +970,8 @@ class Log:
             return None
         base = old[0].base_offset
         swap_path = old[0].log_path + SWAP_SUFFIX
+        self.mark_offset_gaps()
         try:
-            self._mark_offset_gaps()
             os.replace(cleaned_path, swap_path)
             fsync_dir(self.directory)
             crash_point("log.cleaner.after_swap_rename")

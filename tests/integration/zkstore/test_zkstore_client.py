@@ -63,13 +63,16 @@ async def test_connection_states_reach_trio_and_the_session_survives_a_restart(
 ) -> None:
     server = zookeeper_factory()
     states: list[ZkStateEvent] = []
-    async with ZkClient(server.hosts, session_timeout_s=6.0) as zk:
+    # ZooKeeper restores the session from its log at start-up and times it out from then: the
+    # JVM's start-up plus the client's reconnect must fit in the session timeout. 6 s did not
+    # always (one CI run: the session expired 7 s after the stop); 15 s leaves room.
+    async with ZkClient(server.hosts, session_timeout_s=15.0) as zk:
         zk.add_state_listener(states.append)
         session = zk.session_id
         await server.astop()
         await wait_until(lambda: any(s.state is ZkState.SUSPENDED for s in states), within=10)
         await server.astart()
-        await wait_until(lambda: states[-1].state is ZkState.CONNECTED, within=20)
+        await wait_until(lambda: states[-1].state is ZkState.CONNECTED, within=30)
         assert states[-1].new_session is False and zk.session_id == session
         with trio.fail_after(10):
             await zk.create("/after-restart")

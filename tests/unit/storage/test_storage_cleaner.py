@@ -377,58 +377,95 @@ def test_max_compaction_lag_makes_the_first_dirty_segment_due(
     assert not max_compaction_lag_due(log, log.log_end_offset, NOW)
 
 
-def idem(key: bytes, pid: int, seq: int) -> bytes:
-    return build_batch(
-        [Record(value=b"p%d-%d" % (pid, seq), key=key, timestamp=NOW - 100_000)],
-        producer_id=pid,
-        producer_epoch=0,
-        base_sequence=seq,
-    )
+DEFAULT_POLICY = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_ms=10**12)
+"""What a broker opens its logs with before it knows their topics' configs (cleanup.policy
+delete): recovery must still accept the gaps of a log that was compacted."""
 
 
-def test_each_producers_last_batch_survives_empty(tmp_path: Path) -> None:
+def test_a_cleaned_log_recovers_with_the_default_policy(tmp_path: Path) -> None:
     log = open_compact(tmp_path)
-    for seq in range(6):
-        log.append_as_leader(idem(b"k%d" % (seq % 2), 7, seq), 1)
-    last = log.log_end_offset - 1
-    fill(log, 20, keys=2)  # supersedes every key of producer 7
+    want = latest(fill(log, 200, keys=7))
     run_cleaning(log)
-    data = log.read(0, 1 << 20).data
-    pid_batches = [(h.base_offset, h.records_count) for _p, h in iter_batches(data)
-                   if h.producer_id == 7]  # fmt: skip
-    assert pid_batches == [(last, 0)]
-    # A state rebuilt from the cleaned log alone (no snapshot, unclean open from offset 0 with
-    # the default, non-compact config as a broker at start-up) still knows the last batch.
-    log.release_handles()
-    for snap in (tmp_path / "t-0").glob("*.snapshot"):
-        snap.unlink()
-    again = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1024), clock_ms=lambda: NOW)
-    assert again.log_end_offset == 26
-    info = again.append_as_leader(idem(b"k1", 7, 5), 1)
-    assert (info.duplicate, info.first_offset) == (True, last)
-    with pytest.raises(KafkaError) as exc:
-        again.append_as_leader(idem(b"k1", 7, 7), 1)
-    assert exc.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    cleaned = scan(log)
+    log.release_handles()  # killed: no clean close
+    again = Log.open(tmp_path / "t-0", DEFAULT_POLICY, clean_shutdown=False)
+    assert scan(again) == cleaned and latest(cleaned) == want
+    assert again.log_end_offset == 200
 
 
-@pytest.mark.parametrize("how", ["cleaned", "follower"])
-def test_a_gapped_log_survives_recovery_without_its_topic_config(tmp_path: Path, how: str) -> None:
+def test_a_follower_of_a_compacted_leader_recovers_with_the_default_policy(
+    tmp_path: Path,
+) -> None:
     leader = open_compact(tmp_path)
     fill(leader, 100, keys=3)
     run_cleaning(leader)
-    leader.append_as_leader(kv(b"k9", b"tail"), 2)
-    log = leader
-    if how == "follower":
-        log = Log.open(tmp_path / "f-0", COMPACT)
-        offset = 0
-        while offset < leader.log_end_offset:
-            log.append_as_follower(leader.read(offset, 300).data)
-            offset = log.log_end_offset
-            log.roll()
-    want = scan(log)
-    assert len(want) < 100
-    log.release_handles()  # killed: nothing flushed past the recovery point 0
-    again = Log.open(log.directory, LogConfig(segment_bytes=1024), clock_ms=lambda: NOW)
-    assert again.recovered_bytes_truncated == 0
-    assert scan(again) == want
-    assert again.log_end_offset == leader.log_end_offset
+    # The follower's topic config is not known yet (default policy): the gaps come from its
+    # leader, not from its own cleaner.
+    follower = Log.open(tmp_path / "f-0", DEFAULT_POLICY)
+    follower.append_as_follower(leader.read(0, 1 << 20).data)
+    assert scan(follower) == scan(leader)
+    follower.release_handles()
+    again = Log.open(tmp_path / "f-0", DEFAULT_POLICY, clean_shutdown=False)
+    assert scan(again) == scan(leader)
+
+
+def test_a_log_without_gaps_keeps_the_strict_offset_check(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", DEFAULT_POLICY, clock_ms=lambda: NOW)
+    fill(log, 50, keys=50)
+    assert not (tmp_path / "t-0" / "offset-gaps").exists()
+    assert not log.may_have_offset_gaps
+
+
+def test_dedup_state_survives_cleaning_and_an_unclean_restart(tmp_path: Path) -> None:
+    """The cleaner removes most of an idempotent producer's batches; after a crash the state
+    comes from the .snapshot files, so a retry of one of its last five batches is still a
+    duplicate answered with its original offset (not written twice)."""
+    log = open_compact(tmp_path)
+
+    def batch(seq: int) -> bytes:
+        record = Record(value=b"v%d" % seq, key=b"k%d" % (seq % 3), timestamp=NOW - 100_000)
+        return build_batch([record], producer_id=7, producer_epoch=0, base_sequence=seq)
+
+    offsets = [log.append_as_leader(batch(seq), 1).first_offset for seq in range(60)]
+    log.roll()
+    log.flush()
+    run_cleaning(log)
+    assert len(scan(log)) == 3  # the batches of seq 0..56 are gone from the log
+    recovery_point = log.recovery_point  # as the broker's recovery-point checkpoint has it
+    assert recovery_point == 60
+    log.release_handles()  # killed
+    again = Log.open(
+        tmp_path / "t-0", DEFAULT_POLICY, clean_shutdown=False, recovery_point=recovery_point
+    )
+    end = again.log_end_offset
+    retry = again.append_as_leader(batch(56), 1)
+    assert retry.duplicate and retry.first_offset == offsets[56]
+    assert again.log_end_offset == end
+
+
+def test_a_producers_last_batch_survives_cleaning_for_a_rebuild_from_the_log(
+    tmp_path: Path,
+) -> None:
+    """Another writer overwrites every key of an idempotent producer, so cleaning would remove
+    all its batches; its last batch stays, empty (as Kafka's cleaner keeps it). After a crash
+    that rebuilds the producer state from the log (recovery point 0: no snapshot is trusted),
+    a retry of that batch is still a duplicate, not written twice."""
+    log = open_compact(tmp_path)
+    ts = NOW - 100_000
+
+    def batch(seq: int) -> bytes:
+        record = Record(value=b"v%d" % seq, key=b"k", timestamp=ts)
+        return build_batch([record], producer_id=7, producer_epoch=0, base_sequence=seq)
+
+    offsets = [log.append_as_leader(batch(seq), 1).first_offset for seq in range(10)]
+    log.append_as_leader(kv(b"k", b"overwritten", ts), 1)
+    log.roll()
+    log.flush()
+    run_cleaning(log)
+    assert [r.value for r in scan(log)] == [b"overwritten"]
+    log.release_handles()  # killed
+    again = Log.open(tmp_path / "t-0", DEFAULT_POLICY, clean_shutdown=False, recovery_point=0)
+    end = again.log_end_offset
+    retry = again.append_as_leader(batch(9), 1)
+    assert retry.duplicate and retry.first_offset == offsets[9]
+    assert again.log_end_offset == end
