@@ -8,6 +8,24 @@ acknowledged, its partition and offset), `poll` (the records a consumer got), `c
 offsets a consumer committed) and `assign` (the partitions a group member was given); a
 checker uses the kinds it knows and skips the others.
 
+The value contract (what the runner records and the checker reads; docs/internals.md, "Chaos
+history and checker (issue 6)"):
+
+- send: invoke `SendValue(topic, value, key, partition=None or the chosen one)`; ok: the
+  `SendValue` with `partition` and `offset` where it landed; fail: the client knows it was not
+  written (the runner uses fail only for errors raised before any request left); info: unknown.
+  Sent values are unique in a history.
+- poll: ok `tuple[PolledRecord, ...]` (invoke: empty tuple). Final reads (from the beginning
+  after healing) are polls by a process whose name starts with `FINAL_PREFIX` ("final-").
+- commit: `CommitValue(group, offsets: Mapping[TopicPartition, int])` (a bare mapping, as older
+  histories hold, means group ""; `commit_value` reads either).
+- assign: ok tuple of TopicPartitions: the consumer's whole new assignment (a rebalance or a
+  manual assign); it resets that consumer's poll state, as in Jepsen.
+- seek: ok mapping TopicPartition -> offset: the consumer's next position on those partitions
+  (a seek or a reset); it resets the poll state of those partitions only.
+- nemesis: info ops from process "nemesis" with `NemesisValue(fault, targets, detail)` (what
+  fault was done to which nodes, when); the checkers only count them.
+
 Times are monotonic nanoseconds from the recorder's clock (`time.monotonic_ns` by default),
 so the history orders operations of different processes. A History is appended to by one
 thread (the harness's trio task); it is not locked.
@@ -36,6 +54,19 @@ class OpKind(StrEnum):
     POLL = "poll"
     COMMIT = "commit"
     ASSIGN = "assign"
+    SEEK = "seek"
+    NEMESIS = "nemesis"
+
+
+FINAL_PREFIX = "final-"
+"""Polls by a process named "final-..." are the final reads, meant to reach every partition's
+end: only then is an acknowledged write never read an anomaly (unseen)."""
+
+NEMESIS_PROCESS = "nemesis"
+
+
+def is_final(process: str) -> bool:
+    return process.startswith(FINAL_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +96,33 @@ class PolledRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitValue:
+    """Offsets a consumer committed for its group (next offset to read, as Kafka commits)."""
+
+    group: str
+    offsets: Mapping[TopicPartition, int]
+
+
+def commit_value(value: Any) -> CommitValue:
+    """A commit op's value as a CommitValue; a bare mapping (older histories) is group ""."""
+    if isinstance(value, CommitValue):
+        return value
+    if isinstance(value, Mapping):
+        return CommitValue("", value)
+    raise ValueError(f"a commit's value is a CommitValue or a mapping, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class NemesisValue:
+    """A fault the nemesis did (or healed): e.g. fault "kill", targets ("broker-2",)."""
+
+    fault: str
+    targets: tuple[str, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-able details (signal, partition halves, latency, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Op:
     index: int
     """Position in the history (0, 1, ...)."""
@@ -74,8 +132,9 @@ class Op:
     type: OpType
     kind: OpKind
     value: Any = None
-    """SendValue for send; tuple[PolledRecord, ...] for poll (empty on invoke); a mapping
-    TopicPartition -> offset for commit; a tuple of TopicPartitions for assign."""
+    """SendValue for send; tuple[PolledRecord, ...] for poll (empty on invoke); CommitValue
+    (or a bare mapping TopicPartition -> offset) for commit; a tuple of TopicPartitions for
+    assign; a mapping TopicPartition -> offset for seek; NemesisValue for nemesis."""
     error: str | None = None
     """Why a fail or info completion failed (the client's error, for a person)."""
     invocation: int | None = None
@@ -110,6 +169,20 @@ class History:
         self.ops.append(op)
         return op
 
+    def nemesis(self, value: NemesisValue, error: str | None = None) -> Op:
+        """Record a fault done (or healed) now: one info op of process "nemesis"."""
+        op = Op(
+            len(self.ops),
+            self.clock_ns(),
+            NEMESIS_PROCESS,
+            OpType.INFO,
+            OpKind.NEMESIS,
+            value,
+            error,
+        )
+        self.ops.append(op)
+        return op
+
     def pairs(self) -> Iterator[tuple[Op, Op | None]]:
         """(invoke, completion) for every operation; None when it never completed (the
         process crashed or the run ended first: as good as `info`)."""
@@ -125,4 +198,17 @@ class History:
         return (op for op in self.ops if op.kind is kind and op.type is type)
 
 
-__all__ = ["History", "Op", "OpKind", "OpType", "PolledRecord", "SendValue"]
+__all__ = [
+    "FINAL_PREFIX",
+    "NEMESIS_PROCESS",
+    "CommitValue",
+    "History",
+    "NemesisValue",
+    "Op",
+    "OpKind",
+    "OpType",
+    "PolledRecord",
+    "SendValue",
+    "commit_value",
+    "is_final",
+]
