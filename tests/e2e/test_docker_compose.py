@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -46,6 +47,8 @@ def _env() -> dict[str, str]:
 
 
 def _daemon_answers() -> bool:
+    if shutil.which("docker") is None:  # a fresh machine: docker-setup.sh installs docker.io
+        return False
     probe = subprocess.run(
         ["docker", "version"], env=_env(), capture_output=True, timeout=30, check=False
     )
