@@ -171,6 +171,8 @@ async def test_raft_profile_loses_nothing_when_a_broker_container_is_killed(
     started = time.monotonic()
     await wait_until(lambda: _all_healthy(dockerd), within=180, every=0.5)
     timings["up to healthy"] = time.monotonic() - started + timings["compose up"]
+    for name, container in _containers(dockerd).items():
+        assert container.attrs["Config"]["User"] == "trioka", f"{name} runs as root"
     await _trioka(
         "topic", "create", TOPIC, "-p", "3", "-r", "3", "-c", "min.insync.replicas=2",
         "-b", BOOTSTRAP,
