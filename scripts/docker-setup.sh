@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# `make docker-setup`: everything the compose cluster needs on a Debian 12 host without an image
+# registry. Idempotent: each step is skipped when its result is already there.
+#   1. Debian packages docker.io, docker-compose, debootstrap (only when missing).
+#   2. Our own dockerd (unless one already answers on our socket): --iptables=false and
+#      --ip-masq=false so it never touches the host's firewall (the chaos suite's network
+#      namespaces use iptables), --bridge=none (no docker0: our containers talk only on compose's
+#      user-defined network and through ports published on 127.0.0.1, which the userland proxy
+#      serves without iptables). Marked "started by docker-setup" so docker-stop.sh stops only it.
+#   3. The base image trioka-base:bookworm from debootstrap (cached by name).
+#   4. A wheelhouse of the project and its runtime dependencies, built on the host.
+#   5. `docker build` of trioka:dev with --network none: the image installs from the wheelhouse.
+# Usage: scripts/docker-setup.sh [--no-build] [--zk]
+#   --no-build  stop after starting dockerd;  --zk  also build trioka-zookeeper:bookworm.
+# The environment: TRIOKA_DOCKER_DIR (run dir, default /run/trioka-docker), TRIOKA_DOCKER_DATA
+# (default /var/lib/trioka-docker), BASE_IMAGE (build from this image instead of the debootstrap
+# one, e.g. python:3.11-slim where a registry is reachable), TRIOKA_IMAGE (default trioka:dev).
+# Afterwards: export DOCKER_HOST=unix://$TRIOKA_DOCKER_DIR/docker.sock (printed at the end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=1 zk=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    --zk) zk=1 ;;
+    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk]" >&2; exit 2 ;;
+  esac
+done
+
+run_dir="${TRIOKA_DOCKER_DIR:-/run/trioka-docker}"
+data_dir="${TRIOKA_DOCKER_DATA:-/var/lib/trioka-docker}"
+socket="$run_dir/docker.sock"
+pidfile="$run_dir/dockerd.pid"
+base_image="trioka-base:bookworm"
+zk_image="trioka-zookeeper:bookworm"
+image="${TRIOKA_IMAGE:-trioka:dev}"
+export DOCKER_HOST="unix://$socket"
+sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+say() { echo "docker-setup: $*"; }
+now() { date +%s.%N; }
+took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+
+install_packages() {
+  local missing=()
+  for pkg in docker.io docker-compose debootstrap; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  ((${#missing[@]})) || return 0
+  say "installing Debian packages: ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+}
+
+daemon_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+start_dockerd() {
+  if daemon_answers; then say "dockerd already answers on $socket"; return 0; fi
+  # Debian's dockerd (its docker-proxy beside it); /usr/local/bin may hold a client-only docker.
+  local dockerd=/usr/sbin/dockerd proxy=/usr/sbin/docker-proxy
+  [ -x "$dockerd" ] && [ -x "$proxy" ] || { say "missing $dockerd or $proxy" >&2; exit 1; }
+  $sudo_cmd mkdir -p "$run_dir/exec" "$data_dir"
+  say "starting dockerd (socket $socket, data $data_dir, log $run_dir/dockerd.log)"
+  # setsid: the daemon outlives this script and a Ctrl-C in the caller's terminal.
+  $sudo_cmd setsid "$dockerd" \
+    --host "unix://$socket" --data-root "$data_dir" --exec-root "$run_dir/exec" \
+    --pidfile "$pidfile" --iptables=false --ip-masq=false --ip6tables=false --bridge=none \
+    --userland-proxy=true --userland-proxy-path "$proxy" \
+    --default-address-pool base=172.29.0.0/16,size=24 \
+    >"$run_dir/dockerd.log" 2>&1 </dev/null &
+  local deadline=$((SECONDS + 30))
+  until daemon_answers; do
+    if ((SECONDS > deadline)); then
+      say "dockerd did not answer within 30 s; last log lines:" >&2
+      tail -n 20 "$run_dir/dockerd.log" >&2; exit 1
+    fi
+    sleep 0.2  # polling a condition with a deadline (the daemon's readiness)
+  done
+  touch "$run_dir/started-by-docker-setup"
+}
+
+# A debootstrap'ed Debian imported as an image (no registry here); $2: extra packages.
+debootstrap_image() {
+  local name="$1" include="$2" t0 rootfs
+  if docker image inspect "$name" >/dev/null 2>&1; then say "$name present"; return 0; fi
+  t0=$(now); rootfs="$(mktemp -d -t trioka-rootfs.XXXXXX)"
+  say "building $name with debootstrap (about a minute)"
+  if ! $sudo_cmd debootstrap --variant=minbase --include="$include" bookworm "$rootfs" \
+      http://deb.debian.org/debian >"$rootfs.log" 2>&1; then
+    tail -n 20 "$rootfs.log" >&2; $sudo_cmd rm -rf "$rootfs"; exit 1
+  fi
+  $sudo_cmd rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  $sudo_cmd tar -C "$rootfs" -c . | docker import - "$name" >/dev/null
+  $sudo_cmd rm -rf "$rootfs" "$rootfs.log"
+  say "$name built in $(took "$t0")"
+}
+
+build_wheelhouse() {
+  local t0 python=.venv/bin/python
+  [ -x "$python" ] || python=python3
+  t0=$(now)
+  rm -rf build/wheelhouse && mkdir -p build/wheelhouse
+  # The project and its runtime dependencies only (no dev or analytics extras).
+  "$python" -m pip wheel -q --wheel-dir build/wheelhouse . >build/wheelhouse.log 2>&1 ||
+    { cat build/wheelhouse.log >&2; exit 1; }
+  say "wheelhouse built in $(took "$t0") ($(ls build/wheelhouse | wc -l) wheels)"
+}
+
+build_image() {
+  local t0 args=()
+  [ -n "${BASE_IMAGE:-}" ] && args+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
+  t0=$(now)
+  # --network none: nothing inside the build reaches a network; pip reads the wheelhouse.
+  docker build -q --network none -f deploy/Dockerfile -t "$image" "${args[@]}" . >/dev/null
+  say "$image built in $(took "$t0")"
+}
+
+install_packages
+start_dockerd
+if ((build)); then
+  [ -n "${BASE_IMAGE:-}" ] || debootstrap_image "$base_image" python3,python3-venv
+  ((zk)) && debootstrap_image "$zk_image" zookeeper,default-jre-headless,netcat-openbsd
+  build_wheelhouse
+  build_image
+fi
+say "ready: export DOCKER_HOST=$DOCKER_HOST"

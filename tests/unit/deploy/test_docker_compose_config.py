@@ -1,0 +1,153 @@
+"""docker-compose.yml as `docker-compose config` resolves it, per profile (no Docker daemon).
+
+Debian's docker-compose 1.29 (the Makefile's APT_PACKAGES) validates the file and prints the
+resolved configuration; these tests read that and check what the deployment promises: the
+services of each profile, healthchecks, ports published on 127.0.0.1 only and matching the
+advertised EXTERNAL listeners, named volumes on the log and metadata dirs, and node configs that
+trioka itself accepts (the same loaders the processes run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from deploy.config import load_broker_config
+from deploy.controller_config import load_controller_config
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+PROFILES = {
+    "raft": {"controller-1", "controller-2", "controller-3", "broker-1", "broker-2", "broker-3"},
+    "zk": {"zookeeper", "zk-broker-1", "zk-broker-2", "zk-broker-3"},
+}
+EXTERNAL_PORTS = {1: 19092, 2: 19093, 3: 19094}
+
+
+def compose_config(profile: str) -> dict[str, Any]:
+    exe = shutil.which("docker-compose")
+    assert exe, "docker-compose is missing: `make setup` installs it (the Makefile's APT_PACKAGES)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRIOKA_", "COMPOSE_"))}
+    out = subprocess.run(
+        [exe, "-f", str(COMPOSE_FILE), "--profile", profile, "config"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, f"docker-compose config failed:\n{out.stderr}"
+    config = yaml.safe_load(out.stdout)
+    # compose 1.29's `config` prints every service; `up --profile P` starts those without a
+    # profile and those of P.
+    config["services"] = {
+        name: s for name, s in config["services"].items() if profile in s.get("profiles", [profile])
+    }
+    return config
+
+
+@pytest.fixture(scope="module", params=sorted(PROFILES))
+def profile(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    return request.param, compose_config(request.param)
+
+
+def overrides(service: dict[str, Any]) -> dict[str, str]:
+    """The service's `--override=KEY=VALUE` arguments as a mapping."""
+    out: dict[str, str] = {}
+    for arg in service.get("command") or []:
+        if arg.startswith("--override="):
+            key, _, value = arg.removeprefix("--override=").partition("=")
+            out[key] = value
+    return out
+
+
+def brokers(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in config["services"].items() if "broker" in name}
+
+
+def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(host ip, host port, container port) of each published port."""
+    out = []
+    for port in service.get("ports") or []:
+        host_ip, host_port, container = str(port).split(":")
+        out.append((host_ip, int(host_port), int(container.split("/")[0])))
+    return out
+
+
+def test_each_profile_has_its_services(profile: tuple[str, dict[str, Any]]) -> None:
+    name, config = profile
+    assert set(config["services"]) == PROFILES[name]
+    for service in config["services"].values():
+        assert service["profiles"] == [name]
+
+
+def test_every_service_has_a_healthcheck(profile: tuple[str, dict[str, Any]]) -> None:
+    _, config = profile
+    for name, service in config["services"].items():
+        test = service.get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
+
+
+def test_broker_healthcheck_asks_for_its_own_node(profile: tuple[str, dict[str, Any]]) -> None:
+    _, config = profile
+    for name, service in brokers(config).items():
+        test = service["healthcheck"]["test"]
+        assert test[1:5] == ["python", "-m", "deploy.healthcheck", "broker"], name
+        assert test[-1] == overrides(service)["node.id"], f"{name} checks another node's health"
+
+
+def test_ports_are_published_on_loopback_and_advertised(
+    profile: tuple[str, dict[str, Any]],
+) -> None:
+    _, config = profile
+    for name, service in config["services"].items():
+        ports = published(service)
+        assert all(ip == "127.0.0.1" for ip, _, _ in ports), f"{name} publishes {ports}"
+        if name not in brokers(config):
+            assert ports == [], f"{name} publishes {ports}; only brokers should"
+    for name, service in brokers(config).items():
+        conf = overrides(service)
+        external = EXTERNAL_PORTS[int(conf["node.id"])]
+        assert published(service) == [("127.0.0.1", external, external)], name
+        assert f"EXTERNAL://127.0.0.1:{external}" in conf["advertised.listeners"].split(",")
+        assert f"EXTERNAL://0.0.0.0:{external}" in conf["listeners"].split(",")
+        assert f"INTERNAL://{name}:9092" in conf["advertised.listeners"].split(",")
+        assert conf["inter.broker.listener.name"] == "INTERNAL"
+
+
+def test_log_and_metadata_dirs_are_named_volumes(profile: tuple[str, dict[str, Any]]) -> None:
+    _, config = profile
+    named = set(config.get("volumes") or {})
+    for name, service in config["services"].items():
+        mounts = {}
+        for volume in service.get("volumes") or []:
+            source, target = volume.split(":")[:2]
+            assert source in named, f"{name}: {source} is not a named volume"
+            mounts[target] = source
+        conf = overrides(service)
+        for key in ("log.dirs", "metadata.log.dir"):
+            if key in conf:
+                assert conf[key] in mounts, f"{name}: {key}={conf[key]} is not on a volume"
+        if name == "zookeeper":
+            assert "/var/lib/zookeeper" in mounts
+
+
+def test_node_configs_are_valid_and_agree(profile: tuple[str, dict[str, Any]]) -> None:
+    mode, config = profile
+    broker_ids = set()
+    for service in brokers(config).values():
+        conf = load_broker_config(None, overrides(service))
+        assert conf.metadata_mode == mode
+        broker_ids.add(conf.node_id)
+    assert broker_ids == {1, 2, 3}
+    controllers = [s for n, s in config["services"].items() if n.startswith("controller-")]
+    assert len(controllers) == (3 if mode == "raft" else 0)
+    voters = {overrides(s).get("controller.quorum.voters") for s in config["services"].values()}
+    cluster_ids = {overrides(s).get("cluster.id") for s in config["services"].values()}
+    if mode == "raft":
+        assert len(voters) == 1 and len(cluster_ids) == 1, "nodes disagree on the quorum"
+        ids = sorted(load_controller_config(None, overrides(s)).node_id for s in controllers)
+        assert ids == [3001, 3002, 3003]
+        assert {f"{i}@controller-{i - 3000}:9093" for i in ids} == set(voters.pop().split(","))
