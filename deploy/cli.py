@@ -339,6 +339,7 @@ def admin_props(bootstrap_server: str, properties: Sequence[str]) -> dict[str, A
 
 
 def _register() -> None:
+    from deploy.cli_chaos import chaos
     from deploy.cli_cluster import cluster
     from deploy.cli_cluster_ops import leader_election, reassign
     from deploy.cli_group import group
@@ -354,6 +355,7 @@ def _register() -> None:
     cli.add_command(reassign)
     cli.add_command(quorum)
     cli.add_command(cluster)
+    cli.add_command(chaos)
 
 
 _register()
