@@ -90,7 +90,12 @@ __all__ = [
     "describe_cluster",
     "kill_node",
     "node_alive",
+    "node_log_path",
+    "node_paused",
+    "pause_node",
     "read_state",
+    "restart_node",
+    "resume_node",
     "start_broker",
     "start_node",
     "wait_until_ready",
@@ -100,23 +105,36 @@ __all__ = [
 # -- processes --------------------------------------------------------------------------------
 
 
-def _start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (start time); None when there is no such process."""
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time) from /proc/<pid>/stat (fields 3 and 22); None when there is no such
+    process or it has exited (a zombie not yet reaped by its parent)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
     fields = stat.rsplit(")", 1)[1].split()
-    state = fields[0]
-    if state in ("Z", "X"):
-        return None  # exited, not yet reaped by its parent
-    return int(fields[19])
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[0], int(fields[19])
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (start time); None when there is no such process."""
+    stat = _proc_stat(pid)
+    return stat[1] if stat else None
 
 
 def node_alive(node: NodeRecord) -> bool:
     """True while the process started for `node` is running (not a reused pid)."""
     return node.pid > 0 and _start_ticks(node.pid) == node.start_ticks
+
+
+def node_paused(node: NodeRecord) -> bool:
+    """True while the process started for `node` is stopped by a signal (/proc state T), as
+    `pause_node` leaves it."""
+    stat = _proc_stat(node.pid) if node.pid > 0 else None
+    return stat is not None and stat[1] == node.start_ticks and stat[0] == "T"
 
 
 def _reap(pid: int) -> None:
@@ -534,13 +552,16 @@ def _restart_cluster(state: ClusterState, timeout: float) -> ClusterState:
 
 
 def start_node(base_dir: Path, node_id: int, *, timeout: float = 30.0) -> NodeRecord:
-    """Start one stopped broker or controller of the cluster again (same config, port, data)."""
+    """Start one stopped node of the cluster again (same config, port, data): a broker, a
+    controller, or ZooKeeper (0). Returns once it serves."""
     state = read_state(Path(base_dir).resolve())
     node = state.node(node_id)
-    if node.name == "zookeeper":
-        raise ClusterError("ZooKeeper starts with the cluster (`trioka cluster up`), not alone")
     if node_alive(node):
         raise ClusterError(f"{node.name} is already running (pid {node.pid})")
+    if node.name == "zookeeper":
+        zk = _start_zookeeper(Path(state.dir), node.host, node.port, timeout)
+        write_state(state.with_node(zk))
+        return zk
     node, offset = _spawn_node(node)
     write_state(state.with_node(node))
     try:
@@ -567,6 +588,54 @@ def kill_node(base_dir: Path, node_id: int, sig: int = signal.SIGKILL) -> NodeRe
     if sig == signal.SIGKILL:
         _wait_gone(node, 30.0)
     return node
+
+
+def _running_node(base_dir: Path, node_id: int) -> NodeRecord:
+    node = read_state(Path(base_dir).resolve()).node(node_id)
+    if not node_alive(node):
+        raise ClusterError(f"{node.name} is not running")
+    return node
+
+
+def pause_node(base_dir: Path, node_id: int) -> NodeRecord:
+    """SIGSTOP node `node_id` (0: ZooKeeper): it keeps its sockets but answers nothing, so its
+    sessions expire while it believes itself alive (a zombie leader or controller, once
+    resumed). Returns once /proc shows it stopped."""
+    node = _running_node(base_dir, node_id)
+    os.kill(node.pid, signal.SIGSTOP)
+    _wait_for(lambda: node_paused(node), 5.0, f"{node.name} did not stop")
+    return node
+
+
+def resume_node(base_dir: Path, node_id: int) -> NodeRecord:
+    """SIGCONT a node `pause_node` stopped; returns once /proc shows it running again."""
+    node = _running_node(base_dir, node_id)
+    os.kill(node.pid, signal.SIGCONT)
+    _wait_for(lambda: not node_paused(node), 5.0, f"{node.name} did not resume")
+    return node
+
+
+def restart_node(base_dir: Path, node_id: int, *, timeout: float = 30.0,
+                 start_timeout: float = 60.0) -> NodeRecord:  # fmt: skip
+    """Stop node `node_id` gracefully (SIGCONT and SIGTERM, SIGKILL after `timeout` s; a broker
+    does its controlled shutdown), then start it with the same config, port and data and wait
+    until it serves (`start_node`, within `start_timeout` s). A stopped node is just started."""
+    stop_node(read_state(Path(base_dir).resolve()).node(node_id), timeout)
+    return start_node(base_dir, node_id, timeout=start_timeout)
+
+
+def node_log_path(base_dir: Path, node_id: int) -> Path:
+    """The log file of node `node_id` (0: ZooKeeper's log4j file): a broker's or controller's
+    JSON lines, stdout and stderr included."""
+    return Path(read_state(Path(base_dir).resolve()).node(node_id).log)
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, failure: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{failure} within {timeout:g} s")
+        time.sleep(POLL_S)  # polling a condition under a deadline
 
 
 def cluster_down(
