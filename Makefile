@@ -7,8 +7,9 @@ PYTEST_ARGS ?=
 .PHONY: demo demo-zk test setup setup-dev lint unit bench clean
 
 # The ZK-mode demo and the tests run a real ZooKeeper (Debian's package, with its Java runtime);
-# `make demo` (Raft mode: controller processes, no ZooKeeper) needs only Python.
-APT_PACKAGES := zookeeper
+# `make demo` (Raft mode: controller processes, no ZooKeeper) needs only Python. `trioka cluster up
+# --netns` (the chaos tests' partitions) needs ip and iptables (its nf_tables backend).
+APT_PACKAGES := zookeeper iptables nftables iproute2
 
 setup:
 	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
