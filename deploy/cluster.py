@@ -102,6 +102,7 @@ __all__ = [
     "node_log_path",
     "node_paused",
     "pause_node",
+    "plan_cluster_network",
     "read_state",
     "restart_node",
     "resume_node",
@@ -246,13 +247,28 @@ class _Layout:
         return port or (NETNS_ZOOKEEPER_PORT if self.network else 0)
 
 
-def _layout(base_dir: Path, host: str, use_netns: bool, names: Sequence[str]) -> _Layout:
-    if not use_netns:
-        return _Layout(host)
+def plan_cluster_network(base_dir: Path, *, mode: str = "raft", brokers: int = 3,
+                         controllers: int = 3) -> NetworkPlan:  # fmt: skip
+    """The network `cluster_up(base_dir, netns=True, ...)` would make for this cluster, known
+    before it starts (e.g. to put proxies on `plan.host_address` and name them in
+    `broker_overrides`' advertised.listeners); pass it back as `cluster_up(network=plan)`.
+    ClusterError when this machine cannot run network namespaces."""
     reason = netns.available()
     if reason is not None:
         raise ClusterError(f"--netns is not possible here: {reason}")
-    return _Layout(host, netns.plan_network(base_dir, names, netns.used_networks()))
+    names = _node_names(mode, brokers, controllers)
+    return netns.plan_network(Path(base_dir).resolve(), names, netns.used_networks())
+
+
+def _layout(
+    base_dir: Path, host: str, network: NetworkPlan | None, names: Sequence[str]
+) -> _Layout:
+    if network is not None and list(network.nodes) != list(names):
+        raise ClusterError(
+            f"the network plan is for nodes {list(network.nodes)}, not {list(names)} "
+            "(plan_cluster_network with this cluster's mode, brokers and controllers)"
+        )
+    return _Layout(host, network)
 
 
 def _node_names(mode: str, brokers: int, controllers: int) -> list[str]:
@@ -515,6 +531,7 @@ def cluster_up(
     controller_overrides: Sequence[str] | Mapping[str, str] = (),
     broker_overrides: Mapping[int, Sequence[str] | Mapping[str, str]] | None = None,
     netns: bool = False,
+    network: NetworkPlan | None = None,
     timeout: float = 60.0,
 ) -> ClusterState:
     """Start a cluster under `base_dir` (or start again a stopped cluster found there, with its
@@ -524,8 +541,9 @@ def cluster_up(
     noticed: zookeeper.session.timeout.ms (zk) or broker.session.timeout.ms (raft).
     `broker_overrides[id]`: settings of broker `id` only (e.g. its advertised.listeners).
     `netns`: every process in its own network namespace, bound to its address there
-    (deploy.netns; `host` is then unused), so that `partition_nodes` can cut it off. Stops what
-    it started, and removes the network, if any process fails to come up."""
+    (deploy.netns; `host` is then unused), so that `partition_nodes` can cut it off; `network`
+    (implies `netns`): the plan `plan_cluster_network` made beforehand. Stops what it started,
+    and removes the network, if any process fails to come up."""
     base_dir = Path(base_dir).resolve()
     extra = _settings(overrides)
     ctl_extra = _settings(controller_overrides)
@@ -546,7 +564,11 @@ def cluster_up(
     base_dir.mkdir(parents=True, exist_ok=True)
     if previous is not None:
         return _restart_cluster(previous, timeout)
-    layout = _layout(base_dir, host, netns, _node_names(mode, brokers, controllers))
+    if netns and network is None:
+        network = plan_cluster_network(
+            base_dir, mode=mode, brokers=brokers, controllers=controllers
+        )
+    layout = _layout(base_dir, host, network, _node_names(mode, brokers, controllers))
     if mode == "zk":
         return _zk_cluster_up(base_dir, brokers, layout, base_port, zookeeper_port,
                               session_timeout_ms, extra, per_broker, timeout)  # fmt: skip

@@ -18,7 +18,13 @@ import trio
 from client import Admin
 from client.metadata import PartitionInfo
 from deploy import netns
-from deploy.cluster import ClusterError, cluster_up, describe_cluster, read_state
+from deploy.cluster import (
+    ClusterError,
+    cluster_up,
+    describe_cluster,
+    plan_cluster_network,
+    read_state,
+)
 from deploy.cluster_network import probe_nodes
 from protocol.errors import TriokaError
 from tests.integration.cli.test_cli_cluster import _pid_alive
@@ -77,7 +83,7 @@ def _ok(result: subprocess.CompletedProcess[bytes]) -> str:
 @pytest.mark.parametrize("mode", ["raft", "zk"])
 def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mode: str) -> None:
     """Raft mode comes up through `trioka cluster up --netns`, ZK mode through cluster_up(...,
-    netns=True, broker_overrides=...). A produce/consume round trip from the host; a follower
+    network=plan_cluster_network(...), broker_overrides=...). A produce/consume round trip from the host; a follower
     cut from its leader leaves the ISR (probe: cut) and rejoins after heal; a broker isolated
     from ZooKeeper / the controllers past its session is expired / fenced and loses its
     leadership, and is back after heal; `down` removes the whole network."""
@@ -90,9 +96,11 @@ def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mo
                        "--session-timeout-ms", "3000", "--override",
                        "replica.lag.time.max.ms=3000", timeout=120))  # fmt: skip
         else:
-            cluster_up(cluster_dir, mode="zk", brokers=3, netns=True, session_timeout_ms=3000,
+            planned = plan_cluster_network(cluster_dir, mode="zk", brokers=3)
+            cluster_up(cluster_dir, mode="zk", brokers=3, network=planned, session_timeout_ms=3000,
                        overrides=["replica.lag.time.max.ms=3000"],
                        broker_overrides={1: ["broker.rack=r1"]}, timeout=90)  # fmt: skip
+            assert read_state(cluster_dir).network == planned
         state = read_state(cluster_dir)
         assert state.network is not None
         prefix = state.network.prefix
@@ -203,6 +211,9 @@ def test_partition_refuses_a_cluster_without_namespaces_and_bad_sides(tmp_path: 
 def test_cluster_up_refuses_overrides_for_unknown_brokers(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"brokers \[4\]"):
         cluster_up(tmp_path, brokers=3, broker_overrides={4: ["broker.rack=r"]})
+    wrong = netns.plan_network(tmp_path, ["zookeeper", "broker-1"])
+    with pytest.raises(ClusterError, match="network plan is for nodes"):
+        cluster_up(tmp_path, brokers=2, mode="zk", network=wrong)
     with pytest.raises(Exception, match=r"no\.such\.key"):
         cluster_up(tmp_path, brokers=1, controllers=1, broker_overrides={1: ["no.such.key=1"]})
     assert not (tmp_path / "cluster.json").exists()
