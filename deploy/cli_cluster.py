@@ -478,7 +478,6 @@ def _partition_sides(args: tuple[str, ...]) -> tuple[list[int], list[int]]:
         fail(
             f"nodes are node ids (a broker id, a controller id, 0 for ZooKeeper): {' '.join(args)}"
         )
-    raise AssertionError("unreachable")
 
 
 @cluster.command("heal")
