@@ -59,8 +59,13 @@ def _quorum(state: sup.ClusterState) -> tuple[QuorumReport | None, str | None]:
     """The controller quorum as its leader describes it (Raft mode), or why there is none."""
     if not any(sup.node_alive(c) for c in state.controllers):
         return None, "no controller is running" if state.controllers else None
+    # A paused controller accepts connections and never answers: ask only the others.
+    awake = [c for c in state.controllers if sup.node_alive(c) and not sup.node_paused(c)]
+    if not awake:
+        return None, "every running controller is paused"
     try:
-        return trio.run(partial(quorum_report, state.controller_bootstrap)), None
+        bootstrap = ",".join(f"{c.host}:{c.port}" for c in awake)
+        return trio.run(partial(quorum_report, bootstrap)), None
     except (KafkaError, OSError) as exc:
         return None, str(exc)
 
