@@ -314,10 +314,13 @@ def _pin_port(node: NodeRecord) -> None:
 
 
 def _new_brokers(base_dir: Path, count: int, host: str, base_port: int,
-                 mode_lines: Callable[[Path], str], extra: Mapping[str, str]) -> list[NodeRecord]:  # fmt: skip
-    """Broker dirs with their broker.toml; bad overrides are refused before anything starts."""
+                 mode_lines: Callable[[Path], str], cluster_extra: Mapping[str, str],
+                 per_broker: Mapping[int, Mapping[str, str]]) -> list[NodeRecord]:  # fmt: skip
+    """Broker dirs with their broker.toml; bad overrides are refused before anything starts.
+    `per_broker[id]` settings (e.g. a broker's listeners) go on that broker's command line."""
     nodes = []
     for node_id in range(1, count + 1):
+        extra = {**cluster_extra, **per_broker.get(node_id, {})}
         node_dir = base_dir / f"broker-{node_id}"
         node_dir.mkdir(parents=True, exist_ok=True)
         port = base_port + node_id - 1 if base_port else 0
@@ -427,13 +430,16 @@ def cluster_up(
     overrides: Sequence[str] | Mapping[str, str] = (),
     controller_overrides: Sequence[str] | Mapping[str, str] = (),
     timeout: float = 60.0,
+    broker_overrides: Mapping[int, Sequence[str] | Mapping[str, str]] | None = None,
 ) -> ClusterState:
     """Start a cluster under `base_dir` (or start again a stopped cluster found there, with its
     mode, ports and data): Raft mode `controllers` controller processes, ZK mode a ZooKeeper,
     then `brokers` broker processes. Returns once every process serves; see `wait_until_ready`
     for "a quorum leader, every broker live". `session_timeout_ms` is how soon a dead broker is
-    noticed: zookeeper.session.timeout.ms (zk) or broker.session.timeout.ms (raft). Stops what
-    it started if any process fails to come up."""
+    noticed: zookeeper.session.timeout.ms (zk) or broker.session.timeout.ms (raft).
+    `broker_overrides={id: {key: value}}` (or "key=value" strings) go to one broker only (e.g.
+    its own listeners and advertised.listeners behind a fault proxy). Stops what it started if
+    any process fails to come up."""
     base_dir = Path(base_dir).resolve()
     extra = dict(overrides) if isinstance(overrides, Mapping) else parse_overrides(overrides)
     ctl_extra = (
@@ -441,7 +447,11 @@ def cluster_up(
         if isinstance(controller_overrides, Mapping)
         else parse_overrides(controller_overrides)
     )
-    previous = _refuse_running(base_dir, extra or ctl_extra)
+    per_broker = {
+        node_id: dict(o) if isinstance(o, Mapping) else parse_overrides(o)
+        for node_id, o in (broker_overrides or {}).items()
+    }
+    previous = _refuse_running(base_dir, extra or ctl_extra or per_broker)
     if previous is None:
         if mode not in MODES:
             raise ClusterError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -454,9 +464,9 @@ def cluster_up(
         return _restart_cluster(previous, timeout)
     if mode == "zk":
         return _zk_cluster_up(base_dir, brokers, host, base_port, zookeeper_port,
-                              session_timeout_ms, extra, timeout)  # fmt: skip
+                              session_timeout_ms, extra, timeout, per_broker)  # fmt: skip
     return _raft_cluster_up(base_dir, brokers, controllers, host, base_port,
-                            session_timeout_ms, extra, ctl_extra, timeout)  # fmt: skip
+                            session_timeout_ms, extra, ctl_extra, timeout, per_broker)  # fmt: skip
 
 
 def _stop_all(started: Sequence[NodeRecord]) -> None:
@@ -465,11 +475,12 @@ def _stop_all(started: Sequence[NodeRecord]) -> None:
 
 
 def _zk_cluster_up(base_dir: Path, brokers: int, host: str, base_port: int, zookeeper_port: int,
-                   session_timeout_ms: int, extra: Mapping[str, str],
-                   timeout: float) -> ClusterState:  # fmt: skip
+                   session_timeout_ms: int, extra: Mapping[str, str], timeout: float,
+                   per_broker: Mapping[int, Mapping[str, str]]) -> ClusterState:  # fmt: skip
     placeholder = f"{host}:{zookeeper_port or 2181}{ZK_CHROOT}"
     zk_lines = _zk_lines(placeholder, session_timeout_ms)
-    nodes = _new_brokers(base_dir, brokers, host, base_port, lambda _: zk_lines, extra)
+    nodes = _new_brokers(base_dir, brokers, host, base_port, lambda _: zk_lines, extra,
+                         per_broker)  # fmt: skip
     started: list[NodeRecord] = []
     try:
         zk = _start_zookeeper(base_dir, host, zookeeper_port, timeout)
@@ -488,7 +499,8 @@ def _zk_cluster_up(base_dir: Path, brokers: int, host: str, base_port: int, zook
 
 def _raft_cluster_up(base_dir: Path, brokers: int, controllers: int, host: str, base_port: int,
                      session_timeout_ms: int, extra: Mapping[str, str],
-                     ctl_extra: Mapping[str, str], timeout: float) -> ClusterState:  # fmt: skip
+                     ctl_extra: Mapping[str, str], timeout: float,
+                     per_broker: Mapping[int, Mapping[str, str]]) -> ClusterState:  # fmt: skip
     cluster_id = new_cluster_id()
     lifecycle = {
         "broker.session.timeout.ms": session_timeout_ms,
@@ -502,7 +514,7 @@ def _raft_cluster_up(base_dir: Path, brokers: int, controllers: int, host: str, 
     broker_nodes = _new_brokers(
         base_dir, brokers, host, base_port,
         lambda node_dir: broker_raft_lines(voters, node_dir / "metadata", cluster_id, lifecycle),
-        extra,
+        extra, per_broker,
     )  # fmt: skip
     state = ClusterState(dir=str(base_dir), zookeeper=None, brokers=tuple(broker_nodes),
                          overrides=extra, mode="raft", controllers=tuple(ctl_nodes),
