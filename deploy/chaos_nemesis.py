@@ -35,7 +35,7 @@ from deploy.chaos.schedule import (
 )
 from deploy.cluster import kill_node, node_alive, read_state, start_node
 from deploy.cluster_raft import quorum_report
-from deploy.cluster_state import ClusterState
+from deploy.cluster_state import ClusterState, NodeRecord
 from deploy.proxy import ProxySet
 from deploy.proxy_policy import Delay, ProxyPolicy
 from protocol.errors import TriokaError
@@ -118,6 +118,9 @@ class LocalNemesis:
         """The workload's acknowledgements: UNCLEAN waits for writes the leader takes alone."""
         self.proxies = proxies
         self.stats = NemesisStats()
+        self._down: set[int] = set()
+        """Brokers this nemesis has stopped or killed now: left out of its own requests (a
+        paused broker would hold them until request.timeout.ms)."""
 
     # -- the schedule ------------------------------------------------------------------------
 
@@ -152,7 +155,7 @@ class LocalNemesis:
     def record(self, fault: str, targets: tuple[str, ...], detail: Mapping[str, Any],
                error: str | None = None) -> None:  # fmt: skip
         self.history.nemesis(NemesisValue(fault, targets, dict(detail)), error=error)
-        log.info("nemesis", fault=fault, targets=list(targets), error=error, **dict(detail))
+        log.info("nemesis", fault=fault, targets=list(targets), error=error, detail=dict(detail))
 
     def verified(self, check: str) -> None:
         self.stats.verified[check] = self.stats.verified.get(check, 0) + 1
@@ -163,9 +166,11 @@ class LocalNemesis:
         return read_state(self.dir)
 
     def _admin(self) -> Admin:
+        state = self.state()
+        up = [b for b in state.brokers if b.node_id not in self._down] or list(state.brokers)
         return Admin(
             {
-                "bootstrap.servers": self.state().bootstrap,
+                "bootstrap.servers": ",".join(f"{b.host}:{b.port}" for b in up),
                 "default.api.timeout.ms": 5000,
                 "request.timeout.ms": 3000,
                 "socket.connection.setup.timeout.ms": 1000,
@@ -224,7 +229,7 @@ class LocalNemesis:
     async def _kill(self, fault: Fault) -> None:
         node_id = await self.resolve(fault)
         before = await self._leaders_led_by(node_id)
-        node = await _thread(kill_node, self.dir, node_id, signal.SIGKILL)
+        node = await self._signal(node_id, signal.SIGKILL)
         self.record(fault.nemesis, (node.name,), {"action": "kill", "signal": "SIGKILL",
                     "pid": node.pid, "selector": fault.selector.value,
                     "partition": fault.partition, "leads": sorted(before)})  # fmt: skip
@@ -244,21 +249,30 @@ class LocalNemesis:
             except (TriokaError, OSError):
                 pass
 
+    async def _signal(self, node_id: int, sig: int) -> NodeRecord:
+        if sig == signal.SIGCONT:
+            self._down.discard(node_id)
+        else:
+            self._down.add(node_id)
+        node: NodeRecord = await _thread(kill_node, self.dir, node_id, sig)
+        return node
+
     async def _restart(self, nemesis: str, node_id: int) -> None:
         node = await _thread(start_node, self.dir, node_id, timeout=RESTART_TIMEOUT_S)
+        self._down.discard(node_id)
         self.record(nemesis, (node.name,), {"action": "restart", "pid": node.pid})
 
     async def _pause(self, fault: Fault) -> None:
         node_id = await self.resolve(fault)
         before = await self._leaders_led_by(node_id)
-        node = await _thread(kill_node, self.dir, node_id, signal.SIGSTOP)
+        node = await self._signal(node_id, signal.SIGSTOP)
         self.record(fault.nemesis, (node.name,), {"action": "pause", "signal": "SIGSTOP",
                     "pid": node.pid, "selector": fault.selector.value,
                     "partition": fault.partition, "leads": sorted(before)})  # fmt: skip
         await trio.sleep(fault.duration_s)
         moved = await self._moved(before, node_id)
         await self._verify_moved(fault, node_id, before, "paused")
-        await _thread(kill_node, self.dir, node_id, signal.SIGCONT)
+        await self._signal(node_id, signal.SIGCONT)
         self.record(fault.nemesis, (node.name,), {"action": "resume", "signal": "SIGCONT",
                     "pid": node.pid, "leadership_moved": sorted(moved)})  # fmt: skip
 
@@ -302,7 +316,7 @@ class LocalNemesis:
         followers = [r for r in info.replicas if r != leader]
         names = []
         for f in followers:
-            node = await _thread(kill_node, self.dir, f, signal.SIGSTOP)
+            node = await self._signal(f, signal.SIGSTOP)
             names.append(node.name)
         self.record(fault.nemesis, tuple(names), {"action": "pause-followers",
                     "partition": fault.partition, "leader": leader,
@@ -313,12 +327,12 @@ class LocalNemesis:
             if self.acks is None:
                 raise HarnessError("nemesis 'unclean-kill' needs the workload's acknowledgements")
             await self._writes_taken_alone(fault.partition)
-            node = await _thread(kill_node, self.dir, leader, signal.SIGKILL)
+            node = await self._signal(leader, signal.SIGKILL)
             self.record(fault.nemesis, (node.name,), {"action": "kill-leader",
                         "partition": fault.partition, "pid": node.pid})  # fmt: skip
         finally:
             for f in followers:
-                await _thread(kill_node, self.dir, f, signal.SIGCONT)
+                await self._signal(f, signal.SIGCONT)
             self.record(fault.nemesis, tuple(names), {"action": "resume-followers"})
         new_leader = await self._wait_new_leader(fault.partition, leader, 60)
         self.verified("unclean-election")
@@ -337,9 +351,12 @@ class LocalNemesis:
     async def _wait_isr_alone(self, partition: int, leader: int, within: float) -> None:
         with trio.fail_after(within):
             while True:
-                info = await self._partition(partition)
-                if info.leader == leader and tuple(info.isr) == (leader,):
-                    return
+                try:
+                    info = await self._partition(partition)
+                    if info.leader == leader and tuple(info.isr) == (leader,):
+                        return
+                except (TriokaError, OSError):
+                    pass  # the metadata a broker in the middle of it gives; ask again
                 await trio.sleep(0.1)
 
     async def _wait_new_leader(self, partition: int, old: int, within: float) -> int:
@@ -366,7 +383,7 @@ class LocalNemesis:
             if node.name == "zookeeper":
                 continue
             if node_alive(node):
-                await _thread(kill_node, self.dir, node.node_id, signal.SIGCONT)
+                await self._signal(node.node_id, signal.SIGCONT)
             else:
                 await self._restart("heal", node.node_id)
                 done.append(f"restarted {node.name}")

@@ -75,6 +75,10 @@ class RunConfig:
     brokers: int = 3
     controllers: int = 3
     producers: int = 2
+    readers: int = 1
+    """Consumers by assignment (every partition from the beginning) during the run."""
+    group_members: int = 2
+    """Consumers in the group during the run."""
     rate: float = 150.0
     idempotence: bool = True
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -138,7 +142,7 @@ async def run_chaos(config: RunConfig, say: Callable[[str], None] = print) -> Ru
     run = _Run(config, schedule, base.resolve(), out, say)
     try:
         return await run.run()
-    except (TriokaError, OSError, trio.TooSlowError) as exc:
+    except Exception as exc:  # any harness failure: exit code 2, with the reason
         log.exception("chaos run failed")
         return RunResult(2, {"error": str(exc), **run.stats}, f"chaos run failed: {exc}",
                          out, base)  # fmt: skip
@@ -218,6 +222,7 @@ class _Run:
         }
         workload = Workload(state.bootstrap, self.history, WorkloadConfig(
             topic=c.topic, partitions=c.partitions, producers=c.producers, rate=c.rate,
+            assigned_consumers=c.readers, group_consumers=c.group_members,
             idempotence=c.idempotence, session_timeout_ms=max(6000, c.session_timeout_ms * 2),
         ))  # fmt: skip
         nemesis = LocalNemesis(self.base, self.history, topic=c.topic, seed=c.seed,

@@ -37,6 +37,10 @@ def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
               help="where history.jsonl and verdict.json go (default: DIR/results)")  # fmt: skip
 @click.option("--partitions", type=click.IntRange(min=1), default=6, show_default=True)
 @click.option("--producers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--readers", type=click.IntRange(min=0), default=1, show_default=True,
+              help="consumers by assignment (all partitions) during the run")  # fmt: skip
+@click.option("--group-members", type=click.IntRange(min=0), default=2, show_default=True,
+              help="consumers in the group during the run")  # fmt: skip
 @click.option("--rate", type=click.FloatRange(min=1), default=150.0, show_default=True,
               help="sends per second, all producers together")  # fmt: skip
 @click.option("--idempotence/--no-idempotence", default=True, show_default=True)
@@ -51,7 +55,8 @@ def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
               help="share of produce responses the brokers' proxies swallow all run long")  # fmt: skip
 @click.option("--keep", is_flag=True, help="leave the cluster running at the end")
 def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path | None,
-        out: Path | None, partitions: int, producers: int, rate: float, idempotence: bool,
+        out: Path | None, partitions: int, producers: int, readers: int, group_members: int,
+        rate: float, idempotence: bool,
         overrides: tuple[str, ...], topic_configs: tuple[str, ...], session_timeout_ms: int,
         drop_produce_responses: float, keep: bool) -> None:  # fmt: skip
     """Run producers (acks=all) and consumers against a new local cluster while a seeded
@@ -66,6 +71,8 @@ def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path
         out=out,
         partitions=partitions,
         producers=producers,
+        readers=readers,
+        group_members=group_members,
         rate=rate,
         idempotence=idempotence,
         overrides=_settings("--override", overrides),

@@ -199,7 +199,7 @@ def _fault(rng: random.Random, nemesis: str, start: float, shape: ClusterShape) 
     if nemesis == "unclean-kill":
         # The followers stay paused past the session timeout (they leave the ISR), the leader
         # takes writes alone, then dies; the duration is the followers' pause.
-        return Fault(start, _pause_s(rng, shape) + 2.0, nemesis, Action.UNCLEAN,
+        return Fault(start, _pause_s(rng, shape) + 8.0, nemesis, Action.UNCLEAN,
                      Selector.PARTITION_LEADER, partition)  # fmt: skip
     raise ValueError(f"unknown nemesis {nemesis!r}")
 
