@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 
 import click
 import trio
@@ -63,13 +64,17 @@ def proxy(
     fault_proxy = FaultProxy(listen, target, rng=random.Random(seed), policy=policy)
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(fault_proxy.serve)
-            click.echo(f"proxy {host}:{port} -> {target[0]}:{target[1]}", err=True)
+        # Ctrl-C and SIGTERM end the run through a signal receiver rather than trio's
+        # KeyboardInterrupt, which could leave the loop idle in epoll with the signal lost.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                host, port = await nursery.start(fault_proxy.serve)
+                click.echo(f"proxy {host}:{port} -> {target[0]}:{target[1]}", err=True)
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    break
 
     try:
         trio.run(main)
-    except KeyboardInterrupt:
-        pass
     finally:
         click.echo(json.dumps(fault_proxy.counters.as_dict()))
