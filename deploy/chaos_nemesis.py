@@ -69,8 +69,8 @@ def check_nemeses_available(nemeses: tuple[str, ...], *, netns: bool, proxies: b
         if name in NETNS_NEMESES and not netns:
             raise HarnessError(
                 f"nemesis {name!r} cuts the network between nodes: it needs per-node network "
-                "namespaces (deploy.netns: root, ip netns, iptables or nft), which are not "
-                "available here"
+                "namespaces (deploy.netns, the supervisor's --netns, root, iptables or nft), "
+                "which this runner cannot use yet"
             )
         if name in PROXY_NEMESES and not proxies:
             raise HarnessError(f"nemesis {name!r} needs the fault proxies (deploy.proxy)")

@@ -45,3 +45,16 @@ async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str) -> None:
     assert result.out is not None
     assert (result.out / "history.jsonl").stat().st_size > 0
     assert (result.out / "verdict.json").exists()
+
+
+async def test_latency_then_kill_behind_the_fault_proxies(chaos_run: ChaosRun) -> None:
+    # Seed 2's schedule: +100 ms (±25) on every broker's requests through its proxy (clients
+    # and followers alike), then SIGKILL a random broker.
+    result = await chaos_run(
+        RunConfig(mode="raft", nemeses=("latency", "kill"), time_limit_s=20, seed=2, rate=100)
+    )
+    assert result.exit_code == 0, result.summary
+    assert_took_effect(result, min_acknowledged=300, faults=2)
+    assert result.verdict["run"]["faults"]["verified"].get("delayed", 0) >= 1
+    delayed = sum(p["frames_delayed"] for p in result.verdict["run"]["proxies"].values())
+    assert delayed > 0, result.verdict["run"]["proxies"]
