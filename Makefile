@@ -7,9 +7,10 @@ PYTEST_ARGS ?=
 .PHONY: demo demo-zk test setup setup-dev lint unit bench clean
 
 # The ZK-mode demo and the tests run a real ZooKeeper (Debian's package, with its Java runtime);
-# `make demo` (Raft mode: controller processes, no ZooKeeper) needs only Python.
+# `make demo` (Raft mode: controller processes, no ZooKeeper) needs only Python. `trioka cluster up
+# --netns` (the chaos tests' partitions) needs ip and iptables (its nf_tables backend).
 # docker-compose: CI validates docker-compose.yml with `docker-compose config` (no daemon needed).
-APT_PACKAGES := zookeeper docker-compose
+APT_PACKAGES := zookeeper docker-compose iptables nftables iproute2
 
 setup:
 	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh

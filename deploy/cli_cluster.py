@@ -1,5 +1,5 @@
-"""`trioka cluster up|status|describe|kill|start|down`: the local cluster supervisor
-(deploy.cluster) on the command line. Raft mode (the default) runs N controller processes and the
+"""`trioka cluster up|status|describe|logs|kill|pause|resume|restart|start|partition|heal|down`:
+the local cluster supervisor (deploy.cluster, deploy.cluster_network) on the command line. Raft mode (the default) runs N controller processes and the
 brokers; `--mode zk` a ZooKeeper and the brokers."""
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from rich.table import Table
 
 from client import Admin
 from deploy import cluster as sup
+from deploy import cluster_network, node_logs
 from deploy.cli_options import property_option
 from deploy.cli_quorum import QuorumReport
 from deploy.cluster_raft import quorum_report
+from deploy.netns import NetnsError
 from protocol.config_defs import ConfigError
 from protocol.errors import KafkaError, TriokaError
 
@@ -47,7 +49,7 @@ def _cluster_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
     try:
         return fn(*args, **kwargs)
-    except (sup.ClusterError, ZooKeeperStartError) as exc:
+    except (sup.ClusterError, ZooKeeperStartError, NetnsError) as exc:
         fail(str(exc))
     except ConfigError as exc:
         fail(exc.message)
@@ -90,12 +92,15 @@ def cluster() -> None:
               "controller config too (num.partitions, ...) (repeatable).")  # fmt: skip
 @click.option("--controller-override", "controller_overrides", multiple=True,
               metavar="KEY=VALUE", help="Raft mode: config for every controller (repeatable).")  # fmt: skip
+@click.option("--netns", "use_netns", is_flag=True,
+              help="Every process in its own network namespace with its own address (root; "
+              "ip and iptables), so `trioka cluster partition` can cut nodes apart.")  # fmt: skip
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for the cluster to be ready.")  # fmt: skip
 def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host: str,
                base_port: int, zookeeper_port: int, session_timeout_ms: int,
                overrides: tuple[str, ...], controller_overrides: tuple[str, ...],
-               timeout: float) -> None:  # fmt: skip
+               use_netns: bool, timeout: float) -> None:  # fmt: skip
     """Start the cluster in the background; prints the bootstrap servers.
 
     A directory holding a stopped cluster starts it again with its mode, ports and data."""
@@ -109,7 +114,7 @@ def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host
         sup.cluster_up, Path(cluster_dir), mode=mode, brokers=brokers, controllers=controllers,
         host=host, base_port=base_port, zookeeper_port=zookeeper_port,
         session_timeout_ms=session_timeout_ms, overrides=list(overrides),
-        controller_overrides=list(controller_overrides), timeout=timeout,
+        controller_overrides=list(controller_overrides), netns=use_netns, timeout=timeout,
     )  # fmt: skip
     try:
         report = run(
@@ -174,13 +179,20 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
     state = _cluster_call(sup.read_state, Path(cluster_dir))
     nodes = state.nodes
     alive = {n.name: sup.node_alive(n) for n in nodes}
+    paused = {n.name: sup.node_paused(n) for n in nodes}
     report = None
     error = None
-    if any(alive[b.name] for b in state.brokers):
+    # A paused broker accepts connections but answers nothing: ask the running ones only.
+    serving = ",".join(
+        f"{b.host}:{b.port}" for b in state.brokers if alive[b.name] and not paused[b.name]
+    )
+    if serving:
         try:
-            report = trio.run(partial(sup.describe_cluster, state.bootstrap, timeout_ms=5000))
+            report = trio.run(partial(sup.describe_cluster, serving, timeout_ms=5000))
         except (TriokaError, OSError) as exc:
             error = str(exc)
+    elif any(alive[b.name] for b in state.brokers):
+        error = "every running broker is paused"
     quorum, quorum_error = _quorum(state)
     roles = _roles(state, alive, report, quorum)
     if as_json:
@@ -199,6 +211,7 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
                     "port": n.port,
                     "metrics_port": n.metrics_port or None,
                     "alive": alive[n.name],
+                    "paused": paused[n.name],
                     "role": roles.get(n.name),
                     "log": n.log,
                 }
@@ -220,6 +233,14 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
             "under_replicated": [list(p) for p in report.under_replicated] if report else None,
             "offline": [list(p) for p in report.offline] if report else None,
             "error": error,
+            "network": {
+                "subnet": state.network.subnet,
+                "host_address": state.network.host_address,
+                "prefix": state.network.prefix,
+            }
+            if state.network
+            else None,
+            "cuts": [list(pair) for pair in state.cuts],
         }
         click.echo(json.dumps(out))
         return
@@ -228,8 +249,15 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
     for n in nodes:
         metrics = f"http://{n.host}:{n.metrics_port}/metrics" if n.metrics_port else ""
         table.add_row(n.name, str(n.pid), f"{n.host}:{n.port}", metrics,
-                      "yes" if alive[n.name] else "no", roles.get(n.name, ""))  # fmt: skip
+                      _alive_text(alive[n.name], paused[n.name]), roles.get(n.name, ""))  # fmt: skip
     console.print(table)
+    if state.network is not None:
+        console.print(
+            f"Network: {state.network.subnet} (host {state.network.host_address}, namespaces "
+            f"{state.network.prefix}-*)"
+        )
+    for a, b in state.cuts:
+        console.print(f"  cut: {a} <-> {b}")
     if quorum is not None:
         console.print(
             f"Quorum: leader {quorum.leader_id}\tepoch {quorum.leader_epoch}\t"
@@ -252,6 +280,10 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
                              ("offline", report.offline)):  # fmt: skip
         for topic_name, numbers in _by_topic(partitions).items():
             console.print(f"  {what}: {topic_name} partitions {_ranges(numbers)}")
+
+
+def _alive_text(alive: bool, paused: bool) -> str:
+    return "paused" if paused else "yes" if alive else "no"
 
 
 def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
@@ -345,3 +377,113 @@ def cluster_start(node_id: int, cluster_dir: str, timeout: float) -> None:
     """Start stopped broker or controller NODE_ID again (same config, port and data)."""
     node = _cluster_call(sup.start_node, Path(cluster_dir), node_id, timeout=timeout)
     click.echo(f"started {node.name} (pid {node.pid}) on {node.host}:{node.port}", err=True)
+
+
+@cluster.command("restart")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+@click.option("--timeout", type=float, default=30.0, show_default=True,
+              help="Seconds the node gets after SIGTERM before SIGKILL.")  # fmt: skip
+@click.option("--start-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait until it serves again.")  # fmt: skip
+def cluster_restart(node_id: int, cluster_dir: str, timeout: float, start_timeout: float) -> None:
+    """Stop node NODE_ID gracefully (SIGTERM, SIGKILL after --timeout), then start it with the
+    same config, port and data; returns once it serves."""
+    node = _cluster_call(sup.restart_node, Path(cluster_dir), node_id, timeout=timeout,
+                         start_timeout=start_timeout)  # fmt: skip
+    click.echo(f"restarted {node.name} (pid {node.pid}) on {node.host}:{node.port}", err=True)
+
+
+@cluster.command("pause")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+def cluster_pause(node_id: int, cluster_dir: str) -> None:
+    """SIGSTOP node NODE_ID (0: ZooKeeper): it answers nothing until `resume`, and its sessions
+    expire meanwhile (a zombie, once resumed)."""
+    node = _cluster_call(sup.pause_node, Path(cluster_dir), node_id)
+    click.echo(f"paused {node.name} (pid {node.pid})", err=True)
+
+
+@cluster.command("resume")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+def cluster_resume(node_id: int, cluster_dir: str) -> None:
+    """SIGCONT node NODE_ID after `pause`."""
+    node = _cluster_call(sup.resume_node, Path(cluster_dir), node_id)
+    click.echo(f"resumed {node.name} (pid {node.pid})", err=True)
+
+
+@cluster.command("logs")
+@click.argument("node_id", type=int)
+@cluster_dir_option
+@click.option("--tail", "-n", "lines", type=click.IntRange(min=0), default=None,
+              show_default="all", help="Print only the last LINES lines.")  # fmt: skip
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+def cluster_logs(node_id: int, cluster_dir: str, lines: int | None, follow: bool) -> None:
+    """The log of node NODE_ID (0: ZooKeeper), like `docker logs`."""
+    from deploy.cli import fail
+
+    path = _cluster_call(sup.node_log_path, Path(cluster_dir), node_id)
+    try:
+        tail, end = node_logs.tail_lines(path, lines)
+    except FileNotFoundError:
+        if not follow:
+            fail(f"node {node_id} has no log yet ({path} does not exist)")
+        tail, end = [], 0
+    out = click.get_binary_stream("stdout")
+    out.writelines(tail)
+    out.flush()
+    if not follow:
+        return
+    try:
+        for line in node_logs.follow(path, end):
+            out.write(line)
+            out.flush()
+    except KeyboardInterrupt:
+        return
+
+
+@cluster.command("partition", context_settings={"ignore_unknown_options": True})
+@click.argument("nodes", nargs=-1)
+@click.option("--isolate", "isolated", type=int, default=None, metavar="NODE",
+              help="Cut NODE from every other node.")  # fmt: skip
+@cluster_dir_option
+def cluster_partition(nodes: tuple[str, ...], isolated: int | None, cluster_dir: str) -> None:
+    """Cut NODE [NODE...] --from NODE [NODE...] apart: traffic between every pair across the two
+    sides is dropped both ways (node ids; 0: ZooKeeper). Needs a cluster started with --netns;
+    `heal` undoes it."""
+    from deploy.cli import fail
+
+    if isolated is not None:
+        if nodes:
+            fail("--isolate NODE takes no other nodes (it cuts NODE from all of them)")
+        state = _cluster_call(cluster_network.isolate_node, Path(cluster_dir), isolated)
+    else:
+        side, other = _partition_sides(nodes)
+        state = _cluster_call(cluster_network.partition_nodes, Path(cluster_dir), side, other)
+    click.echo(f"cuts now: {', '.join(f'{a} <-> {b}' for a, b in state.cuts)}", err=True)
+
+
+def _partition_sides(args: tuple[str, ...]) -> tuple[list[int], list[int]]:
+    from deploy.cli import fail
+
+    if args.count("--from") != 1:
+        fail(
+            "usage: trioka cluster partition NODE [NODE...] --from NODE [NODE...] (or --isolate NODE)"
+        )
+    at = args.index("--from")
+    try:
+        return [int(a) for a in args[:at]], [int(a) for a in args[at + 1 :]]
+    except ValueError:
+        fail(
+            f"nodes are node ids (a broker id, a controller id, 0 for ZooKeeper): {' '.join(args)}"
+        )
+    raise AssertionError("unreachable")
+
+
+@cluster.command("heal")
+@cluster_dir_option
+def cluster_heal(cluster_dir: str) -> None:
+    """Remove every cut `partition` made."""
+    _cluster_call(cluster_network.heal_network, Path(cluster_dir))
+    click.echo("healed: no cuts", err=True)

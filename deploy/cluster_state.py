@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.cluster_raft import voters_string
+from deploy.netns import NetworkPlan
 from protocol.errors import TriokaError
 
 STATE_FILE = "cluster.json"
@@ -68,6 +69,10 @@ class ClusterState:
     """Raft mode's controller processes (node ids 3001..)."""
     cluster_id: str = ""
     controller_overrides: Mapping[str, str] = field(default_factory=dict)
+    network: NetworkPlan | None = None
+    """`cluster up --netns`: every node in its own network namespace (deploy.netns)."""
+    cuts: tuple[tuple[str, str], ...] = ()
+    """Node-name pairs whose traffic is dropped both ways now (`trioka cluster partition`)."""
 
     @property
     def bootstrap(self) -> str:
@@ -155,8 +160,10 @@ def read_state(base_dir: Path) -> ClusterState:
             controllers=tuple(node(c) for c in raw.get("controllers", ())),
             cluster_id=raw.get("cluster_id", ""),
             controller_overrides=dict(raw.get("controller_overrides", {})),
+            network=NetworkPlan.from_dict(raw["network"]) if raw.get("network") else None,
+            cuts=tuple((str(a), str(b)) for a, b in raw.get("cuts", ())),
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise ClusterError(f"{str(path)!r} is not a cluster state file: {exc!r}") from None
 
 

@@ -23,6 +23,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from deploy.process import ManagedProcess
@@ -104,6 +105,7 @@ class ZooKeeperProcess(ManagedProcess):
         min_session_timeout_ms: int | None = None,
         max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS,
         heap: str = "256m",
+        exec_prefix: Sequence[str] = (),
     ) -> None:
         self.tmp_dir = Path(base_dir)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -115,6 +117,8 @@ class ZooKeeperProcess(ManagedProcess):
         )
         self.max_session_timeout_ms = max_session_timeout_ms
         self.heap = heap
+        self.exec_prefix = tuple(exec_prefix)
+        """Runs the JVM through it, e.g. `ip netns exec NS` (deploy.netns), which execs."""
         self.conf_dir = self.tmp_dir / "conf"
         self.data_dir = self.tmp_dir / "data"
         self.log_file = self.tmp_dir / "zookeeper.log"
@@ -163,6 +167,7 @@ class ZooKeeperProcess(ManagedProcess):
             [str(self.conf_dir), *(j for j in ZOOKEEPER_JARS if Path(j).exists())]
         )
         return [
+            *self.exec_prefix,
             "java",
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",

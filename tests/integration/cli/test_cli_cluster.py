@@ -4,13 +4,17 @@ kill, start, down) in ZK mode and in Raft mode (the default)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.cli.test_cli_commands import one_error_line, trioka
+from tests.integration.cli.test_cli_commands import TRIOKA, one_error_line, trioka
+from tests.support.broker_process import REPO_ROOT
 
 
 def test_cluster_status_without_a_cluster_names_the_directory(tmp_path: Path) -> None:
@@ -213,3 +217,139 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
     finally:
         if (cluster_dir / "cluster.json").exists():
             trioka("cluster", "down", "--dir", str(cluster_dir), "--timeout", "5", timeout=120)
+
+
+def _process(status: dict[str, Any], name: str) -> dict[str, Any]:
+    (process,) = [p for p in status["processes"] if p["name"] == name]
+    return process
+
+
+def _follow_until(cluster_dir: Path, node_id: int, action: Callable[[], None], wanted: str,
+                  out_file: Path) -> str:  # fmt: skip
+    """`trioka cluster logs NODE -f -n 0` while `action` runs, until `wanted` shows up; then
+    Ctrl-C (SIGINT), which must end it cleanly. Returns what it printed."""
+    with out_file.open("wb") as out:
+        proc = subprocess.Popen(
+            [*TRIOKA, "cluster", "logs", str(node_id), "-f", "-n", "0", "--dir",
+             str(cluster_dir)], stdout=out, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )  # fmt: skip
+    try:
+        action()
+        deadline = time.monotonic() + 60
+        while wanted not in out_file.read_text():
+            assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, f"{wanted!r} never followed: {out_file.read_text()}"
+            time.sleep(0.1)  # polling a condition under a deadline
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+        assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out_file.read_text()
+
+
+def test_raft_cluster_logs_pause_resume_restart(tmp_path: Path) -> None:
+    """`logs` prints a node's last lines and follows new ones; a paused broker shows as paused
+    and is fenced past its session, and comes back on resume; `restart` brings a controller and
+    a broker back on their ports; user errors are one line."""
+    cluster_dir = tmp_path / "c"
+    d = ("--dir", str(cluster_dir))
+    try:
+        up = trioka("cluster", "up", *d, "--brokers", "2", "--controllers", "1",
+                    "--session-timeout-ms", "3000", timeout=120)  # fmt: skip
+        assert up.returncode == 0, up.stderr.decode()
+        bootstrap = up.stdout.decode().strip()
+        _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+
+        logs = trioka("cluster", "logs", "3001", "-n", "3", *d)
+        assert logs.returncode == 0, logs.stderr.decode()
+        lines = logs.stdout.decode().splitlines()
+        assert len(lines) == 3 and all(json.loads(line)["event"] for line in lines)
+        everything = trioka("cluster", "logs", "1", *d).stdout.decode()
+        assert '"broker listening"' in everything and len(everything.splitlines()) > 3
+        assert "no node 9" in one_error_line(trioka("cluster", "logs", "9", *d))
+
+        paused = trioka("cluster", "pause", "2", *d)
+        assert paused.returncode == 0, paused.stderr.decode()
+        status = _wait_status(cluster_dir, lambda s: s["live_brokers"] == [1])  # fenced
+        assert _process(status, "broker-2")["paused"] and _process(status, "broker-2")["alive"]
+        assert not _process(status, "broker-1")["paused"]
+        table = trioka("cluster", "status", *d).stdout.decode()
+        assert any(
+            line.split()[:1] == ["broker-2"] and "paused" in line for line in table.splitlines()
+        )
+        resumed = trioka("cluster", "resume", "2", *d)
+        assert resumed.returncode == 0, resumed.stderr.decode()
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        assert not _process(status, "broker-2")["paused"]
+
+        pids = {p["name"]: p["pid"] for p in status["processes"]}
+        restarted = trioka("cluster", "restart", "3001", *d, timeout=120)
+        assert restarted.returncode == 0, restarted.stderr.decode()
+        assert "restarted controller-3001" in restarted.stderr.decode()
+        status = _wait_status(
+            cluster_dir, lambda s: s["quorum"] is not None and s["quorum"]["leader_id"] == 3001
+        )
+        assert _process(status, "controller-3001")["pid"] != pids["controller-3001"]
+
+        def restart_broker() -> None:
+            result = trioka("cluster", "restart", "1", *d, timeout=120)
+            assert result.returncode == 0, result.stderr.decode()
+
+        followed = _follow_until(cluster_dir, 1, restart_broker, '"broker listening"',
+                                 tmp_path / "followed.log")  # fmt: skip
+        assert '"broker listening"' not in followed.splitlines()[0]  # -n 0: only new lines
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        assert _process(status, "broker-1")["pid"] != pids["broker-1"]
+        assert status["bootstrap"] == bootstrap
+
+        trioka("cluster", "kill", "2", *d)
+        assert "broker-2 is not running" in one_error_line(trioka("cluster", "pause", "2", *d))
+        restarted = trioka("cluster", "restart", "2", *d, timeout=120)  # a stopped node: started
+        assert restarted.returncode == 0, restarted.stderr.decode()
+        _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+    finally:
+        if (cluster_dir / "cluster.json").exists():
+            trioka("cluster", "down", *d, "--timeout", "5", timeout=120)
+
+
+def test_zk_cluster_pause_the_controller_and_restart_zookeeper(tmp_path: Path) -> None:
+    """ZK mode: the controller broker paused past its session loses the controller to the other
+    broker and rejoins when resumed (a zombie controller); ZooKeeper (node 0) is paused,
+    resumed, and restarted on its port, and the brokers stay registered."""
+    cluster_dir = tmp_path / "c"
+    d = ("--dir", str(cluster_dir))
+    try:
+        up = trioka("cluster", "up", *d, "--mode", "zk", "--brokers", "2",
+                    "--session-timeout-ms", "3000", timeout=120)  # fmt: skip
+        assert up.returncode == 0, up.stderr.decode()
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        controller = status["controller_id"]
+        other = 3 - controller
+
+        assert trioka("cluster", "pause", str(controller), *d).returncode == 0
+        status = _wait_status(
+            cluster_dir, lambda s: s["controller_id"] == other and s["live_brokers"] == [other]
+        )
+        assert _process(status, f"broker-{controller}")["paused"]
+        assert trioka("cluster", "resume", str(controller), *d).returncode == 0
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        assert status["controller_id"] == other
+
+        zk_log = trioka("cluster", "logs", "0", "-n", "50", *d).stdout.decode()
+        assert "ZooKeeper" in zk_log or "zookeeper" in zk_log
+        assert trioka("cluster", "pause", "0", *d).returncode == 0
+        assert _process(_status(cluster_dir), "zookeeper")["paused"]
+        assert trioka("cluster", "resume", "0", *d).returncode == 0
+        zk = _process(_status(cluster_dir), "zookeeper")
+        restarted = trioka("cluster", "restart", "0", *d, timeout=120)
+        assert restarted.returncode == 0, restarted.stderr.decode()
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        new_zk = _process(status, "zookeeper")
+        assert new_zk["alive"] and new_zk["pid"] != zk["pid"] and new_zk["port"] == zk["port"]
+    finally:
+        if (cluster_dir / "cluster.json").exists():
+            trioka("cluster", "down", *d, "--timeout", "5", timeout=120)
