@@ -254,10 +254,14 @@ class Consumer(ClientBase):
     async def close(self) -> None:
         """Commit the positions (enable.auto.commit) and leave the group, then stop."""
         coordinator = self._coordinator
-        if coordinator is not None and not self._closed and self._stack is not None:
-            with trio.move_on_after(self._api_timeout_ms / 1000):
-                await coordinator.close_group(now_ms() + self._api_timeout_ms)
-        await super().close()
+        try:
+            if coordinator is not None and not self._closed and self._stack is not None:
+                with trio.move_on_after(self._api_timeout_ms / 1000):
+                    await coordinator.close_group(now_ms() + self._api_timeout_ms)
+        finally:
+            # Cancelled while leaving the group (the caller's scope): the client's nursery must
+            # still be left, or trio's nursery stack is corrupted.
+            await super().close()
 
     # -- groups -------------------------------------------------------------------------------
 

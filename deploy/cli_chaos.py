@@ -1,10 +1,11 @@
-"""`trioka chaos`: the chaos tools (the fault proxy; the runner adds `run`)."""
+"""`trioka chaos`: the chaos tools (the fault proxy, chaos runs)."""
 
 from __future__ import annotations
 
 import click
 
 from deploy.cli_chaos_proxy import proxy
+from deploy.cli_chaos_run import run
 
 
 @click.group()
@@ -13,3 +14,4 @@ def chaos() -> None:
 
 
 chaos.add_command(proxy)
+chaos.add_command(run)

@@ -318,3 +318,20 @@ async def test_unsubscribe_commits_leaves_and_drops_the_assignment(
         assert coord.group(GROUP).members == {}
         assert coord.offsets[(GROUP, TopicPartition("t", 1))][0] == 2
         c.assign([TopicPartition("t", 0)])  # allowed again once unsubscribed
+
+
+async def test_a_member_cancelled_while_it_polls_closes_cleanly(
+    fake_broker: FakeBroker, coord: FakeGroupCoordinator
+) -> None:
+    # Cancelled by its caller mid-poll: close() (leaving the group) is cancelled too, and must
+    # still leave the client's own nursery (it once left it open: trio's "Nursery stack
+    # corrupted").
+    await fill(fake_broker, 3, partitions=1)
+    with trio.move_on_after(10) as scope:
+        async with member(fake_broker) as c:
+            c.subscribe(["t"])
+            await poll_until(c, lambda out: len(out) >= 3)
+            scope.cancel()
+            await c.poll(5000)
+    assert scope.cancelled_caught
+    assert c._closed

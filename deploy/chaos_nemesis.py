@@ -1,0 +1,391 @@
+"""The nemesis of `trioka chaos run` against a local cluster (deploy.cluster): it resolves each
+scheduled fault's target against the live cluster, does the fault, waits its duration, heals
+it, and records every step as a nemesis op (deploy.chaos.history.NemesisValue) with what it
+did (node, pid, signal, verified cut, ...).
+
+    nemesis = LocalNemesis(cluster_dir, history, topic="chaos", workload=workload, proxies=None)
+    await nemesis.run(schedule, t0)     # one fault after another, at their start times
+    await nemesis.heal_all()            # whatever is still broken: restart, SIGCONT, heal
+
+Signals go through deploy.cluster (pids checked against /proc start times, never by name).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+import trio
+
+from client import Admin
+from client.metadata import PartitionInfo
+from deploy.chaos.history import History, NemesisValue
+from deploy.chaos.schedule import (
+    NETNS_NEMESES,
+    PROXY_NEMESES,
+    Action,
+    Fault,
+    Schedule,
+    Selector,
+)
+from deploy.cluster import kill_node, node_alive, read_state, start_node
+from deploy.cluster_raft import quorum_report
+from deploy.cluster_state import ClusterState, NodeRecord
+from deploy.proxy import ProxySet
+from deploy.proxy_policy import Delay, ProxyPolicy
+from protocol.errors import TriokaError
+
+log = structlog.get_logger("trioka.chaos")
+
+__all__ = ["HarnessError", "LocalNemesis", "NemesisStats", "check_nemeses_available"]
+
+RESTART_TIMEOUT_S = 60.0
+UNCLEAN_WRITES = 20
+"""Writes the leader alone acknowledges before it is killed (some were in flight when the ISR
+shrank and may have reached a follower: count enough)."""
+
+
+class Acknowledgements(Protocol):
+    """What the nemesis needs of the workload (deploy.chaos_workload.Workload)."""
+
+    acked: Mapping[int, int]
+    """Acknowledged sends per partition so far."""
+
+    async def wait_acked(self, partition: int, count: int) -> None: ...
+
+
+class HarnessError(TriokaError):
+    """The chaos harness could not do its part (not the cluster's fault): exit code 2."""
+
+
+def check_nemeses_available(nemeses: tuple[str, ...], *, netns: bool, proxies: bool) -> None:
+    """HarnessError naming a nemesis this run cannot do."""
+    for name in nemeses:
+        if name in NETNS_NEMESES and not netns:
+            raise HarnessError(
+                f"nemesis {name!r} cuts the network between nodes: it needs per-node network "
+                "namespaces (deploy.netns, the supervisor's --netns, root, iptables or nft), "
+                "which this runner cannot use yet"
+            )
+        if name in PROXY_NEMESES and not proxies:
+            raise HarnessError(f"nemesis {name!r} needs the fault proxies (deploy.proxy)")
+
+
+@dataclass
+class NemesisStats:
+    injected: int = 0
+    healed: int = 0
+    failed: int = 0
+    by_nemesis: dict[str, int] = field(default_factory=dict)
+    verified: dict[str, int] = field(default_factory=dict)
+    """Per check ("leader-moved", "isr-shrunk", "cut", ...): how many times it held."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "injected": self.injected,
+            "healed": self.healed,
+            "failed": self.failed,
+            "by_nemesis": dict(self.by_nemesis),
+            "verified": dict(self.verified),
+        }
+
+
+async def _thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+class LocalNemesis:
+    def __init__(
+        self,
+        cluster_dir: Path,
+        history: History,
+        *,
+        topic: str,
+        seed: int,
+        acks: Acknowledgements | None = None,
+        proxies: ProxySet | None = None,
+    ) -> None:
+        self.dir = Path(cluster_dir)
+        self.history = history
+        self.topic = topic
+        self.rng = random.Random(seed ^ 0x5EED)
+        self.acks = acks
+        """The workload's acknowledgements: UNCLEAN waits for writes the leader takes alone."""
+        self.proxies = proxies
+        self.stats = NemesisStats()
+        self._down: set[int] = set()
+        """Brokers this nemesis has stopped or killed now: left out of its own requests (a
+        paused broker would hold them until request.timeout.ms)."""
+
+    # -- the schedule ------------------------------------------------------------------------
+
+    async def run(self, schedule: Schedule, t0: float) -> None:
+        """Each fault at `t0 + start_s` (trio time), healed after its duration. A fault that
+        cannot be done (no leader to pause, a node that will not restart) is recorded with its
+        error and the schedule goes on."""
+        for fault in schedule.faults:
+            await trio.sleep_until(t0 + fault.start_s)
+            try:
+                await self.apply(fault)
+            except (TriokaError, OSError, trio.TooSlowError) as exc:
+                self.stats.failed += 1
+                log.warning("nemesis fault failed", fault=fault.describe(), error=str(exc))
+                self.record(fault.nemesis, (), {"fault": fault.describe()}, error=str(exc))
+
+    async def apply(self, fault: Fault) -> None:
+        self.stats.injected += 1
+        self.stats.by_nemesis[fault.nemesis] = self.stats.by_nemesis.get(fault.nemesis, 0) + 1
+        if fault.action is Action.KILL:
+            await self._kill(fault)
+        elif fault.action is Action.PAUSE:
+            await self._pause(fault)
+        elif fault.action is Action.DELAY:
+            await self._delay(fault)
+        elif fault.action is Action.UNCLEAN:
+            await self._unclean(fault)
+        else:
+            raise HarnessError(f"nemesis {fault.nemesis!r} ({fault.action}) is not available")
+        self.stats.healed += 1
+
+    def record(self, fault: str, targets: tuple[str, ...], detail: Mapping[str, Any],
+               error: str | None = None) -> None:  # fmt: skip
+        self.history.nemesis(NemesisValue(fault, targets, dict(detail)), error=error)
+        log.info("nemesis", fault=fault, targets=list(targets), error=error, detail=dict(detail))
+
+    def verified(self, check: str) -> None:
+        self.stats.verified[check] = self.stats.verified.get(check, 0) + 1
+
+    # -- the cluster, as it is now ---------------------------------------------------------------
+
+    def state(self) -> ClusterState:
+        return read_state(self.dir)
+
+    def _admin(self) -> Admin:
+        state = self.state()
+        up = [b for b in state.brokers if b.node_id not in self._down] or list(state.brokers)
+        return Admin(
+            {
+                "bootstrap.servers": ",".join(f"{b.host}:{b.port}" for b in up),
+                "default.api.timeout.ms": 5000,
+                "request.timeout.ms": 3000,
+                "socket.connection.setup.timeout.ms": 1000,
+            }
+        )
+
+    async def partitions(self) -> dict[int, PartitionInfo]:
+        async with self._admin() as admin:
+            (topic,) = await admin.describe_topics([self.topic])
+        return {p.partition: p for p in topic.partitions}
+
+    async def _partition(self, partition: int) -> PartitionInfo:
+        return (await self.partitions())[partition]
+
+    async def _active_controller(self) -> int:
+        state = self.state()
+        if state.mode == "raft":
+            report = await quorum_report(state.controller_bootstrap)
+            return report.leader_id
+        async with self._admin() as admin:
+            return (await admin.describe_cluster()).controller_id
+
+    def _live_brokers(self) -> list[int]:
+        return [b.node_id for b in self.state().brokers if node_alive(b)]
+
+    async def resolve(self, fault: Fault) -> int:
+        """The node a KILL/PAUSE/UNCLEAN fault hits now."""
+        selector = fault.selector
+        if selector is Selector.RANDOM_BROKER:
+            live = self._live_brokers()
+            if not live:
+                raise HarnessError("no live broker to pick")
+            return self.rng.choice(live)
+        if selector is Selector.PARTITION_LEADER:
+            assert fault.partition is not None
+            leader = (await self._partition(fault.partition)).leader
+            if leader < 0:
+                raise HarnessError(f"{self.topic}-{fault.partition} has no leader now")
+            return leader
+        if selector is Selector.ACTIVE_CONTROLLER:
+            active = await self._active_controller()
+            if active < 0:
+                raise HarnessError("no active controller now")
+            return active
+        if selector is Selector.QUORUM_FOLLOWER:
+            leader = await self._active_controller()
+            others = [c.node_id for c in self.state().controllers
+                      if c.node_id != leader and node_alive(c)]  # fmt: skip
+            if not others:
+                raise HarnessError("no live quorum member other than the leader")
+            return self.rng.choice(others)
+        raise HarnessError(f"{selector} does not name one node")
+
+    # -- faults ------------------------------------------------------------------------------
+
+    async def _kill(self, fault: Fault) -> None:
+        node_id = await self.resolve(fault)
+        before = await self._leaders_led_by(node_id)
+        node = await self._signal(node_id, signal.SIGKILL)
+        self.record(fault.nemesis, (node.name,), {"action": "kill", "signal": "SIGKILL",
+                    "pid": node.pid, "selector": fault.selector.value,
+                    "partition": fault.partition, "leads": sorted(before)})  # fmt: skip
+        await trio.sleep(fault.duration_s)
+        await self._verify_moved(fault, node_id, before, "killed")
+        await self._restart(fault.nemesis, node_id)
+
+    async def _verify_moved(self, fault: Fault, node_id: int, led: set[int], how: str) -> None:
+        """Count what the fault made happen: the partitions it led got new leaders, the
+        active controller moved."""
+        if led and await self._moved(led, node_id):
+            self.verified(f"leader-moved-from-{how}")
+        if fault.selector is Selector.ACTIVE_CONTROLLER:
+            try:
+                if await self._active_controller() not in (node_id, -1):
+                    self.verified(f"controller-moved-from-{how}")
+            except (TriokaError, OSError):
+                pass
+
+    async def _signal(self, node_id: int, sig: int) -> NodeRecord:
+        if sig == signal.SIGCONT:
+            self._down.discard(node_id)
+        else:
+            self._down.add(node_id)
+        node: NodeRecord = await _thread(kill_node, self.dir, node_id, sig)
+        return node
+
+    async def _restart(self, nemesis: str, node_id: int) -> None:
+        node = await _thread(start_node, self.dir, node_id, timeout=RESTART_TIMEOUT_S)
+        self._down.discard(node_id)
+        self.record(nemesis, (node.name,), {"action": "restart", "pid": node.pid})
+
+    async def _pause(self, fault: Fault) -> None:
+        node_id = await self.resolve(fault)
+        before = await self._leaders_led_by(node_id)
+        node = await self._signal(node_id, signal.SIGSTOP)
+        self.record(fault.nemesis, (node.name,), {"action": "pause", "signal": "SIGSTOP",
+                    "pid": node.pid, "selector": fault.selector.value,
+                    "partition": fault.partition, "leads": sorted(before)})  # fmt: skip
+        await trio.sleep(fault.duration_s)
+        moved = await self._moved(before, node_id)
+        await self._verify_moved(fault, node_id, before, "paused")
+        await self._signal(node_id, signal.SIGCONT)
+        self.record(fault.nemesis, (node.name,), {"action": "resume", "signal": "SIGCONT",
+                    "pid": node.pid, "leadership_moved": sorted(moved)})  # fmt: skip
+
+    async def _leaders_led_by(self, node_id: int) -> set[int]:
+        try:
+            return {p for p, info in (await self.partitions()).items() if info.leader == node_id}
+        except (TriokaError, OSError):
+            return set()
+
+    async def _moved(self, led: set[int], node_id: int) -> set[int]:
+        """Partitions `node_id` led that now have another leader (asked of the live ones)."""
+        try:
+            now = await self.partitions()
+        except (TriokaError, OSError):
+            return set()
+        return {p for p in led if now[p].leader not in (node_id, -1)}
+
+    async def _delay(self, fault: Fault) -> None:
+        if self.proxies is None:
+            raise HarnessError("nemesis 'latency' needs the fault proxies")
+        delay = Delay(delay_ms=fault.delay_ms, jitter_ms=fault.delay_ms // 4)
+        self.proxies.set_policy(ProxyPolicy(requests=delay))
+        self.record(fault.nemesis, ("brokers",), {"action": "delay",
+                    "delay_ms": fault.delay_ms, "jitter_ms": fault.delay_ms // 4})  # fmt: skip
+        await trio.sleep(fault.duration_s)
+        self.proxies.set_policy(ProxyPolicy())
+        delayed = sum(p.counters.frames_delayed for p in self.proxies.proxies.values())
+        if delayed:
+            self.verified("delayed")
+        self.record(fault.nemesis, ("brokers",), {"action": "no-delay", "frames_delayed": delayed})
+
+    async def _unclean(self, fault: Fault) -> None:
+        """Followers of the partition SIGSTOPped until the ISR is the leader alone, writes the
+        leader alone acknowledges, the leader SIGKILLed, the followers resumed: with
+        unclean.leader.election.enable=true one of them becomes leader without those writes."""
+        assert fault.partition is not None
+        info = await self._partition(fault.partition)
+        leader = info.leader
+        if leader < 0:
+            raise HarnessError(f"{self.topic}-{fault.partition} has no leader now")
+        followers = [r for r in info.replicas if r != leader]
+        names = []
+        for f in followers:
+            node = await self._signal(f, signal.SIGSTOP)
+            names.append(node.name)
+        self.record(fault.nemesis, tuple(names), {"action": "pause-followers",
+                    "partition": fault.partition, "leader": leader,
+                    "isr": list(info.isr)})  # fmt: skip
+        try:
+            await self._wait_isr_alone(fault.partition, leader, fault.duration_s + 30)
+            self.verified("isr-shrunk-to-leader")
+            if self.acks is None:
+                raise HarnessError("nemesis 'unclean-kill' needs the workload's acknowledgements")
+            await self._writes_taken_alone(fault.partition)
+            node = await self._signal(leader, signal.SIGKILL)
+            self.record(fault.nemesis, (node.name,), {"action": "kill-leader",
+                        "partition": fault.partition, "pid": node.pid})  # fmt: skip
+        finally:
+            for f in followers:
+                await self._signal(f, signal.SIGCONT)
+            self.record(fault.nemesis, tuple(names), {"action": "resume-followers"})
+        new_leader = await self._wait_new_leader(fault.partition, leader, 60)
+        self.verified("unclean-election")
+        self.record(fault.nemesis, (f"broker-{new_leader}",), {"action": "elected",
+                    "partition": fault.partition, "old_leader": leader})  # fmt: skip
+        await self._restart(fault.nemesis, leader)
+
+    async def _writes_taken_alone(self, partition: int) -> None:
+        """Some acknowledgements from the leader alone: the writes an unclean election loses
+        (the ISR was the leader when they were acknowledged)."""
+        assert self.acks is not None
+        with trio.fail_after(30):
+            await self.acks.wait_acked(partition, self.acks.acked[partition] + UNCLEAN_WRITES)
+        self.verified("acked-by-leader-alone")
+
+    async def _wait_isr_alone(self, partition: int, leader: int, within: float) -> None:
+        with trio.fail_after(within):
+            while True:
+                try:
+                    info = await self._partition(partition)
+                    if info.leader == leader and tuple(info.isr) == (leader,):
+                        return
+                except (TriokaError, OSError):
+                    pass  # the metadata a broker in the middle of it gives; ask again
+                await trio.sleep(0.1)
+
+    async def _wait_new_leader(self, partition: int, old: int, within: float) -> int:
+        with trio.fail_after(within):
+            while True:
+                try:
+                    info = await self._partition(partition)
+                    if info.leader not in (old, -1):
+                        return info.leader
+                except (TriokaError, OSError):
+                    pass
+                await trio.sleep(0.1)
+
+    # -- healing -----------------------------------------------------------------------------
+
+    async def heal_all(self) -> list[str]:
+        """Undo whatever a cancelled fault left: SIGCONT every live process, start every dead
+        one, no proxy delay. Returns what it did."""
+        done: list[str] = []
+        if self.proxies is not None:
+            self.proxies.set_policy(ProxyPolicy())
+        state = self.state()
+        for node in state.nodes:
+            if node.name == "zookeeper":
+                continue
+            if node_alive(node):
+                await self._signal(node.node_id, signal.SIGCONT)
+            else:
+                await self._restart("heal", node.node_id)
+                done.append(f"restarted {node.name}")
+        self.record("heal", (), {"action": "heal-all", "done": done})
+        return done

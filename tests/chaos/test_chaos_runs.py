@@ -1,0 +1,60 @@
+"""Seeded chaos runs, both metadata modes, with kill, pause and controller faults: the history
+must be valid (nothing acknowledged lost, no duplicate, ...) AND the faults must have taken
+effect (leaders moved, enough writes acknowledged, final reads done). ~45-60 s each."""
+
+from __future__ import annotations
+
+import pytest
+
+from deploy.chaos_run import HISTORY_TOPIC, RunConfig, RunResult
+from tests.chaos.conftest import ChaosRun
+
+pytestmark = pytest.mark.slow
+
+
+def assert_took_effect(result: RunResult, *, min_acknowledged: int, faults: int) -> None:
+    run = result.verdict["run"]
+    stats = result.verdict["stats"]
+    assert stats["acknowledged"] >= min_acknowledged, result.summary
+    assert stats["final_reads"], result.summary
+    assert run["leader_changes"] >= 1, result.summary
+    assert run["faults"]["injected"] >= faults, result.summary
+    assert run["faults"]["failed"] == 0, result.summary
+    assert run["shipped"].get("records", 0) > 0, run["shipped"]
+    assert run["shipped"]["topic"] == HISTORY_TOPIC
+
+
+@pytest.mark.parametrize("mode", ["raft", "zk"])
+async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str) -> None:
+    # Seed 39's schedule: SIGKILL a partition leader, SIGSTOP another past the session
+    # timeout (a zombie leader), SIGKILL the active controller (Raft: the quorum leader; ZK:
+    # the controller broker).
+    result = await chaos_run(
+        RunConfig(
+            mode=mode, nemeses=("kill", "pause", "controller"), time_limit_s=25, seed=39, rate=100
+        )
+    )
+    assert result.exit_code == 0, result.summary
+    assert result.verdict["valid"], result.summary
+    assert_took_effect(result, min_acknowledged=500, faults=3)
+    verified = result.verdict["run"]["faults"]["verified"]
+    assert (
+        verified.get("leader-moved-from-paused", 0) + verified.get("leader-moved-from-killed", 0)
+        >= 1
+    ), verified
+    assert result.out is not None
+    assert (result.out / "history.jsonl").stat().st_size > 0
+    assert (result.out / "verdict.json").exists()
+
+
+async def test_latency_then_kill_behind_the_fault_proxies(chaos_run: ChaosRun) -> None:
+    # Seed 2's schedule: +100 ms (±25) on every broker's requests through its proxy (clients
+    # and followers alike), then SIGKILL a random broker.
+    result = await chaos_run(
+        RunConfig(mode="raft", nemeses=("latency", "kill"), time_limit_s=20, seed=2, rate=100)
+    )
+    assert result.exit_code == 0, result.summary
+    assert_took_effect(result, min_acknowledged=300, faults=2)
+    assert result.verdict["run"]["faults"]["verified"].get("delayed", 0) >= 1
+    delayed = sum(p["frames_delayed"] for p in result.verdict["run"]["proxies"].values())
+    assert delayed > 0, result.verdict["run"]["proxies"]
