@@ -34,6 +34,7 @@ from deploy.chaos.schedule import (
     Selector,
 )
 from deploy.cluster import kill_node, node_alive, read_state, start_node
+from deploy.cluster_network import heal_network, partition_nodes, probe_nodes
 from deploy.cluster_raft import quorum_report
 from deploy.cluster_state import ClusterState, NodeRecord
 from deploy.proxy import ProxySet
@@ -69,8 +70,7 @@ def check_nemeses_available(nemeses: tuple[str, ...], *, netns: bool, proxies: b
         if name in NETNS_NEMESES and not netns:
             raise HarnessError(
                 f"nemesis {name!r} cuts the network between nodes: it needs per-node network "
-                "namespaces (deploy.netns, the supervisor's --netns, root, iptables or nft), "
-                "which this runner cannot use yet"
+                "namespaces (deploy.netns: root, ip and iptables), which are not available here"
             )
         if name in PROXY_NEMESES and not proxies:
             raise HarnessError(f"nemesis {name!r} needs the fault proxies (deploy.proxy)")
@@ -148,6 +148,8 @@ class LocalNemesis:
             await self._delay(fault)
         elif fault.action is Action.UNCLEAN:
             await self._unclean(fault)
+        elif fault.action is Action.CUT:
+            await self._cut(fault)
         else:
             raise HarnessError(f"nemesis {fault.nemesis!r} ({fault.action}) is not available")
         self.stats.healed += 1
@@ -165,9 +167,10 @@ class LocalNemesis:
     def state(self) -> ClusterState:
         return read_state(self.dir)
 
-    def _admin(self) -> Admin:
+    def _admin(self, exclude: set[int] | frozenset[int] = frozenset()) -> Admin:
         state = self.state()
-        up = [b for b in state.brokers if b.node_id not in self._down] or list(state.brokers)
+        skip = self._down | set(exclude)
+        up = [b for b in state.brokers if b.node_id not in skip] or list(state.brokers)
         return Admin(
             {
                 "bootstrap.servers": ",".join(f"{b.host}:{b.port}" for b in up),
@@ -370,6 +373,66 @@ class LocalNemesis:
                     pass
                 await trio.sleep(0.1)
 
+    async def _sides(self, fault: Fault) -> tuple[list[int], list[int]]:
+        """(the cut-off side, the other side) of a CUT fault, by node id (0: ZooKeeper)."""
+        state = self.state()
+        brokers = [b.node_id for b in state.brokers]
+        metadata = [0] if state.mode == "zk" else [c.node_id for c in state.controllers]
+        selector = fault.selector
+        if selector is Selector.LEADER_FROM_FOLLOWERS:
+            assert fault.partition is not None
+            info = await self._partition(fault.partition)
+            if info.leader < 0:
+                raise HarnessError(f"{self.topic}-{fault.partition} has no leader now")
+            return [info.leader], [r for r in info.replicas if r != info.leader]
+        if selector is Selector.CONTROLLER_FROM_METADATA and state.mode == "zk":
+            # ZK mode's controller broker losing its session: the zombie-controller case.
+            active = await self._active_controller()
+            broker = active if active in brokers else self.rng.choice(brokers)
+            return [broker], metadata
+        broker = self.rng.choice(self._live_brokers() or brokers)
+        if selector is Selector.BROKER_FROM_BROKERS:
+            return [broker], [b for b in brokers if b != broker]
+        if selector in (Selector.BROKER_FROM_METADATA, Selector.CONTROLLER_FROM_METADATA):
+            return [broker], metadata
+        raise HarnessError(f"{selector} is not a network partition")
+
+    async def _cut(self, fault: Fault) -> None:
+        """Cut one side from the other (deploy.cluster_network: iptables in the nodes'
+        namespaces), checked with a TCP probe across; heal after the duration, probed again.
+        Past the session timeout the cut-off broker is expected out of the live brokers."""
+        side, other = await self._sides(fault)
+        state = await _thread(partition_nodes, self.dir, side, other)
+        names = tuple(state.node(n).name for n in (*side, *other))
+        cut = not await _thread(probe_nodes, self.dir, side[0], other[0])
+        if cut:
+            self.verified("cut")
+        self.record(fault.nemesis, names, {"action": "cut", "side": side, "other": other,
+                    "selector": fault.selector.value, "partition": fault.partition,
+                    "probe_cut": cut})  # fmt: skip
+        try:
+            await trio.sleep(fault.duration_s)
+            gone = await self._out_of_metadata(side[0], other)
+        finally:
+            await _thread(heal_network, self.dir)
+        if gone:
+            self.verified("out-of-live-brokers")
+        healed = await _thread(probe_nodes, self.dir, side[0], other[0])
+        if healed:
+            self.verified("healed")
+        self.record(fault.nemesis, names, {"action": "heal", "probe_ok": healed,
+                    "was_out_of_live_brokers": gone})  # fmt: skip
+
+    async def _out_of_metadata(self, broker: int, other: list[int]) -> bool:
+        """Whether the live side no longer lists `broker` (its ZooKeeper session expired, or
+        the controllers fenced it), asking brokers that are not cut off."""
+        try:
+            async with self._admin(exclude={broker}) as admin:
+                cluster = await admin.describe_cluster()
+        except (TriokaError, OSError):
+            return False
+        return broker not in {b.node_id for b in cluster.brokers}
+
     # -- healing -----------------------------------------------------------------------------
 
     async def heal_all(self) -> list[str]:
@@ -379,6 +442,9 @@ class LocalNemesis:
         if self.proxies is not None:
             self.proxies.set_policy(ProxyPolicy())
         state = self.state()
+        if state.network is not None and state.cuts:
+            await _thread(heal_network, self.dir)
+            done.append("healed the network")
         for node in state.nodes:
             if node.name == "zookeeper":
                 continue

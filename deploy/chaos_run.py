@@ -30,6 +30,7 @@ import trio
 from client import Admin, Producer
 from client.admin import NewTopic
 from client.metadata import PartitionInfo
+from deploy import netns
 from deploy.chaos.checker import check
 from deploy.chaos.history import History
 from deploy.chaos.history_files import history_records, write_history
@@ -107,16 +108,25 @@ def _needs_proxies(config: RunConfig) -> bool:
 
 
 def netns_available() -> bool:
-    """Whether network nemeses can run: deploy.netns (the ops slice) says namespaces work here
-    AND the supervisor can put each node in its own (cluster_up(netns=True)) AND this runner
-    drives the cuts. The last is not done yet (see docs/chaos.md): False for now, so
-    `partition` and `zk-expiry` are refused up front with the reason."""
-    return False
+    """Network nemeses need per-node network namespaces (deploy.netns: root, ip, iptables)."""
+    reason = netns.available()
+    if reason is not None:
+        log.info("network namespaces not available", reason=reason)
+    return reason is None
+
+
+def _needs_netns(config: RunConfig) -> bool:
+    return bool(NETNS_NEMESES & set(config.nemeses))
 
 
 def plan(config: RunConfig) -> Schedule:
     """The run's schedule; ValueError / HarnessError naming what cannot be done."""
     nemeses = parse_nemeses(config.nemeses, config.mode)
+    if NETNS_NEMESES & set(nemeses) and _needs_proxies(config):
+        raise HarnessError(
+            "a run cannot have network nemeses (partition, zk-expiry) and the fault proxies "
+            "(latency, --drop-produce-responses) together yet: run them separately"
+        )
     check_nemeses_available(
         nemeses,
         netns=not (NETNS_NEMESES & set(nemeses)) or netns_available(),
@@ -200,6 +210,7 @@ class _Run:
                 overrides=dict(c.overrides),
                 timeout=c.cluster_timeout_s,
                 broker_overrides=per_broker,
+                netns=_needs_netns(c),
             )
         )
 

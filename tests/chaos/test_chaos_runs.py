@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from deploy import netns
 from deploy.chaos_run import HISTORY_TOPIC, RunConfig, RunResult
 from tests.chaos.conftest import ChaosRun
 
@@ -58,3 +59,23 @@ async def test_latency_then_kill_behind_the_fault_proxies(chaos_run: ChaosRun) -
     assert result.verdict["run"]["faults"]["verified"].get("delayed", 0) >= 1
     delayed = sum(p["frames_delayed"] for p in result.verdict["run"]["proxies"].values())
     assert delayed > 0, result.verdict["run"]["proxies"]
+
+
+@pytest.mark.parametrize("mode", ["raft", "zk"])
+async def test_partition_and_expiry_in_network_namespaces(chaos_run: ChaosRun, mode: str) -> None:
+    # Seed 6's schedule: SIGKILL a partition leader; cut a broker from ZooKeeper / the
+    # controllers; cut the controller broker (zk; raft: a broker) from them past the session
+    # timeout (expiry, fencing). Every node runs in its own network namespace.
+    if netns.available() is not None:
+        pytest.skip(f"network namespaces: {netns.available()}")
+    result = await chaos_run(
+        RunConfig(
+            mode=mode, nemeses=("partition", "zk-expiry", "kill"), time_limit_s=30, seed=6, rate=100
+        )
+    )
+    assert result.exit_code == 0, result.summary
+    assert_took_effect(result, min_acknowledged=500, faults=3)
+    verified = result.verdict["run"]["faults"]["verified"]
+    assert verified.get("cut", 0) == 2, verified  # a TCP probe across failed during each cut
+    assert verified.get("out-of-live-brokers", 0) >= 1, verified  # a session expired / fenced
+    assert verified.get("healed", 0) == 2, verified
