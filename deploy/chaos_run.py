@@ -51,12 +51,13 @@ from deploy.proxy_policy import ProxyPolicy
 from deploy.zookeeper_process import free_port
 from protocol.errors import TriokaError
 from protocol.messages import ApiKey
+from protocol.telemetry import CHAOS_HISTORY_TOPIC
 
 log = structlog.get_logger("trioka.chaos")
 
 __all__ = ["HISTORY_TOPIC", "RunConfig", "RunResult", "run_chaos"]
 
-HISTORY_TOPIC = "__trioka_chaos_history"
+HISTORY_TOPIC = CHAOS_HISTORY_TOPIC
 HOST = "127.0.0.1"
 
 
