@@ -24,21 +24,21 @@ if __name__ == "__main__" and __package__ in (None, ""):
     # `spark-submit analytics/job.py` puts analytics/ on sys.path, not the project root.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyspark import SparkConf  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark import SparkConf
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from analytics.schemas import (  # noqa: E402
+from analytics.schemas import (
     RAW_SCHEMA,
     parse_history,
     parse_logs,
     parse_metrics,
 )
-from analytics.source import FORMAT, register  # noqa: E402
-from analytics.source_client import SourceReadError, existing_topics  # noqa: E402
-from analytics.source_options import SourceOptionError  # noqa: E402
-from analytics.spool import SpoolError, read_spool  # noqa: E402
-from protocol.telemetry import (  # noqa: E402
+from analytics.source import FORMAT, register
+from analytics.source_client import SourceReadError, existing_topics
+from analytics.source_options import SourceOptionError
+from analytics.spool import SpoolError, read_spool
+from protocol.telemetry import (
     CHAOS_HISTORY_TOPIC,
     LOGS_TOPIC,
     METRICS_TOPIC,
@@ -85,18 +85,44 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trioka report", description="Telemetry of a trioka cluster -> an HTML report."
     )
-    p.add_argument("--bootstrap-server", "-b", metavar="HOST:PORT[,...]",
-                   help="read the telemetry topics from this cluster")
-    p.add_argument("--out", required=True, type=Path, metavar="DIR",
-                   help="report.html, *.png and tables/ go here")
-    p.add_argument("--from", dest="start", type=parse_time, metavar="T",
-                   help="keep telemetry at or after T (ISO 8601 or epoch ms)")
-    p.add_argument("--to", dest="end", type=parse_time, metavar="T",
-                   help="keep telemetry before T (ISO 8601 or epoch ms)")
-    p.add_argument("--spool", action="append", default=[], type=Path, metavar="DIR",
-                   help="a local telemetry spool directory to read too (repeatable)")
-    p.add_argument("--master", default=None,
-                   help=f"Spark master (default {DEFAULT_MASTER}, or spark-submit's)")
+    p.add_argument(
+        "--bootstrap-server",
+        "-b",
+        metavar="HOST:PORT[,...]",
+        help="read the telemetry topics from this cluster",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="report.html, *.png and tables/ go here",
+    )
+    p.add_argument(
+        "--from",
+        dest="start",
+        type=parse_time,
+        metavar="T",
+        help="keep telemetry at or after T (ISO 8601 or epoch ms)",
+    )
+    p.add_argument(
+        "--to",
+        dest="end",
+        type=parse_time,
+        metavar="T",
+        help="keep telemetry before T (ISO 8601 or epoch ms)",
+    )
+    p.add_argument(
+        "--spool",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a local telemetry spool directory to read too (repeatable)",
+    )
+    p.add_argument(
+        "--master", default=None, help=f"Spark master (default {DEFAULT_MASTER}, or spark-submit's)"
+    )
     return p  # fmt: skip
 
 

@@ -237,9 +237,7 @@ _SEND_SCHEMA = StructType(
         StructField("offset", LongType()),
     ]
 )
-_COMMIT_SCHEMA = StructType(
-    [StructField("group", StringType()), StructField("offsets", _OFFSETS)]
-)
+_COMMIT_SCHEMA = StructType([StructField("group", StringType()), StructField("offsets", _OFFSETS)])
 _NEMESIS_SCHEMA = StructType(
     [
         StructField("fault", StringType()),
@@ -320,7 +318,9 @@ def parse_history(raw: DataFrame) -> DataFrame:
         F.col("timestamp").alias("shipped_ts"),
         text.alias("record"),
         F.from_json(text, HISTORY_OP_SCHEMA).alias("o"),
-    ).where(F.col("o.index").isNotNull() & F.col("o.time_ns").isNotNull() & F.col("o.kind").isNotNull())
+    ).where(
+        F.col("o.index").isNotNull() & F.col("o.time_ns").isNotNull() & F.col("o.kind").isNotNull()
+    )
     kind, value = F.col("o.kind"), F.col("o.value")
     send = F.from_json(value, _SEND_SCHEMA)
     commit = F.from_json(value, _COMMIT_SCHEMA)

@@ -110,7 +110,7 @@ def _topics(text: str) -> tuple[str, ...]:
 
 
 def parse_offset_spec(text: str, option: str) -> OffsetSpec:
-    """"earliest" | "latest" | JSON {"topic": {"0": 23}} with -2/-1 for earliest/latest."""
+    """ "earliest" | "latest" | JSON {"topic": {"0": 23}} with -2/-1 for earliest/latest."""
     word = text.strip()
     if word.lower() in ("earliest", "latest"):
         return word.lower()
@@ -122,15 +122,21 @@ def parse_offset_spec(text: str, option: str) -> OffsetSpec:
             '{"topic": {"0": 23}}'
         ) from None
     if not isinstance(parsed, dict) or not parsed:
-        raise SourceOptionError(f'option {option}: expected a JSON object like {{"topic": {{"0": 23}}}}')
+        raise SourceOptionError(
+            f'option {option}: expected a JSON object like {{"topic": {{"0": 23}}}}'
+        )
     spec: dict[str, dict[str, int]] = {}
     for topic, partitions in parsed.items():
         if not isinstance(partitions, dict):
-            raise SourceOptionError(f"option {option}: topic {topic!r} must map to an object of partition: offset")
+            raise SourceOptionError(
+                f"option {option}: topic {topic!r} must map to an object of partition: offset"
+            )
         spec[topic] = {}
         for partition, offset in partitions.items():
             if not str(partition).isdigit():
-                raise SourceOptionError(f"option {option}: partition {partition!r} of {topic!r} is not a number")
+                raise SourceOptionError(
+                    f"option {option}: partition {partition!r} of {topic!r} is not a number"
+                )
             if type(offset) is not int or offset < EARLIEST:
                 raise SourceOptionError(
                     f"option {option}: offset {offset!r} of {topic}-{partition} must be an "
@@ -143,7 +149,9 @@ def parse_offset_spec(text: str, option: str) -> OffsetSpec:
 def _check_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:
     """Spark's rules for batch queries: no "latest" start, no "earliest" end."""
     if starting == "latest" or _has(starting, LATEST):
-        raise SourceOptionError("option startingOffsets: latest (-1) is not allowed in a batch read")
+        raise SourceOptionError(
+            "option startingOffsets: latest (-1) is not allowed in a batch read"
+        )
     if ending == "earliest" or _has(ending, EARLIEST):
         raise SourceOptionError("option endingOffsets: earliest (-2) is not allowed in a batch read")  # fmt: skip
 

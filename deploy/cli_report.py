@@ -30,20 +30,43 @@ def _bootstrap(bootstrap_server: str | None, cluster_dir: Path | None) -> str | 
 
 
 @click.command()
-@click.option("--bootstrap-server", "-b", metavar="HOST:PORT[,...]",
-              help="the cluster whose telemetry topics are read (env TRIOKA_BOOTSTRAP_SERVER)")
-@click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="take the bootstrap servers from DIR/cluster.json (trioka cluster up)")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="report.html, *.png and tables/ (Parquet and CSV) go here")
+@click.option(
+    "--bootstrap-server",
+    "-b",
+    metavar="HOST:PORT[,...]",
+    help="the cluster whose telemetry topics are read (env TRIOKA_BOOTSTRAP_SERVER)",
+)
+@click.option(
+    "--cluster-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="take the bootstrap servers from DIR/cluster.json (trioka cluster up)",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="report.html, *.png and tables/ (Parquet and CSV) go here",
+)
 @click.option("--from", "start", metavar="T", help="ISO 8601 (UTC when no zone) or epoch ms")
 @click.option("--to", "end", metavar="T", help="ISO 8601 (UTC when no zone) or epoch ms")
-@click.option("--spool", "spools", multiple=True, metavar="DIR",
-              type=click.Path(path_type=Path),
-              help="a local telemetry spool directory to read too (repeatable)")
+@click.option(
+    "--spool",
+    "spools",
+    multiple=True,
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    help="a local telemetry spool directory to read too (repeatable)",
+)
 @click.option("--master", default=None, help="Spark master (default local[2])")
-def report(bootstrap_server: str | None, cluster_dir: Path | None, out: Path, start: str | None,
-           end: str | None, spools: tuple[Path, ...], master: str | None) -> None:
+def report(
+    bootstrap_server: str | None,
+    cluster_dir: Path | None,
+    out: Path,
+    start: str | None,
+    end: str | None,
+    spools: tuple[Path, ...],
+    master: str | None,
+) -> None:
     """Write an HTML report (PNG charts, Parquet and CSV tables) from the cluster's telemetry
     topics (__trioka_metrics, __trioka_logs, __trioka_chaos_history) and spools."""
     if importlib.util.find_spec("pyspark") is None:

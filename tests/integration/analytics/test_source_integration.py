@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analytics]'")
+
 from analytics.schemas import RAW_SCHEMA
 from client.sync import SyncAdmin, SyncProducer
 from tests.support.broker_process import BrokerProcess
@@ -51,7 +53,8 @@ def reader(spark: Any, broker: BrokerProcess, **options: str) -> Any:
 
 def rows(df: Any) -> list[tuple[Any, ...]]:
     return sorted(
-        (r.partition, r.offset, bytes(r.key).decode(), bytes(r.value).decode()) for r in df.collect()
+        (r.partition, r.offset, bytes(r.key).decode(), bytes(r.value).decode())
+        for r in df.collect()
     )
 
 
@@ -94,14 +97,14 @@ def test_bad_options_and_unknown_topics_fail_with_clear_errors(
 ) -> None:
     with pytest.raises(Exception, match="topic 'nope' does not exist"):
         reader(spark, loaded, topic="nope").load().collect()
-    with pytest.raises(Exception, match="must name every partition.*missing events-1, events-2"):
+    with pytest.raises(Exception, match=r"must name every partition.*missing events-1, events-2"):
         reader(spark, loaded, topic=TOPIC, startingOffsets='{"events": {"0": 1}}').load().collect()
     with pytest.raises(Exception, match="ending offset 999 is past the partition's high watermark"):
         reader(
             spark, loaded, topic=TOPIC,
             endingOffsets='{"events": {"0": 999, "1": -1, "2": -1}}',
         ).load().collect()  # fmt: skip
-    with pytest.raises(Exception, match="latest .* is not allowed in a batch read"):
+    with pytest.raises(Exception, match=r"latest .* is not allowed in a batch read"):
         reader(spark, loaded, topic=TOPIC, startingOffsets="latest").load()
 
 

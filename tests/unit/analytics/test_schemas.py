@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analytics]'")
+
 from analytics.schemas import (
     EVENTS_SCHEMA,
     OPS_SCHEMA,
@@ -56,7 +58,9 @@ def test_a_field_with_two_types_in_the_catalogue_is_refused() -> None:
         EventSpec("x", "broker", "", {"partition": FieldType.INT}),
         EventSpec("y", "broker", "", {"partition": FieldType.STRING}),
     ]
-    with pytest.raises(ValueError, match="field 'partition' is long in one log event and string in 'y'"):
+    with pytest.raises(
+        ValueError, match="field 'partition' is long in one log event and string in 'y'"
+    ):
         event_fields(specs)
     with pytest.raises(ValueError, match="field 'level' is a common log field"):
         event_fields([EventSpec("z", "broker", "", {"level": FieldType.INT})])
@@ -74,7 +78,9 @@ def test_parse_metrics_one_row_per_sample(spark: Any) -> None:
         ],
     )  # fmt: skip
     chaos = MetricsSnapshot(5, Source("chaos", None), [Sample("x", {}, 1.0)])
-    df = parse_metrics(raw(spark, [snap.to_json(), chaos.to_json(), {"kind": "log", "ts_ms": 1}, b"{torn"]))
+    df = parse_metrics(
+        raw(spark, [snap.to_json(), chaos.to_json(), {"kind": "log", "ts_ms": 1}, b"{torn"])
+    )
     assert df.schema.simpleString() == SAMPLES_SCHEMA.simpleString()
     got = sorted((r.source, r.role, r.node_id, r.name, dict(r.labels), r.value, r.ts_ms, r.ts)
                  for r in df.collect())  # fmt: skip
@@ -108,7 +114,13 @@ def test_parse_logs_types_catalogued_fields_and_keeps_the_rest(spark: Any) -> No
     by_event = {r.event: r for r in df.collect()}
     assert set(by_event) == {"leader election", "controller event processed", "something else"}
     e = by_event["leader election"]
-    assert (e.source, e.role, e.node_id, e.level, e.ts_ms) == ("controller-3001", "controller", 3001, "info", 1000)
+    assert (e.source, e.role, e.node_id, e.level, e.ts_ms) == (
+        "controller-3001",
+        "controller",
+        3001,
+        "info",
+        1000,
+    )
     assert (e.topic, e.partition, e.leader, e.previous_leader, e.leader_epoch, e.isr, e.cause,
             e.unclean) == ("orders", 4, 2, 1, 7, [2, 3], "offline", False)  # fmt: skip
     assert e.ts == datetime(1970, 1, 1, 0, 0, 1)
@@ -136,13 +148,29 @@ def test_parse_history_typed_columns_per_op_kind(spark: Any) -> None:
     ops = {r.index: r for r in df.collect()}
     assert sorted(ops) == list(range(len(h.ops)))
     ok_send = ops[1]
-    assert (ok_send.process, ok_send.type, ok_send.kind, ok_send.invocation, ok_send.time_ns) == ("p0", "ok", "send", 0, 200)
-    assert (ok_send.topic, ok_send.partition, ok_send.offset, ok_send.key, ok_send.value) == ("orders", 2, 17, "k1", "v1")
+    assert (ok_send.process, ok_send.type, ok_send.kind, ok_send.invocation, ok_send.time_ns) == (
+        "p0",
+        "ok",
+        "send",
+        0,
+        200,
+    )
+    assert (ok_send.topic, ok_send.partition, ok_send.offset, ok_send.key, ok_send.value) == (
+        "orders",
+        2,
+        17,
+        "k1",
+        "v1",
+    )
     assert ops[0].offset is None and ops[0].polled is None
     polled = ops[3].polled
     assert [tuple(p) for p in polled] == [("orders", 2, 17, "v1", None)]
     nemesis = ops[4]
-    assert (nemesis.fault, nemesis.targets, json.loads(nemesis.detail)) == ("kill", ["broker-2"], {"signal": "KILL"})
+    assert (nemesis.fault, nemesis.targets, json.loads(nemesis.detail)) == (
+        "kill",
+        ["broker-2"],
+        {"signal": "KILL"},
+    )
     failed = ops[6]
     assert (failed.type, failed.error, failed.group) == ("fail", "REBALANCE_IN_PROGRESS", "")
     assert [tuple(o) for o in failed.offsets] == [("orders", 2, 18)]

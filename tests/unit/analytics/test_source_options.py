@@ -69,7 +69,9 @@ def test_option_names_are_case_insensitive_and_sparks_aliases_work() -> None:
          "sets group.id itself"),
     ],
 )  # fmt: skip
-def test_bad_options_name_the_problem(options: dict[str, str], streaming: bool, message: str) -> None:
+def test_bad_options_name_the_problem(
+    options: dict[str, str], streaming: bool, message: str
+) -> None:
     with pytest.raises(SourceOptionError, match=message):
         parse_options(options, streaming=streaming)
 
@@ -105,15 +107,18 @@ def test_json_offsets_must_name_every_partition_and_no_other() -> None:
 def test_plan_makes_one_range_per_partition_with_records() -> None:
     start = {"a": {"0": 10, "1": 40}, "b": {"0": 0}}
     end = {"a": {"0": 100, "1": 45}, "b": {"0": 0}}
-    assert plan_ranges(start, end, BOUNDS) == [OffsetRange("a", 0, 10, 100), OffsetRange("a", 1, 40, 45)]
+    assert plan_ranges(start, end, BOUNDS) == [
+        OffsetRange("a", 0, 10, 100),
+        OffsetRange("a", 1, 40, 45),
+    ]
 
 
 def test_plan_refuses_deleted_starts_unless_told_and_ends_past_the_high_watermark() -> None:
     start, end = {"a": {"1": 30}}, {"a": {"1": 50}}
-    with pytest.raises(SourceOptionError, match="offsets 30..39 were deleted .*failOnDataLoss"):
+    with pytest.raises(SourceOptionError, match=r"offsets 30..39 were deleted .*failOnDataLoss"):
         plan_ranges(start, end, BOUNDS)
     assert plan_ranges(start, end, BOUNDS, fail_on_data_loss=False) == [OffsetRange("a", 1, 40, 50)]
-    with pytest.raises(SourceOptionError, match="ending offset 51 is past .* high watermark 50"):
+    with pytest.raises(SourceOptionError, match=r"ending offset 51 is past .* high watermark 50"):
         plan_ranges({"a": {"1": 40}}, {"a": {"1": 51}}, BOUNDS)
     with pytest.raises(SourceOptionError, match="starting offset 45 is after ending offset 42"):
         plan_ranges({"a": {"1": 45}}, {"a": {"1": 42}}, BOUNDS)
