@@ -6,23 +6,33 @@ the shipper would have produced. Each line's topic is the telemetry topic named 
 path (e.g. `__trioka_logs-000003.jsonl` or `__trioka_logs/000003.jsonl`) or, when the path
 names none, the topic its content belongs to: `"kind": "metrics"` -> `__trioka_metrics`,
 `"kind": "log"` -> `__trioka_logs`, a chaos history op (`index`, `time_ns`) ->
-`__trioka_chaos_history`. Rows: key = the source (Source.key from the JSON, else null),
-value = the line's bytes, partition -1, offset -1, timestamp from `ts_ms` (null without one),
-timestampType 0. A torn last line (a crash mid-write) is not JSON: the parse functions drop it.
+`__trioka_chaos_history`. Rows: key = the source (Source.key from the JSON; null for a chaos
+op), value = the line's bytes, partition -1, offset = the line's number in its file (from 0),
+timestamp from `ts_ms` (null without one), timestampType 0. A torn last line (a crash
+mid-write) is not JSON: its row has no topic and the parse functions drop it.
+
+The files are read by a Python data source (`format("trioka-spool")`, one input partition
+per file): Spark's own file readers skip names starting with `_` or `.` as hidden, and the
+telemetry topics' names start with `__`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from analytics.schemas import RAW_SCHEMA
+from analytics.source_client import CREATE_TIME, to_timestamp
 from protocol.telemetry import CHAOS_HISTORY_TOPIC, LOGS_TOPIC, METRICS_TOPIC, TELEMETRY_TOPICS
 
 SPOOL_GLOB = "*.jsonl"
+FORMAT = "trioka-spool"
 
 
 class SpoolError(ValueError):
@@ -45,46 +55,95 @@ def read_spool(spark: SparkSession, dirs: Iterable[str | Path]) -> DataFrame:
     files = spool_files(dirs)
     if not files:
         return spark.createDataFrame([], RAW_SCHEMA)
-    lines = (
-        spark.read.text([str(f) for f in files])
-        .select(F.col("value").alias("line"), F.col("_metadata.file_path").alias("path"))
-        .where(F.length(F.trim("line")) > 0)
-    )
-    line = F.col("line")
-    ts_ms = F.get_json_object(line, "$.ts_ms").cast("long")
-    return lines.select(
-        _source_key(line).cast("binary").alias("key"),
-        line.cast("binary").alias("value"),
-        _topic(F.col("path"), line).alias("topic"),
-        F.lit(-1).cast("int").alias("partition"),
-        F.lit(-1).cast("long").alias("offset"),
-        F.timestamp_millis(ts_ms).alias("timestamp"),
-        F.lit(0).cast("int").alias("timestampType"),
-    )
+    spark.dataSource.register(SpoolDataSource)
+    return spark.read.format(FORMAT).option("files", json.dumps([str(f) for f in files])).load()
 
 
-def _topic(path: Column, line: Column) -> Column:
-    kind = F.get_json_object(line, "$.kind")
-    by_path = F.lit(None).cast("string")
-    # longest first: no telemetry topic name is a prefix of another today, but stay exact
-    for topic in sorted(TELEMETRY_TOPICS, key=len):
-        by_path = F.when(path.contains(topic), F.lit(topic)).otherwise(by_path)
-    by_content = (
-        F.when(kind == "metrics", F.lit(METRICS_TOPIC))
-        .when(kind == "log", F.lit(LOGS_TOPIC))
-        .when(
-            F.get_json_object(line, "$.index").isNotNull()
-            & F.get_json_object(line, "$.time_ns").isNotNull(),
-            F.lit(CHAOS_HISTORY_TOPIC),
+def topic_of(path: str, value: Any) -> str | None:
+    """The telemetry topic of one parsed line (None: not a telemetry record)."""
+    for topic in TELEMETRY_TOPICS:
+        if topic in path:
+            return topic
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("kind")
+    if kind == "metrics":
+        return METRICS_TOPIC
+    if kind == "log":
+        return LOGS_TOPIC
+    if "index" in value and "time_ns" in value:
+        return CHAOS_HISTORY_TOPIC
+    return None
+
+
+def source_key(value: Any) -> str | None:
+    """protocol.telemetry.Source.key of a metrics snapshot or a log record."""
+    if not isinstance(value, dict):
+        return None
+    source = value.get("source") if isinstance(value.get("source"), dict) else value
+    role, node_id = source.get("role"), source.get("node_id")
+    if role is None:
+        return None
+    return str(role) if node_id is None else f"{role}-{node_id}"
+
+
+def spool_rows(path: str, lines: Iterable[bytes]) -> Iterator[tuple[Any, ...]]:
+    """RAW_SCHEMA rows of one spool file's lines (blank lines skipped)."""
+    for number, line in enumerate(lines):
+        data = line.rstrip(b"\r\n")
+        if not data.strip():
+            continue
+        try:
+            value = json.loads(data)
+        except ValueError:  # a torn line: kept, without a topic (the parse drops it)
+            value = None
+        key = source_key(value)
+        ts_ms = value.get("ts_ms") if isinstance(value, dict) else None
+        yield (
+            None if key is None else key.encode(),
+            data,
+            topic_of(path, value) if value is not None else None,
+            -1,
+            number,
+            to_timestamp(ts_ms) if type(ts_ms) is int else None,
+            CREATE_TIME,
         )
-    )
-    return F.coalesce(by_path, by_content)
 
 
-def _source_key(line: Column) -> Column:
-    """Source.key of a metrics snapshot ($.source) or a log record (top-level role/node_id)."""
-    role = F.coalesce(F.get_json_object(line, "$.source.role"), F.get_json_object(line, "$.role"))
-    node = F.coalesce(
-        F.get_json_object(line, "$.source.node_id"), F.get_json_object(line, "$.node_id")
-    )
-    return F.when(node.isNull(), role).otherwise(F.concat_ws("-", role, node))
+class FilePartition(InputPartition):
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+class SpoolDataSource(DataSource):
+    """`format("trioka-spool")` with option `files`: a JSON list of spool file paths."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return RAW_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        try:
+            files = json.loads(self.options.get("files", ""))
+        except ValueError:
+            files = None
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise SpoolError('option files: expected a JSON list of paths, e.g. ["a.jsonl"]')
+        return SpoolReader(files)
+
+
+class SpoolReader(DataSourceReader):
+    def __init__(self, files: Sequence[str]) -> None:
+        self.files = list(files)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [FilePartition(f) for f in self.files]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, FilePartition)
+        with open(partition.path, "rb") as lines:
+            yield from spool_rows(partition.path, lines)

@@ -4,6 +4,7 @@ torn last line dropped by the parse functions."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,10 @@ OP = {"index": 0, "time_ns": 5, "process": "nemesis", "type": "info", "kind": "n
       "invocation": None}  # fmt: skip
 
 
+def epoch_ms(ts: datetime) -> int:
+    return round(ts.timestamp() * 1000)
+
+
 def write(path: Path, *lines: Any, torn: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(line) + "\n" for line in lines)
@@ -50,12 +55,13 @@ def test_spool_lines_become_raw_rows_of_their_topic(spark: Any, tmp_path: Path) 
     rows = sorted((r.topic or "", r.key and bytes(r.key).decode(), r.partition, r.offset,
                    r.timestamp) for r in raw.collect())  # fmt: skip
     assert [r[:4] for r in rows] == sorted([
-        (CHAOS_HISTORY_TOPIC, None, -1, -1),  # an op has no role: no key
-        (LOGS_TOPIC, "broker-2", -1, -1),
-        (LOGS_TOPIC, "broker-3", -1, -1),
-        (METRICS_TOPIC, "broker-1", -1, -1),
-        ("", None, -1, -1),  # the torn line: no topic; the parse functions drop it
+        (CHAOS_HISTORY_TOPIC, None, -1, 2),  # an op has no role: no key
+        (LOGS_TOPIC, "broker-2", -1, 1),
+        (LOGS_TOPIC, "broker-3", -1, 0),  # its topic from the file name
+        (METRICS_TOPIC, "broker-1", -1, 0),
+        ("", None, -1, 3),  # the torn line: no topic; the parse functions drop it
     ])  # fmt: skip
+    assert sorted(epoch_ms(r[4]) for r in rows if r[4] is not None) == [1_000, 2_000, 2_000]
     assert parse_metrics(raw).count() == 2
     assert sorted(r.node_id for r in parse_logs(raw).collect()) == [2, 3]
     assert [r.fault for r in parse_history(raw).collect()] == ["kill"]
