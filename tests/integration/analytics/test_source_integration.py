@@ -104,7 +104,7 @@ def test_bad_options_and_unknown_topics_fail_with_clear_errors(
             endingOffsets='{"events": {"0": 999, "1": -1, "2": -1}}',
         ).load().collect()  # fmt: skip
     with pytest.raises(Exception, match=r"latest .* is not allowed in a batch read"):
-        reader(spark, loaded, topic=TOPIC, startingOffsets="latest").load()
+        reader(spark, loaded, topic=TOPIC, startingOffsets="latest").load().collect()
 
 
 def stream(spark: Any, broker: BrokerProcess, **options: str) -> Any:
@@ -118,42 +118,42 @@ def memory_rows(spark: Any, name: str) -> list[tuple[Any, ...]]:
     return rows(spark.sql(f"select * from {name}"))
 
 
-def test_available_now_in_micro_batches_and_resumes_from_its_checkpoint(
+def test_available_now_in_micro_batches_of_max_offsets_per_trigger(
     spark: Any, loaded: BrokerProcess, tmp_path: Path
 ) -> None:
-    checkpoint = str(tmp_path / "checkpoint")
+    query = (
+        stream(spark, loaded, startingOffsets="earliest", maxOffsetsPerTrigger="120")
+        .writeStream.format("memory").queryName("batches")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    assert query.awaitTermination(120), "availableNow did not finish in 120 s"
+    assert query.exception() is None
+    assert memory_rows(spark, "batches") == expected(range(300))
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+    assert batches == [120, 120, 60]
 
-    def run_once(name: str) -> Any:
+
+def test_available_now_into_parquet_resumes_from_its_checkpoint(
+    spark: Any, loaded: BrokerProcess, tmp_path: Path
+) -> None:
+    out, checkpoint = str(tmp_path / "parquet"), str(tmp_path / "checkpoint")
+
+    def run_once() -> None:
         query = (
-            stream(spark, loaded, startingOffsets="earliest", maxOffsetsPerTrigger="120")
-            .writeStream.format("memory").queryName(name)
+            stream(spark, loaded, startingOffsets='{"events": {"0": 50, "1": 50, "2": 50}}')
+            .writeStream.format("parquet").option("path", out)
             .option("checkpointLocation", checkpoint)
             .trigger(availableNow=True).start()
         )  # fmt: skip
         assert query.awaitTermination(120), "availableNow did not finish in 120 s"
         assert query.exception() is None
-        return query
 
-    query = run_once("first_run")
-    assert memory_rows(spark, "first_run") == expected(range(300))
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    assert [p["numInputRows"] for p in batches] == [120, 120, 60]  # maxOffsetsPerTrigger
-
+    run_once()
+    assert rows(spark.read.parquet(out)) == expected(range(150, 300))
     produce(loaded.bootstrap, TOPIC, 300, 30)
-    run_once("second_run")
-    assert memory_rows(spark, "second_run") == expected(range(300, 330))
-
-
-def test_available_now_into_parquet(spark: Any, loaded: BrokerProcess, tmp_path: Path) -> None:
-    out = tmp_path / "parquet"
-    query = (
-        stream(spark, loaded, startingOffsets='{"events": {"0": 50, "1": 50, "2": 50}}')
-        .writeStream.format("parquet").option("path", str(out))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True).start()
-    )  # fmt: skip
-    assert query.awaitTermination(120), "availableNow did not finish in 120 s"
-    assert rows(spark.read.parquet(str(out))) == expected(range(150, 300))
+    run_once()  # starts where the checkpoint says, not at startingOffsets
+    assert rows(spark.read.parquet(out)) == expected(range(150, 330))
 
 
 def test_processing_time_picks_up_new_records(
