@@ -71,7 +71,7 @@ def election_time_buckets(samples: DataFrame, *, first_from_zero: bool = True) -
 
 
 def election_time_distribution(buckets: DataFrame) -> DataFrame:
-    """Per controller (source) and bucket: le (upper bound, ms), lower, count (timed broker
+    """Per controller (source) and bucket: le (upper bound, ms), lower, observations (timed broker
     changes whose duration fell in (lower, le])."""
     return bucket_counts(bucket_totals(buckets, ["source"]), ["source"]).orderBy("source", "le")
 
@@ -79,7 +79,7 @@ def election_time_distribution(buckets: DataFrame) -> DataFrame:
 def election_time_quantiles(
     buckets: DataFrame, qs: Iterable[float] = DEFAULT_QUANTILES
 ) -> DataFrame:
-    """Per controller (source): count, p50, p95, p99 of LeaderElectionRateAndTimeMs (ms)."""
+    """Per controller (source): observations, p50, p95, p99 of LeaderElectionRateAndTimeMs (ms)."""
     return quantiles(bucket_totals(buckets, ["source"]), ["source"], qs).orderBy("source")
 
 

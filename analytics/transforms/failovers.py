@@ -61,9 +61,11 @@ ELECTION_HORIZON_MS = 60_000
 def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:
     """failover_id (1, 2, ... in time order), broker_id, controller, reason, detected_ms."""
     detected = events.where(F.col("event") == "broker failure detected").select(
-        "broker_id", F.col("source").alias("controller"), "reason",
+        "broker_id",
+        F.col("source").alias("controller"),
+        "reason",
         F.col("ts_ms").alias("detected_ms"),
-    )  # fmt: skip
+    )
     per_broker = Window.partitionBy("broker_id").orderBy("detected_ms")
     previous = F.lag("detected_ms").over(per_broker)
     fresh = detected.withColumn("_prev", previous).where(
@@ -85,9 +87,14 @@ def _ops_view(ops: DataFrame) -> DataFrame:
         action = F.lit(None).cast("string")
     targets = F.col("targets") if "targets" in cols else F.array().cast("array<string>")
     return ops.select(
-        ts.alias("ts_ms"), "type", "kind", "topic", F.col("partition").cast("int"),
-        targets.alias("targets"), action.alias("action"),
-    )  # fmt: skip
+        ts.alias("ts_ms"),
+        "type",
+        "kind",
+        "topic",
+        F.col("partition").cast("int"),
+        targets.alias("targets"),
+        action.alias("action"),
+    )
 
 
 def fault_times(
@@ -141,9 +148,15 @@ def failover_elections(
     a failover when the failed broker led the partition and it came from the detecting
     controller within [detection - slack_ms, detection + horizon_ms)."""
     elections = events.where(F.col("event") == "leader election").select(
-        F.col("source").alias("e_controller"), "topic", "partition", "leader", "previous_leader",
-        "leader_epoch", "cause", F.col("ts_ms").alias("elected_ms"),
-    )  # fmt: skip
+        F.col("source").alias("e_controller"),
+        "topic",
+        "partition",
+        "leader",
+        "previous_leader",
+        "leader_epoch",
+        "cause",
+        F.col("ts_ms").alias("elected_ms"),
+    )
     d = found.select("failover_id", "broker_id", "controller", "detected_ms").alias("d")
     belongs = (
         (F.col("previous_leader") == F.col("d.broker_id"))
@@ -158,10 +171,12 @@ def failover_elections(
         (F.col("event") == "partition leadership applied")
         & (F.col("role_in_partition").isNull() | (F.col("role_in_partition") == "leader"))
     ).select(
-        F.col("node_id").alias("a_node"), F.col("topic").alias("a_topic"),
-        F.col("partition").alias("a_partition"), F.col("leader_epoch").alias("a_epoch"),
+        F.col("node_id").alias("a_node"),
+        F.col("topic").alias("a_topic"),
+        F.col("partition").alias("a_partition"),
+        F.col("leader_epoch").alias("a_epoch"),
         F.col("ts_ms").alias("a_ms"),
-    )  # fmt: skip
+    )
     same = (
         (F.col("a_node") == F.col("leader"))
         & (F.col("a_topic") == F.col("topic"))
@@ -180,14 +195,22 @@ def failover_elections(
 def processing(found: DataFrame, elected: DataFrame, events: DataFrame) -> DataFrame:
     """failover_id, event_type, queue_ms, election_ms: the controller event that elected."""
     last = elected.groupBy("failover_id").agg(F.max("elected_ms").alias("last_elected_ms"))
-    d = found.join(last, "failover_id", "left").select(
-        "failover_id", "controller",
-        F.coalesce("last_elected_ms", "detected_ms").alias("after_ms"),
-    ).alias("d")  # fmt: skip
+    d = (
+        found.join(last, "failover_id", "left")
+        .select(
+            "failover_id",
+            "controller",
+            F.coalesce("last_elected_ms", "detected_ms").alias("after_ms"),
+        )
+        .alias("d")
+    )
     processed = events.where(F.col("event") == "controller event processed").select(
-        F.col("source").alias("p_controller"), "event_type", "queue_ms", "process_ms",
+        F.col("source").alias("p_controller"),
+        "event_type",
+        "queue_ms",
+        "process_ms",
         F.col("ts_ms").alias("p_ms"),
-    )  # fmt: skip
+    )
     after = (F.col("p_controller") == F.col("d.controller")) & (
         F.col("p_ms") >= F.col("d.after_ms")
     )
@@ -246,10 +269,21 @@ def unavailability(faults: DataFrame, elected: DataFrame, ops: DataFrame) -> Dat
 
 
 TIMELINE_COLUMNS = (
-    "failover_id", "broker_id", "controller", "reason", "fault_from", "fault_ms", "detected_ms",
-    "detect_ms", "event_type", "queue_ms", "election_ms", "elections", "propagation_ms",
+    "failover_id",
+    "broker_id",
+    "controller",
+    "reason",
+    "fault_from",
+    "fault_ms",
+    "detected_ms",
+    "detect_ms",
+    "event_type",
+    "queue_ms",
+    "election_ms",
+    "elections",
+    "propagation_ms",
     "unavailability_ms",
-)  # fmt: skip
+)
 
 
 def failover_timeline(

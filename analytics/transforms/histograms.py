@@ -86,7 +86,7 @@ def quantiles(
     group_cols: Sequence[str],
     qs: Iterable[float] = DEFAULT_QUANTILES,
 ) -> DataFrame:
-    """From bucket_totals: group columns, `count` (observations) and one column per quantile
+    """From bucket_totals: group columns, `observations` and one column per quantile
     (p50, p95, p99 by default); groups without observations are left out."""
     qs = tuple(qs)
 
@@ -94,25 +94,26 @@ def quantiles(
         pairs = [(float(b[0]), float(b[1])) for b in buckets]
         return [histogram_quantile(q, pairs) for q in qs]
 
-    estimate_udf = F.udf(estimate, ArrayType(DoubleType()))
+    # A lambda: Spark reads a function's type hints as a pandas UDF's, and warns on these.
+    estimate_udf = F.udf(lambda buckets: estimate(buckets), ArrayType(DoubleType()))
     cols = [c for c in group_cols if c in totals.columns]
     if "window_start_ms" in totals.columns and "window_start_ms" not in cols:
         cols.append("window_start_ms")
     grouped = totals.groupBy(*cols).agg(
         F.collect_list(F.struct("le", "count")).alias("buckets"),
-        F.max("count").alias("count"),
+        F.max("count").alias("observations"),
     )
-    grouped = grouped.where(F.col("count") > 0).withColumn("_q", estimate_udf("buckets"))
+    grouped = grouped.where(F.col("observations") > 0).withColumn("_q", estimate_udf("buckets"))
     picked = [F.col("_q").getItem(i).alias(quantile_column(q)) for i, q in enumerate(qs)]
-    return grouped.select(*cols, "count", *picked)
+    return grouped.select(*cols, "observations", *picked)
 
 
 def bucket_counts(totals: DataFrame, group_cols: Sequence[str]) -> DataFrame:
     """The distribution: observations per bucket (not cumulative): group columns, le,
-    lower (the previous bound, 0 for the first), count."""
+    lower (the previous bound, 0 for the first), observations."""
     order = Window.partitionBy(*group_cols).orderBy("le")
     prev_count = F.coalesce(F.lag("count").over(order), F.lit(0.0))
     lower = F.coalesce(F.lag("le").over(order), F.lit(0.0))
     return totals.select(
-        *group_cols, "le", lower.alias("lower"), (F.col("count") - prev_count).alias("count")
+        *group_cols, "le", lower.alias("lower"), (F.col("count") - prev_count).alias("observations")
     )

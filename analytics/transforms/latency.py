@@ -52,7 +52,7 @@ def request_latency(
     qs: Iterable[float] = DEFAULT_QUANTILES,
 ) -> DataFrame:
     """Per broker (source), API (request) and metric, per window of `window_ms` (column
-    window_start_ms) or over the whole period (window_ms None): count, p50, p95, p99 in ms."""
+    window_start_ms) or over the whole period (window_ms None): observations, p50, p95, p99 in ms."""
     totals = bucket_totals(buckets, GROUP, window_ms)
     cols = [*GROUP, "window_start_ms"] if window_ms is not None else list(GROUP)
     return quantiles(totals, GROUP, qs).orderBy(*cols)

@@ -70,10 +70,10 @@ def isr_changes(events: DataFrame) -> DataFrame:
 
 
 def isr_change_counts(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame:
-    """Per source and change (shrink, expand): the counters' increase over the period."""
+    """Per source and change (shrink, expand): the counters' increase over the period (column changes)."""
     rows = counter_increases(samples, COUNTERS, first_from_zero=first_from_zero)
     return (
         rows.groupBy("source", _short(COUNTERS).alias("change"))
-        .agg(F.coalesce(F.sum("increase"), F.lit(0.0)).cast("long").alias("count"))
+        .agg(F.coalesce(F.sum("increase"), F.lit(0.0)).cast("long").alias("changes"))
         .orderBy("source", "change")
     )

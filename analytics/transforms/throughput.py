@@ -19,13 +19,13 @@ COUNTERS = {PREFIX + m + "_total": m for m in METRICS}
 
 def throughput(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame:
     """One row per broker snapshot, topic and metric: ts, ts_ms, source, node_id, topic, metric
-    (MessagesInPerSec, BytesInPerSec, BytesOutPerSec), increase, interval_s (null on a series'
-    first sample), rate_per_s."""
+    (MessagesInPerSec, BytesInPerSec, BytesOutPerSec), increase (null for a
+    baseline sample), interval_s (null on a series' first sample), rate_per_s."""
     rows = counter_increases(samples, COUNTERS, first_from_zero=first_from_zero)
     metric = F.element_at(
         F.create_map(*[F.lit(x) for kv in COUNTERS.items() for x in kv]), F.col("name")
     )
-    return rows.where(F.col("increase").isNotNull()).select(
+    return rows.select(
         "ts",
         "ts_ms",
         "source",
@@ -40,10 +40,13 @@ def throughput(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame
 
 def topic_totals(throughput_rows: DataFrame) -> DataFrame:
     """Per topic over the whole period: messages_in, bytes_in, bytes_out (summed over brokers)."""
-    names = {"MessagesInPerSec": "messages_in", "BytesInPerSec": "bytes_in",
-             "BytesOutPerSec": "bytes_out"}  # fmt: skip
+    names = {
+        "MessagesInPerSec": "messages_in",
+        "BytesInPerSec": "bytes_in",
+        "BytesOutPerSec": "bytes_out",
+    }
     sums = [
-        F.sum(F.when(F.col("metric") == metric, F.col("increase")).otherwise(0.0))
+        F.sum(F.when(F.col("metric") == metric, F.coalesce("increase", F.lit(0.0))).otherwise(0.0))
         .cast("long")
         .alias(column)
         for metric, column in names.items()
