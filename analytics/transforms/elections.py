@@ -88,18 +88,22 @@ def queue_size(samples: DataFrame) -> DataFrame:
     return gauge_series(samples, [QUEUE_SIZE]).select("ts", "ts_ms", "source", "value")
 
 
+def queue_wait_buckets(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame:
+    """EventQueueTimeMs bucket increases: ts_ms, source, le, increase."""
+    rows = bucket_increases(samples, QUEUE_TIME, first_from_zero=first_from_zero)
+    return rows.select("ts_ms", "source", "le", "increase")
+
+
 def queue_wait(
-    samples: DataFrame,
+    buckets: DataFrame,
     *,
     window_ms: int | None = None,
-    first_from_zero: bool = True,
     qs: Iterable[float] = DEFAULT_QUANTILES,
 ) -> DataFrame:
-    """EventQueueTimeMs per controller (source), per window or over the period: count, p50,
-    p95, p99 (ms)."""
-    rows = bucket_increases(samples, QUEUE_TIME, first_from_zero=first_from_zero)
+    """EventQueueTimeMs per controller (source), per window (window_start_ms) or over the
+    period: observations, p50, p95, p99 (ms)."""
     cols = ["source", "window_start_ms"] if window_ms is not None else ["source"]
-    return quantiles(bucket_totals(rows, ["source"], window_ms), ["source"], qs).orderBy(*cols)
+    return quantiles(bucket_totals(buckets, ["source"], window_ms), ["source"], qs).orderBy(*cols)
 
 
 def controller_event_types(events: DataFrame) -> DataFrame:

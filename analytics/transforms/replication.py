@@ -69,11 +69,16 @@ def isr_changes(events: DataFrame) -> DataFrame:
     )
 
 
-def isr_change_counts(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame:
-    """Per source and change (shrink, expand): the counters' increase over the period (column changes)."""
+def isr_change_increases(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame:
+    """IsrShrinksPerSec/IsrExpandsPerSec increases per snapshot: ts_ms, source, change, increase."""
     rows = counter_increases(samples, COUNTERS, first_from_zero=first_from_zero)
+    return rows.select("ts_ms", "source", _short(COUNTERS).alias("change"), "increase")
+
+
+def isr_change_counts(increases: DataFrame) -> DataFrame:
+    """Per source and change (shrink, expand): changes counted over the period."""
     return (
-        rows.groupBy("source", _short(COUNTERS).alias("change"))
+        increases.groupBy("source", "change")
         .agg(F.coalesce(F.sum("increase"), F.lit(0.0)).cast("long").alias("changes"))
         .orderBy("source", "change")
     )

@@ -79,7 +79,10 @@ def test_isr_changes_and_counts(spark: SparkSession) -> None:
             counter(20_000, "broker-1", SHRINKS, 1),  # restarted, then one more
         ],
     )
-    counts = [(r.source, r.change, r.changes) for r in rep.isr_change_counts(samples).collect()]
+    counts = [
+        (r.source, r.change, r.changes)
+        for r in rep.isr_change_counts(rep.isr_change_increases(samples)).collect()
+    ]
     assert counts == [("broker-1", "shrink", 3)]
 
 
@@ -138,7 +141,7 @@ def test_controller_queue(spark: SparkSession) -> None:
     rows += histogram(10_000, "controller-3000", el.QUEUE_TIME, {"1.0": 8, "10.0": 10, "+Inf": 10})
     samples = samples_df(spark, rows)
     assert [r.value for r in el.queue_size(samples).orderBy("ts_ms").collect()] == [0.0, 5.0]
-    (wait,) = el.queue_wait(samples).collect()
+    (wait,) = el.queue_wait(el.queue_wait_buckets(samples)).collect()
     assert (wait.observations, wait.p50) == (10.0, pytest.approx(0.625))
     events = events_df(
         spark,
