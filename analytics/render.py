@@ -151,7 +151,7 @@ def failover_chart(timeline: pd.DataFrame, path: Path) -> bool:
     if timeline.empty:
         return False
     labels = [f"#{r.failover_id} broker {r.broker_id}" for r in timeline.itertuples()]
-    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.6 * len(timeline)))
+    fig, ax = plt.subplots(figsize=(11, max(2.8, 1.2 + 0.6 * len(timeline))))
     left = pd.Series([0.0] * len(timeline), index=timeline.index)
     for col, name, color in PHASES:
         widths = timeline[col].astype("float64").fillna(0.0)
@@ -164,7 +164,7 @@ def failover_chart(timeline: pd.DataFrame, path: Path) -> bool:
     ax.set_xlabel("ms since the fault")
     ax.set_title("What slows leader switching")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 

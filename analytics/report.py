@@ -302,6 +302,10 @@ def _fmt_ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f} ms"
 
 
+def _fmt_count(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
 def _headline(summary: ReportSummary) -> list[tuple[str, str]]:
     user_topics = {t: n for t, n in summary.records_in.items() if not t.startswith("__")}
     records = ", ".join(f"{t}: {n:,}" for t, n in sorted(user_topics.items())) or "none"
@@ -314,9 +318,9 @@ def _headline(summary: ReportSummary) -> list[tuple[str, str]]:
         ("ISR shrinks / expands", f"{summary.isr_shrinks} / {summary.isr_expands}"),
         (
             "Max under-replicated partitions",
-            _fmt_ms(summary.max_under_replicated).replace(" ms", ""),
+            _fmt_count(summary.max_under_replicated),
         ),
-        ("Max offline partitions", _fmt_ms(summary.max_offline_partitions).replace(" ms", "")),
+        ("Max offline partitions", _fmt_count(summary.max_offline_partitions)),
         ("Failovers", str(len(summary.failovers))),
         ("Chaos history ops", str(summary.history_ops)),
     ]
