@@ -26,6 +26,7 @@ from analytics import render, report_sections
 from analytics.transforms import elections as el
 from analytics.transforms import replication as rep
 from analytics.transforms.failovers import OPS_SCHEMA, failovers
+from analytics.transforms.history import with_wall_clock
 from analytics.transforms.latency import request_buckets, request_latency
 from analytics.transforms.series import between, dedupe_events, dedupe_samples
 from analytics.transforms.throughput import broker_topic_rates, throughput, topic_totals
@@ -202,7 +203,7 @@ def build_report(
         window = window_ms or window_for(*period)
         frames = _tables(samples, events, ops, start_ms, end_ms, window)
         rows = {name: write_table(frame, tables_dir, name) for name, frame in frames.items()}
-        history_ops = between(_with_ts(ops), start_ms, end_ms).count()
+        history_ops = between(with_wall_clock(ops), start_ms, end_ms).count()
     finally:
         samples.unpersist()
         events.unpersist()
@@ -218,12 +219,6 @@ def build_report(
         encoding="utf-8",
     )
     return summary
-
-
-def _with_ts(ops: DataFrame) -> DataFrame:
-    if "ts_ms" in ops.columns:
-        return ops
-    return ops.withColumn("ts_ms", (F.col("time_ns") / 1_000_000).cast("long"))
 
 
 def _period_text(period: tuple[int | None, int | None], window_ms: int) -> str:

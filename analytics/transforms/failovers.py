@@ -5,8 +5,10 @@ switching").
 A failover starts with the controller's "broker failure detected" event (a second detection of
 the same broker within `merge_ms` is the same failure). Its phases:
 
-- fault: when the broker failed. The chaos history's latest nemesis op against the broker
-  (targets holding "broker-<id>") before the detection, within `lookback_ms`; without a history,
+- fault: when the broker failed. The latest nemesis op against the broker (targets holding
+  "broker-<id>") before the detection, within `lookback_ms`, if it is a fault (kill, pause,
+  cut...; not a restart or resume): a chaos history op, or the chaos runner's own "nemesis"
+  log event when it shipped its logs; without one,
   the broker's last sign of life (its last log event or metrics snapshot) before the detection:
   `fault_from` says which ("nemesis" or "last seen").
 - detect_ms: detection minus fault.
@@ -20,9 +22,10 @@ the same broker within `merge_ms` is the same failure). Its phases:
   acknowledged send before the fault and the first after it; the failover's is the worst
   partition's.
 
-The ops columns used (analytics.schemas.parse_history's): ts_ms (epoch ms of the op), kind,
-type, topic, partition, targets (array of node names) and the nemesis action, as an `action`
-column or inside a `detail` JSON string; OPS_SCHEMA is that minimum, for an empty history.
+The ops columns used (analytics.schemas.parse_history's): kind, type, topic, partition, targets
+(array of node names), the nemesis action (an `action` column, or inside the `detail` JSON
+text) and the op's time: `ts_ms`, or `time_ns` (+ `shipped_ts`) put on the telemetry's clock by
+analytics.transforms.history. OPS_SCHEMA is that minimum, for an empty history.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from analytics.transforms.history import with_wall_clock
 
 OPS_SCHEMA = StructType(
     [
@@ -76,9 +81,10 @@ def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:
 
 
 def _ops_view(ops: DataFrame) -> DataFrame:
-    """ops with the columns used here, whatever optional columns parse_history added."""
+    """ops with the columns used here, on the telemetry's clock, whatever optional columns
+    parse_history added."""
+    ops = with_wall_clock(ops)
     cols = set(ops.columns)
-    ts = F.col("ts_ms") if "ts_ms" in cols else (F.col("time_ns") / 1_000_000).cast("long")
     if "action" in cols:
         action: Column = F.col("action")
     elif "detail" in cols:
@@ -87,14 +93,30 @@ def _ops_view(ops: DataFrame) -> DataFrame:
         action = F.lit(None).cast("string")
     targets = F.col("targets") if "targets" in cols else F.array().cast("array<string>")
     return ops.select(
-        ts.alias("ts_ms"),
+        "ts_ms",
         "type",
         "kind",
         "topic",
-        F.col("partition").cast("int"),
+        F.col("partition").cast("int").alias("partition"),
         targets.alias("targets"),
         action.alias("action"),
     )
+
+
+def _nemesis_logged(events: DataFrame) -> DataFrame:
+    """The chaos runner's own "nemesis" log events, when it shipped its logs: op_ms, action,
+    target. They carry epoch times, so they need no clock alignment."""
+    logged = events.where(F.col("event") == "nemesis").select(
+        F.col("ts_ms").alias("op_ms"),
+        F.get_json_object("record", "$.detail.action").alias("action"),
+        F.from_json(F.get_json_object("record", "$.targets"), "array<string>").alias("targets"),
+    )
+    return logged.select("op_ms", "action", F.explode("targets").alias("target"))
+
+
+def _is_fault(action: Column) -> Column:
+    """A nemesis op that takes a broker away (unknown actions count as faults)."""
+    return action.isNull() | action.isin(*FAULT_ACTIONS)
 
 
 def fault_times(
@@ -106,19 +128,28 @@ def fault_times(
     lookback_ms: int = LOOKBACK_MS,
 ) -> DataFrame:
     """detections + fault_ms, fault_from ("nemesis", "last seen" or null) and detect_ms."""
-    nemesis = (
+    from_history = (
         _ops_view(ops)
-        .where(
-            (F.col("kind") == "nemesis")
-            & (F.col("action").isNull() | F.col("action").isin(*FAULT_ACTIONS))
-        )
-        .select(F.col("ts_ms").alias("op_ms"), F.explode("targets").alias("target"))
+        .where(F.col("kind") == "nemesis")
+        .select(F.col("ts_ms").alias("op_ms"), "action", F.explode("targets").alias("target"))
     )
+    nemesis = from_history.unionByName(_nemesis_logged(events))
     d = found.alias("d")
     hit = (F.col("target") == F.concat(F.lit("broker-"), F.col("d.broker_id").cast("string"))) & (
         F.col("op_ms").between(F.col("d.detected_ms") - lookback_ms, F.col("d.detected_ms"))
     )
-    by_nemesis = d.join(nemesis, hit).groupBy("failover_id").agg(F.max("op_ms").alias("nemesis_ms"))
+    # The latest op against the broker decides: a heal after a fault (restart, resume) means
+    # that fault is not what the controller detected.
+    latest = F.max_by(F.struct("op_ms", _is_fault(F.col("action")).alias("fault")), "op_ms")
+    by_nemesis = (
+        d.join(nemesis, hit)
+        .groupBy("failover_id")
+        .agg(latest.alias("_latest"))
+        .select(
+            "failover_id",
+            F.when(F.col("_latest.fault"), F.col("_latest.op_ms")).alias("nemesis_ms"),
+        )
+    )
     seen = events.select("node_id", F.col("ts_ms").alias("seen_ms")).unionByName(
         samples.select("node_id", F.col("ts_ms").alias("seen_ms")).distinct()
     )
