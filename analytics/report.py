@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from analytics import render, report_sections
 from analytics.transforms import elections as el
 from analytics.transforms import replication as rep
-from analytics.transforms.failovers import OPS_SCHEMA, failovers
+from analytics.transforms.failovers import OPS_SCHEMA, failovers, phase_breakdown
 from analytics.transforms.history import with_wall_clock
 from analytics.transforms.latency import request_buckets, request_latency
 from analytics.transforms.series import between, dedupe_events, dedupe_samples
@@ -73,6 +73,8 @@ class ReportSummary:
     max_under_replicated: float | None
     max_offline_partitions: float | None
     failovers: list[FailoverSummary]
+    slowest_phase: str | None
+    """The failover phase with the largest mean (detect, queue, election, propagation)."""
     history_ops: int
     tables: dict[str, int] = field(default_factory=dict)
     """Rows per written table."""
@@ -150,6 +152,7 @@ def _tables(
     queue_buckets = cut(el.queue_wait_buckets(samples, first_from_zero=zero))
     timeline, elected, gaps = failovers(events, samples, ops)
     ids = cut(timeline.withColumn("ts_ms", F.col("detected_ms"))).select("failover_id")
+    in_period = timeline.join(ids, "failover_id", "left_semi").orderBy("failover_id")
     return {
         "throughput": rates,
         "topic_totals": topic_totals(rates),
@@ -170,7 +173,8 @@ def _tables(
         "controller_queue_wait": el.queue_wait(queue_buckets),
         "controller_queue_wait_windows": el.queue_wait(queue_buckets, window_ms=window_ms),
         "controller_event_types": el.controller_event_types(cut(events)),
-        "failover_timeline": timeline.join(ids, "failover_id", "left_semi").orderBy("failover_id"),
+        "failover_timeline": in_period,
+        "failover_phases": phase_breakdown(in_period),
         "failover_elections": elected.join(ids, "failover_id", "left_semi"),
         "failover_unavailability": gaps.join(ids, "failover_id", "left_semi"),
     }
@@ -271,6 +275,7 @@ def _summary(
     charts: list[str],
 ) -> ReportSummary:
     totals, causes, changes = rows["topic_totals"], rows["elections_by_cause"], rows["isr_changes"]
+    phases = rows["failover_phases"]
     return ReportSummary(
         out_dir=out,
         html=out / "report.html",
@@ -287,6 +292,7 @@ def _summary(
         max_under_replicated=_peak(rows["partition_health_peaks"], "UnderReplicatedPartitions"),
         max_offline_partitions=_peak(rows["partition_health_peaks"], "OfflinePartitionsCount"),
         failovers=[_failover(r) for r in rows["failover_timeline"].itertuples()],
+        slowest_phase=None if phases.empty else str(phases["phase"].iloc[0]),
         history_ops=history_ops,
         tables={name: len(frame) for name, frame in rows.items()},
         charts=charts,
@@ -317,6 +323,7 @@ def _headline(summary: ReportSummary) -> list[tuple[str, str]]:
         ),
         ("Max offline partitions", _fmt_count(summary.max_offline_partitions)),
         ("Failovers", str(len(summary.failovers))),
+        ("Slowest failover phase (mean)", summary.slowest_phase or "n/a"),
         ("Chaos history ops", str(summary.history_ops)),
     ]
     for f in summary.failovers:

@@ -229,6 +229,7 @@ def failovers(t: Tables, out: Path, charts: list[str], history_ops: int) -> Sect
         )
     if timeline.empty:
         s.notes.append("No broker failure detected in this period.")
+    _table(s, t, "failover_phases", "What slows leader switching: phases over all failovers")
     _table(s, t, "failover_timeline", "Failover timeline (phases in ms)")
     _table(s, t, "failover_elections", "Elections per failover, with propagation")
     _table(s, t, "failover_unavailability", "Client-observed unavailability per partition")

@@ -344,3 +344,30 @@ def failovers(
     processed = processing(found, elected, events)
     gaps = unavailability(faults, elected, ops)
     return failover_timeline(faults, elected, processed, gaps), elected, gaps
+
+
+PHASES = ("detect_ms", "queue_ms", "election_ms", "propagation_ms")
+
+
+def phase_breakdown(timeline: DataFrame) -> DataFrame:
+    """What slows leader switching, over all failovers: per phase (detect, queue, election,
+    propagation) the failovers that measured it, mean_ms, max_ms and share (of the sum of the
+    phases' means), slowest first."""
+    per_phase = [
+        timeline.select(F.lit(column.removesuffix("_ms")).alias("phase"), F.col(column).alias("ms"))
+        for column in PHASES
+    ]
+    rows = per_phase[0]
+    for frame in per_phase[1:]:
+        rows = rows.unionByName(frame)
+    stats = rows.groupBy("phase").agg(
+        F.count("ms").alias("failovers"),
+        F.avg("ms").alias("mean_ms"),
+        F.max("ms").alias("max_ms"),
+    )
+    total = F.sum("mean_ms").over(Window.partitionBy())
+    return (
+        stats.where(F.col("failovers") > 0)
+        .withColumn("share", F.col("mean_ms") / total)
+        .orderBy(F.desc("mean_ms"), "phase")
+    )

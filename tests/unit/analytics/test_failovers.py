@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
-from analytics.transforms.failovers import failovers
+from analytics.transforms.failovers import failovers, phase_breakdown
 from tests.support.telemetry_frames import (
     event,
     events_df,
@@ -161,3 +162,18 @@ def test_without_history_or_elections(spark: SparkSession) -> None:
     assert rows == [(2, "last seen", 6_500.0, 0, None), (1, "last seen", 4_000.0, 0, None)]
     assert elected.count() == 0
     assert gaps.count() == 0
+
+
+def test_phase_breakdown(spark: SparkSession) -> None:
+    samples = samples_df(spark, [sample(15_000, "broker-1", "up", 1)])
+    timeline, _, _ = failovers(events_df(spark, _events()), samples, ops_df(spark, _ops()))
+    got = [(r.phase, r.failovers, r.mean_ms, r.max_ms) for r in phase_breakdown(timeline).collect()]
+    # detect 6000 and 4000; queue 12.5 and 1; election 40 and 2; propagation 240 (one failover)
+    assert got == [
+        ("detect", 2, 5_000.0, 6_000.0),
+        ("propagation", 1, 240.0, 240.0),
+        ("election", 2, 21.0, 40.0),
+        ("queue", 2, 6.75, 12.5),
+    ]
+    shares = [r.share for r in phase_breakdown(timeline).collect()]
+    assert shares[0] == pytest.approx(5_000 / (5_000 + 240 + 21 + 6.75))

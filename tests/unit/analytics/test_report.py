@@ -140,6 +140,7 @@ def test_full_report(spark: SparkSession, tmp_path: Path) -> None:
     assert (failover.broker_id, failover.fault_from, failover.detect_ms) == (2, "nemesis", 2_000.0)
     assert (failover.queue_ms, failover.election_ms, failover.propagation_ms) == (5.0, 25.0, 90.0)
     assert (failover.elections, failover.unavailability_ms) == (1, 2_600.0)
+    assert summary.slowest_phase == "detect"
     for name in summary.tables:
         assert (out / "tables" / f"{name}.csv").is_file()
         assert list((out / "tables" / name).glob("*.parquet")), name
@@ -190,6 +191,7 @@ def test_a_period_cuts_counters_to_a_baseline(spark: SparkSession, tmp_path: Pat
 def test_empty_inputs_still_make_a_report(spark: SparkSession, tmp_path: Path) -> None:
     summary = build_report(spark, samples_df(spark, []), events_df(spark, []), None, tmp_path)
     assert (summary.records_in, summary.elections, summary.failovers) == ({}, 0, [])
+    assert summary.slowest_phase is None
     assert summary.charts == []
     page = summary.html.read_text()
     assert "No telemetry in this period." in page
