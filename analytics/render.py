@@ -194,7 +194,10 @@ def table_html(frame: pd.DataFrame, rows: int = TABLE_ROWS) -> str:
                 lambda v: "" if pd.isna(v) else f"{v:,.3f}".rstrip("0").rstrip(".")
             )
         elif pd.api.types.is_datetime64_any_dtype(shown[col]):
-            shown[col] = shown[col].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
+            times = shown[col]
+            if times.dt.tz is not None:  # Arrow gives the session's time zone: show UTC
+                times = times.dt.tz_convert("UTC")
+            shown[col] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
     more = f"<p class='note'>first {rows} of {len(frame)} rows</p>" if len(frame) > rows else ""
     return shown.to_html(index=False, escape=True, border=0, classes="data", na_rep="") + more
 
