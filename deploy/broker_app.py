@@ -352,6 +352,10 @@ async def run_broker(
     with serve_metrics(config):
         serve = functools.partial(_run_mode, config, handle_signals=handle_signals)
         shipper = broker_shipper(config)
+        if shipper is not None and config.combined_mode:
+            from deploy.raft_combined import single_node_defaults  # imports helpers from here
+
+            shipper = broker_shipper(single_node_defaults(config))
         if shipper is None:
             await serve(task_status=task_status)
         else:

@@ -20,7 +20,10 @@ nothing here: nobody waits on it but this task. Any failure (no broker known, to
 creatable yet, connection refused, timeout, a produce error) closes the producer, spools the
 records not acknowledged and backs off; a new producer is made for the next attempt. A record
 that can never be produced (larger than MAX_RECORD_BYTES, or refused as too large) is dropped
-and counted instead of blocking the spool forever.
+and counted instead of blocking the spool forever. The producer lives in a task of its own
+(`_producer_session`) so that its nursery nests properly whatever scope the ship loop is in.
+When the shipper is cancelled the buffer goes to the spool: the next run of the process drains
+it.
 
 Everything this shipper's tasks log is muted for the tee (telemetry.tee.MUTED).
 """
@@ -85,7 +88,6 @@ class TelemetryShipper:
         policy: ShipPolicy | None = None,
         buffer_max_records: int = DEFAULT_MAX_RECORDS,
         attempt_timeout_s: float = 15.0,
-        final_flush_s: float = 1.0,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -98,9 +100,10 @@ class TelemetryShipper:
         self.buffer = TelemetryBuffer(buffer_max_records)
         self.spool = Spool(settings.spool_dir, settings.spool_max_bytes)
         self.attempt_timeout_s = attempt_timeout_s
-        self.final_flush_s = final_flush_s
         self._seq = dict.fromkeys(SHIPPED_TOPICS, 0)
         self._producer: Producer | None = None
+        self._producer_done: trio.Event | None = None
+        self._nursery: trio.Nursery | None = None
         self._topics_ready = False
         self._started_at: float | None = None
         self._drops: dict[str, int] = {}
@@ -132,6 +135,7 @@ class TelemetryShipper:
         self.capture()
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._metrics_loop)
                 nursery.start_soon(self._ship_loop)
                 log.info(
@@ -158,8 +162,10 @@ class TelemetryShipper:
                 await trio.sleep(self.policy.linger_s)
                 await self.ship_round()
         finally:
-            with trio.CancelScope(shield=True):
-                await self._final_flush()
+            # On the way out (the producer is being cancelled too): what is left waits in the
+            # spool for the next run of this process.
+            self._to_spool(self._serialize(self.buffer.take(self.buffer.max_records)))
+            self._close_producer()
 
     async def ship_round(self) -> None:
         """Ship (or spool) what the buffer holds, then drain the spool if it is time to."""
@@ -171,16 +177,6 @@ class TelemetryShipper:
             self._to_spool(records)
         if self.spool.pending and self.policy.may_drain(trio.current_time()):
             await self._drain()
-
-    async def _final_flush(self) -> None:
-        """On the way out: a short last attempt with the producer there is, else the spool
-        (drained by the next run)."""
-        records = self._serialize(self.buffer.take(self.buffer.max_records))
-        if records and self._producer is not None and not self.spool.pending:
-            with trio.move_on_after(self.final_flush_s):
-                records = await self._produce(records, create=False)
-        self._to_spool(records)
-        await self._close_producer()
 
     # -- records --------------------------------------------------------------------------------
 
@@ -239,13 +235,11 @@ class TelemetryShipper:
 
     # -- the cluster ----------------------------------------------------------------------------
 
-    async def _produce(
-        self, records: Sequence[SpoolRecord], *, create: bool = True
-    ) -> list[SpoolRecord]:
+    async def _produce(self, records: Sequence[SpoolRecord]) -> list[SpoolRecord]:
         """Produce in batches; returns the records not acknowledged (empty: all were)."""
         size = self.policy.batch_max_records
         for start in range(0, len(records), size):
-            failed = await self._attempt(records[start : start + size], create=create)
+            failed = await self._attempt(records[start : start + size])
             if failed:
                 return [*failed, *records[start + size :]]
         return []
@@ -257,16 +251,16 @@ class TelemetryShipper:
             batch = self.spool.read(self.policy.batch_max_records)
             for problem in batch.skipped:
                 log.warning("telemetry spool line skipped", problem=problem)
-            if batch.records and await self._attempt(batch.records, create=True):
+            if batch.records and await self._attempt(batch.records):
                 return
             self.spool.commit(batch.end)
             if not self.spool.pending:
                 log.info("telemetry spool drained", source=self.key)
                 return
 
-    async def _attempt(self, records: Sequence[SpoolRecord], *, create: bool) -> list[SpoolRecord]:
+    async def _attempt(self, records: Sequence[SpoolRecord]) -> list[SpoolRecord]:
         """One produce attempt of a batch; the records that were not acknowledged."""
-        producer = await self._producer_or_none() if create else self._producer
+        producer = await self._producer_or_none()
         if producer is None:
             return self._failed(list(records), self._last_error or "no producer")
         futures = []
@@ -294,7 +288,7 @@ class TelemetryShipper:
         for topic, n in shipped.items():
             RECORDS_SHIPPED.labels(topic=topic).inc(n)
         if failed:
-            await self._close_producer()
+            self._close_producer()
             return self._failed(failed, error)
         self.policy.succeeded()
         return []
@@ -321,6 +315,20 @@ class TelemetryShipper:
             return None
         if not self._topics_ready and not await self._ensure_topics(servers):
             return None
+        assert self._nursery is not None
+        try:
+            producer: Producer = await self._nursery.start(self._producer_session, servers)
+        except _FAILURES as exc:
+            self._last_error = f"cannot reach {','.join(servers)}: {exc}"
+            return None
+        self._producer = producer
+        return producer
+
+    async def _producer_session(
+        self, servers: list[str], *, task_status: trio.TaskStatus[Producer]
+    ) -> None:
+        """One producer's life, in a task of its own (its nursery nests in this task only):
+        until `_close_producer`, or the shipper stops."""
         producer = Producer(
             {
                 "bootstrap.servers": servers,
@@ -334,19 +342,19 @@ class TelemetryShipper:
                 "socket.connection.setup.timeout.ms": 3000,
             }
         )
+        await producer.start()
+        done = self._producer_done = trio.Event()
         try:
-            await producer.start()
-        except _FAILURES as exc:
-            self._last_error = f"cannot reach {','.join(servers)}: {exc}"
-            return None
-        self._producer = producer
-        return producer
+            task_status.started(producer)
+            await done.wait()
+        finally:
+            await producer.close(timeout_ms=0)  # what it still holds is in the spool
 
-    async def _close_producer(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            with trio.CancelScope(shield=True):
-                await producer.close(timeout_ms=0)
+    def _close_producer(self) -> None:
+        self._producer = None
+        if self._producer_done is not None:
+            self._producer_done.set()
+            self._producer_done = None
 
     async def _ensure_topics(self, servers: list[str]) -> bool:
         """Create the missing telemetry topics (telemetry.topics); False to try again later."""
