@@ -337,8 +337,10 @@ class TelemetryShipper:
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 "max.block.ms": 5000,
-                "request.timeout.ms": 5000,
-                "delivery.timeout.ms": 10000,
+                # A cluster that cannot take records is found out within seconds (the client
+                # refreshes metadata without pause meanwhile); the spool takes over.
+                "request.timeout.ms": 3000,
+                "delivery.timeout.ms": 5000,
                 "socket.connection.setup.timeout.ms": 3000,
             }
         )

@@ -123,13 +123,12 @@ async def test_every_process_ships_metrics_and_logs(cluster_factory: ClusterFact
     assert len(starts) == len(expected)  # start-up events are captured too
 
 
-def spooled_seqs(spool_dir: Path) -> list[int]:
-    out = []
+def spooled_seqs(spool_dir: Path) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {t: [] for t in TOPICS}
     for segment in sorted(spool_dir.glob("*.jsonl")):
         for line in segment.read_bytes().splitlines():
             rec = json.loads(line)
-            if rec["topic"] == LOGS_TOPIC:
-                out.append(rec["value"]["seq"])
+            out[rec["topic"]].append(rec["value"]["seq"])
     return out
 
 
@@ -154,9 +153,9 @@ async def test_a_controller_spools_while_no_broker_is_up_and_drains_later(
         for proc in cluster.brokers.values():
             nursery.start_soon(proc.astop)
     # Every broker is gone: the controllers' snapshots and events go to their spools.
-    await wait_until(lambda: len(spooled_seqs(spool_dir)) >= 5, within=60, every=0.2)
+    await wait_until(lambda: len(spooled_seqs(spool_dir)[METRICS_TOPIC]) >= 5, within=60, every=0.2)
     spooled = spooled_seqs(spool_dir)
-    assert spooled == sorted(spooled)
+    assert all(seqs == sorted(seqs) for seqs in spooled.values())
 
     async with trio.open_nursery() as nursery:
         for proc in cluster.brokers.values():
@@ -168,8 +167,13 @@ async def test_a_controller_spools_while_no_broker_is_up_and_drains_later(
 
         async def nothing_lost() -> bool:
             await reader.poll()
-            seqs = set(reader.seqs(LOGS_TOPIC, key))
-            return max(spooled) in seqs and seqs == set(range(max(seqs) + 1))
+            for topic, spooled_here in spooled.items():
+                seqs = set(reader.seqs(topic, key))
+                if not seqs or seqs != set(range(max(seqs) + 1)):
+                    return False
+                if spooled_here and max(spooled_here) not in seqs:
+                    return False
+            return True
 
         # Everything logged before, during and after the outage is in the topic, in order.
         await wait_until(nothing_lost, within=60, every=0)
