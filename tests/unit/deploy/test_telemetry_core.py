@@ -3,6 +3,7 @@ topic creation rules, settings, and the config keys on brokers and controllers."
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from pathlib import Path
@@ -81,11 +82,12 @@ def test_the_tee_is_a_no_op_detached_or_muted() -> None:
     assert [e["event"] for e in got] == ["shipped"]
 
 
-def test_the_process_logging_chain_feeds_the_tee(capsys: Any) -> None:
+def test_the_process_logging_chain_feeds_the_tee() -> None:
     from deploy.logging_config import configure_logging
     from deploy.telemetry.tee import LOG_TEE
 
-    configure_logging(role="broker", node_id=7, json=True)
+    out = io.StringIO()  # not capsys: later tests log through this stream too
+    configure_logging(role="broker", node_id=7, stream=out, json=True)
     got: list[Any] = []
 
     def sink(event: Any, ts_ms: int) -> None:
@@ -99,7 +101,7 @@ def test_the_process_logging_chain_feeds_the_tee(capsys: Any) -> None:
     ((event, ts_ms),) = got
     assert event["event"] == "isr shrink" and event["role"] == "broker" and event["node_id"] == 7
     assert event["level"] == "info" and event["timestamp"].endswith("Z") and ts_ms > 0
-    assert json.loads(capsys.readouterr().err.strip().splitlines()[-1])["event"] == "isr shrink"
+    assert json.loads(out.getvalue().splitlines()[-1])["event"] == "isr shrink"
 
 
 def test_policy_routes_to_the_spool_while_failing_or_spooled_and_backs_off() -> None:
