@@ -127,3 +127,10 @@ setup-analytics:
 report: setup-analytics
 	$(BIN)/trioka report $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP),--cluster-dir $(CLUSTER_DIR)) \
 		--out $(REPORT_OUT) $(REPORT_ARGS)
+
+# Issue 7: telemetry cost, broker CPU per produced record with the shipper on vs off
+# (interleaved pairs of fresh 3-broker clusters; docs/benchmarks.md). MODE=raft|zk.
+.PHONY: bench-telemetry
+TELEMETRY_ARGS ?= --pairs 5
+bench-telemetry: setup-dev
+	$(BIN)/python bench/run_telemetry_cost.py --mode $(CHAOS_MODE) $(TELEMETRY_ARGS)

@@ -14,6 +14,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from deploy.telemetry.tee import LOG_TEE
+
 _configured = False
 
 
@@ -50,7 +52,8 @@ def configure_logging(
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=_isatty(stream))
     structlog.configure(
-        processors=[*shared, renderer],
+        # LOG_TEE copies each event for the telemetry shipper (a no-op until one attaches).
+        processors=[*shared, LOG_TEE, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=True,

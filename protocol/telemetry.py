@@ -199,6 +199,16 @@ def log_record(event_dict: Mapping[str, Any], ts_ms: int) -> dict[str, Any]:
     return {**event_dict, "v": SCHEMA_VERSION, "kind": "log", "ts_ms": ts_ms}
 
 
+# The shipper's local spool (deploy/telemetry/spool.py), which analytics/ may read too: a
+# directory per process (default `<log.dirs[0]>/telemetry-spool`, a controller's
+# `<metadata.log.dir>/telemetry-spool`) of segments `<20-digit number>.jsonl`, read in name
+# order, one record per line: {"topic": "__trioka_logs", "key": "broker-1", "value": {...}}
+# where value is the record as shipped. The shipper adds `seq` to every record it ships (per
+# topic, from 0 in each process run: gaps are losses, repeats are duplicates).
+SPOOL_DIR_NAME = "telemetry-spool"
+SPOOL_SEGMENT_SUFFIX = ".jsonl"
+
+
 __all__ = [
     "CHAOS_HISTORY_TOPIC",
     "COMMON_LOG_FIELDS",
@@ -207,6 +217,8 @@ __all__ = [
     "LOG_EVENTS_BY_NAME",
     "METRICS_TOPIC",
     "SCHEMA_VERSION",
+    "SPOOL_DIR_NAME",
+    "SPOOL_SEGMENT_SUFFIX",
     "TELEMETRY_TOPICS",
     "EventSpec",
     "FieldType",
