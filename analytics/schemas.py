@@ -225,6 +225,7 @@ HISTORY_OP_SCHEMA = StructType(
         StructField("value", StringType()),  # its shape depends on kind: parsed below
         StructField("error", StringType()),
         StructField("invocation", LongType()),
+        StructField("ts_ms", LongType()),
     ]
 )
 
@@ -233,7 +234,7 @@ _SEND_SCHEMA = StructType(
         StructField("topic", StringType()),
         StructField("value", StringType()),
         StructField("key", StringType()),
-        StructField("partition", LongType()),
+        StructField("partition", IntegerType()),
         StructField("offset", LongType()),
     ]
 )
@@ -249,7 +250,7 @@ _NEMESIS_SCHEMA = StructType(
 POLLED_SCHEMA = StructType(
     [
         StructField("topic", StringType()),
-        StructField("partition", LongType()),
+        StructField("partition", IntegerType()),
         StructField("offset", LongType()),
         StructField("value", StringType()),
         StructField("key", StringType()),
@@ -258,15 +259,18 @@ POLLED_SCHEMA = StructType(
 TP_OFFSET_SCHEMA = StructType(
     [
         StructField("topic", StringType()),
-        StructField("partition", LongType()),
+        StructField("partition", IntegerType()),
         StructField("offset", LongType()),
     ]
 )
-_TP_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", LongType())])
+_TP_SCHEMA = StructType(
+    [StructField("topic", StringType()), StructField("partition", IntegerType())]
+)
 
 OPS_SCHEMA = StructType(
     [
         StructField("shipped_ts", TimestampType()),
+        StructField("ts_ms", LongType()),
         StructField("index", LongType()),
         StructField("time_ns", LongType()),
         StructField("process", StringType()),
@@ -276,7 +280,7 @@ OPS_SCHEMA = StructType(
         StructField("invocation", LongType()),
         # send
         StructField("topic", StringType()),
-        StructField("partition", LongType()),
+        StructField("partition", IntegerType()),
         StructField("offset", LongType()),
         StructField("key", StringType()),
         StructField("value", StringType()),
@@ -291,6 +295,7 @@ OPS_SCHEMA = StructType(
         # nemesis
         StructField("fault", StringType()),
         StructField("targets", ArrayType(StringType())),
+        StructField("action", StringType()),
         StructField("detail", StringType()),
         StructField("record", StringType()),
     ]
@@ -310,9 +315,11 @@ def _tuples(rows: Column, schema: StructType) -> Column:
 
 
 def parse_history(raw: DataFrame) -> DataFrame:
-    """One row per chaos history op in `raw` (OPS_SCHEMA). `time_ns` is the recorder's
-    monotonic clock (ordering and durations within a run); `shipped_ts` is the record's
-    timestamp (wall clock of its shipping; null for spooled lines without one)."""
+    """One row per chaos history op in `raw` (OPS_SCHEMA). `ts_ms` is the op's wall clock
+    (epoch ms; null in histories recorded before ops carried it), `time_ns` the recorder's
+    monotonic clock (ordering and durations within a run), `shipped_ts` the record's timestamp
+    (when it was shipped; null for spooled lines without one); `action` is the nemesis
+    detail's "action" (kill, pause, restart...)."""
     text = F.col("value").cast("string")
     op = raw.select(
         F.col("timestamp").alias("shipped_ts"),
@@ -332,6 +339,7 @@ def parse_history(raw: DataFrame) -> DataFrame:
 
     return op.select(
         "shipped_ts",
+        F.col("o.ts_ms").alias("ts_ms"),
         *[F.col(f"o.{n}").alias(n) for n in
           ("index", "time_ns", "process", "type", "kind", "error", "invocation")],
         when("send", send["topic"]).alias("topic"),
@@ -346,6 +354,7 @@ def parse_history(raw: DataFrame) -> DataFrame:
         when("assign", _tuples(rows, _TP_SCHEMA)).alias("partitions"),
         when("nemesis", nemesis["fault"]).alias("fault"),
         when("nemesis", nemesis["targets"]).alias("targets"),
+        when("nemesis", F.get_json_object(nemesis["detail"], "$.action")).alias("action"),
         when("nemesis", nemesis["detail"]).alias("detail"),
         "record",
     )  # fmt: skip

@@ -1,15 +1,20 @@
 """Local telemetry spools (JSON Lines) as the raw schema, so the parse functions read them
 like the topics.
 
-A spool directory holds `*.jsonl` files (at any depth), one JSON object per line: the value
-the shipper would have produced. Each line's topic is the telemetry topic named in its file's
-path (e.g. `__trioka_logs-000003.jsonl` or `__trioka_logs/000003.jsonl`) or, when the path
-names none, the topic its content belongs to: `"kind": "metrics"` -> `__trioka_metrics`,
-`"kind": "log"` -> `__trioka_logs`, a chaos history op (`index`, `time_ns`) ->
-`__trioka_chaos_history`. Rows: key = the source (Source.key from the JSON; null for a chaos
-op), value = the line's bytes, partition -1, offset = the line's number in its file (from 0),
-timestamp from `ts_ms` (null without one), timestampType 0. A torn last line (a crash
-mid-write) is not JSON: its row has no topic and the parse functions drop it.
+The shipper's spool (deploy/telemetry/spool.py, protocol.telemetry's SPOOL_* contract): a
+directory per process of segments `<20-digit number>.jsonl`, one record per line:
+`{"topic": "__trioka_logs", "key": "broker-1", "value": {...}}`. `--spool DIR` may name one
+such directory or any directory above them (a cluster's): every `*.jsonl` below is read.
+
+A line without that envelope is taken as a bare record value (a hand-written file, a chaos
+history.jsonl): its topic is the telemetry topic named in its file's path, else the one its
+content belongs to (`"kind": "metrics"` -> `__trioka_metrics`, `"kind": "log"` ->
+`__trioka_logs`, a chaos history op (`index`, `time_ns`) -> `__trioka_chaos_history`), and its
+key the Source.key in it. Rows: key, value (the record's JSON bytes), topic, partition -1,
+offset = the line's number in its file (from 0), timestamp from the value's `ts_ms` (null
+without one), timestampType 0. A torn line (a crash mid-write) is not JSON: its row has no
+topic and the parse functions drop it. Lines the cluster already took (before the spool's
+drain position) are read too: the report drops duplicate records.
 
 The files are read by a Python data source (`format("trioka-spool")`, one input partition
 per file): Spark's own file readers skip names starting with `_` or `.` as hidden, and the
@@ -94,20 +99,36 @@ def spool_rows(path: str, lines: Iterable[bytes]) -> Iterator[tuple[Any, ...]]:
         if not data.strip():
             continue
         try:
-            value = json.loads(data)
+            obj = json.loads(data)
         except ValueError:  # a torn line: kept, without a topic (the parse drops it)
-            value = None
-        key = source_key(value)
+            yield (None, data, None, -1, number, None, CREATE_TIME)
+            continue
+        topic, key, value = _unwrap(path, obj)
+        if value is not obj:
+            data = json.dumps(value, separators=(",", ":")).encode()
         ts_ms = value.get("ts_ms") if isinstance(value, dict) else None
         yield (
             None if key is None else key.encode(),
             data,
-            topic_of(path, value) if value is not None else None,
+            topic,
             -1,
             number,
             to_timestamp(ts_ms) if type(ts_ms) is int else None,
             CREATE_TIME,
         )
+
+
+def _unwrap(path: str, obj: Any) -> tuple[str | None, str | None, Any]:
+    """(topic, key, value) of a spooled line: the shipper's envelope, or a bare value."""
+    if (
+        isinstance(obj, dict)
+        and isinstance(obj.get("topic"), str)
+        and isinstance(obj.get("value"), dict)
+        and set(obj) <= {"topic", "key", "value"}
+    ):
+        key = obj.get("key")
+        return obj["topic"], key if isinstance(key, str) else None, obj["value"]
+    return topic_of(path, obj), source_key(obj), obj
 
 
 class FilePartition(InputPartition):

@@ -2,21 +2,19 @@
 telemetry in the three topics, the job reading them through format("trioka"), and the report's
 numbers checked against what the test did.
 
-Until the shipper (another slice) runs in every process, this test ships the telemetry itself
-in the exact contract format (protocol.telemetry): what the shipper would have sent for what
-really happened here (per-leader MessagesInPerSec counters, the controller's "leader election"
-and "broker failure detected" events, a chaos history). analytics.report (the report slice)
-is replaced by a stand-in through monkeypatch when it is not on this branch yet.
+Until the processes emit the catalogued metrics and log events (the metrics and logging
+slices), this test ships that telemetry itself, in the exact contract format (protocol.telemetry)
+and under the shipper's keys: what the brokers and the controller would have sent for what
+really happened here (per-leader MessagesInPerSec counters, the controller's "broker failure
+detected" and "leader election" events) and the chaos history of the kill. The report is
+analytics.report's (build_report), run by the job (analytics.job.run).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
-import types
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,6 @@ import pytest
 pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analytics]'")
 
 import trio
-from pyspark.sql import functions as F
 
 from analytics.job import JobArgs, run
 from client.sync import SyncAdmin, SyncProducer
@@ -48,31 +45,6 @@ RECORDS = 600
 MESSAGES_IN = "kafka_server_BrokerTopicMetrics_MessagesInPerSec_total"
 
 
-@dataclass(frozen=True)
-class StandInSummary:
-    records_in: dict[str, float]
-    elections: int
-    nemesis_ops: int
-
-
-def stand_in_build_report(spark: Any, samples: Any, events: Any, ops: Any, out_dir: Path,
-                          start: datetime | None = None, end: datetime | None = None) -> StandInSummary:  # fmt: skip
-    """The report slice's contract, minimally: records in per topic = the sum over sources of
-    each source's last MessagesInPerSec counter; elections = "leader election" events."""
-    last = (
-        samples.where(F.col("name") == MESSAGES_IN)
-        .groupBy("source", F.col("labels")["topic"].alias("topic"))
-        .agg(F.max_by("value", "ts_ms").alias("value"))
-        .groupBy("topic").agg(F.sum("value").alias("value"))
-    )  # fmt: skip
-    (out_dir / "report.html").write_text("<html>stand-in</html>")
-    return StandInSummary(
-        {r.topic: r.value for r in last.collect()},
-        events.where(F.col("event") == "leader election").count(),
-        ops.where(F.col("kind") == "nemesis").count(),
-    )
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[RaftCluster]:
     c = RaftCluster(tmp_path / "cluster", brokers=3)
@@ -92,15 +64,8 @@ def ship(bootstrap: str, topic: str, records: list[tuple[bytes, dict[str, Any] |
 
 
 def test_report_numbers_match_what_the_test_did(
-    spark: Any, cluster: RaftCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, cluster: RaftCluster, tmp_path: Path
 ) -> None:
-    try:
-        import analytics.report  # noqa: F401
-    except ImportError:
-        module = types.ModuleType("analytics.report")
-        module.build_report = stand_in_build_report  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "analytics.report", module)
-
     started = datetime.now(UTC)
     with SyncAdmin(bootstrap_servers=cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, 3, 3)
@@ -120,10 +85,12 @@ def test_report_numbers_match_what_the_test_did(
             f.result(timeout=60)
     per_broker = {b: sum(1 for i in range(RECORDS) if led[i % 3] == b) for b in cluster.brokers}
 
-    # the forced election: SIGKILL the leader of orders-0
+    # the forced election: SIGKILL the leader of orders-0 (recorded as a chaos nemesis would)
     old = led[0]
+    history = History()
 
     async def fail_over() -> int:
+        history.nemesis(NemesisValue("kill", (f"broker-{old}",), {"action": "kill"}))
         await cluster.brokers[old].akill()
         info = await cluster.wait_partition(TOPIC, 0, lambda i: i.leader not in (-1, old))
         return info.leader
@@ -155,15 +122,17 @@ def test_report_numbers_match_what_the_test_did(
         LOGS_TOPIC,
         [(f"controller-{controller}".encode(), e) for e in events],
     )
-    history = History()
-    history.nemesis(NemesisValue("kill", (f"broker-{old}",), {"signal": "KILL"}))
     ship(cluster.live_bootstrap(), CHAOS_HISTORY_TOPIC, list(history_records(history)))
 
     out = tmp_path / "report"
     args = JobArgs(out=out, bootstrap_server=cluster.live_bootstrap(), start=started)
     summary = run(spark, args)
 
-    assert (out / "report.html").is_file()
-    assert summary.records_in == {TOPIC: float(RECORDS)}  # the stale snapshot is before --from
-    assert summary.elections == 1
-    assert summary.nemesis_ops == 1
+    assert summary.html == out / "report.html" and summary.html.is_file()
+    assert (out / "tables").is_dir()
+    assert summary.records_in == {TOPIC: RECORDS}  # the stale snapshot is before --from
+    assert summary.elections == 1 and summary.elections_by_cause == {"offline": 1}
+    assert summary.history_ops == 1
+    [failover] = summary.failovers
+    assert (failover.broker_id, failover.controller) == (old, f"controller-{controller}")
+    assert failover.fault_from == "nemesis" and failover.elections == 1

@@ -138,12 +138,13 @@ def test_parse_logs_types_catalogued_fields_and_keeps_the_rest(spark: Any) -> No
 
 
 def test_parse_history_typed_columns_per_op_kind(spark: Any) -> None:
-    h = History(clock_ns=iter(range(100, 10_000, 100)).__next__)
+    h = History(clock_ns=iter(range(100, 10_000, 100)).__next__,
+                wall_ms=iter(range(1_000, 100_000, 1_000)).__next__)  # fmt: skip
     send = h.invoke("p0", OpKind.SEND, SendValue("orders", b"v1", b"k1"))
     h.complete(send, OpType.OK, SendValue("orders", b"v1", b"k1", 2, 17))
     poll = h.invoke("p1", OpKind.POLL, ())
     h.complete(poll, OpType.OK, (PolledRecord("orders", 2, 17, b"v1", None),))
-    h.nemesis(NemesisValue("kill", ("broker-2",), {"signal": "KILL"}))
+    h.nemesis(NemesisValue("kill", ("broker-2",), {"action": "kill", "signal": "KILL"}))
     commit = h.invoke("p1", OpKind.COMMIT, {TopicPartition("orders", 2): 18})
     h.complete(commit, OpType.FAIL, error="REBALANCE_IN_PROGRESS")
     assign = h.invoke("p1", OpKind.ASSIGN, (TopicPartition("orders", 0),))
@@ -172,10 +173,11 @@ def test_parse_history_typed_columns_per_op_kind(spark: Any) -> None:
     polled = ops[3].polled
     assert [tuple(p) for p in polled] == [("orders", 2, 17, "v1", None)]
     nemesis = ops[4]
+    assert (nemesis.action, nemesis.ts_ms) == ("kill", 5_000)
     assert (nemesis.fault, nemesis.targets, json.loads(nemesis.detail)) == (
         "kill",
         ["broker-2"],
-        {"signal": "KILL"},
+        {"action": "kill", "signal": "KILL"},
     )
     failed = ops[6]
     assert (failed.type, failed.error, failed.group) == ("fail", "REBALANCE_IN_PROGRESS", "")

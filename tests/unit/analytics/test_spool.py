@@ -14,10 +14,12 @@ pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analyt
 
 from analytics.schemas import RAW_SCHEMA, parse_history, parse_logs, parse_metrics
 from analytics.spool import SpoolError, read_spool, spool_files
+from deploy.telemetry.spool import Spool, SpoolRecord
 from protocol.telemetry import (
     CHAOS_HISTORY_TOPIC,
     LOGS_TOPIC,
     METRICS_TOPIC,
+    SPOOL_DIR_NAME,
     MetricsSnapshot,
     Sample,
     Source,
@@ -74,3 +76,21 @@ def test_no_spool_files_is_an_empty_frame_and_a_missing_dir_an_error(
     assert spool_files([tmp_path]) == []
     with pytest.raises(SpoolError, match="does not exist or is not a directory"):
         read_spool(spark, [tmp_path / "nope"])
+
+
+def test_the_shippers_own_spool_segments(spark: Any, tmp_path: Path) -> None:
+    """Segments written by deploy.telemetry.spool (the shipper's): envelope lines."""
+    spool = Spool(tmp_path / "broker-1" / SPOOL_DIR_NAME, max_bytes=1 << 20)
+    spool.open()
+    spool.append(
+        [
+            SpoolRecord(METRICS_TOPIC, "broker-1", json.dumps(SNAPSHOT)),
+            SpoolRecord(LOGS_TOPIC, "broker-2", json.dumps(LOG)),
+        ]
+    )
+    raw = read_spool(spark, [tmp_path])  # a directory above the process's spool
+    rows = sorted((r.topic, bytes(r.key).decode(), r.offset) for r in raw.collect())
+    assert rows == [(LOGS_TOPIC, "broker-2", 1), (METRICS_TOPIC, "broker-1", 0)]
+    assert [r.value for r in parse_metrics(raw).orderBy("name").collect()] == [1.0, 2.0]
+    [event] = parse_logs(raw).collect()
+    assert (event.event, event.old_isr, event.new_isr) == ("isr shrink", [1, 2], [1])
