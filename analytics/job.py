@@ -28,6 +28,7 @@ from pyspark import SparkConf
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analytics.report import ReportSummary, build_report
 from analytics.schemas import (
     RAW_SCHEMA,
     parse_history,
@@ -133,6 +134,9 @@ def parse_args(argv: Sequence[str] | None = None) -> JobArgs:
         p.error("give --bootstrap-server, --spool DIR, or both")
     if ns.start and ns.end and ns.start >= ns.end:
         p.error(f"--from {ns.start.isoformat()} is not before --to {ns.end.isoformat()}")
+    for spool in ns.spool:
+        if not spool.is_dir():
+            p.error(f"--spool {str(spool)!r} does not exist or is not a directory")
     return JobArgs(ns.out, ns.bootstrap_server, ns.start, ns.end, tuple(ns.spool), ns.master)
 
 
@@ -168,11 +172,19 @@ def read_topic(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
     )
 
 
-def read_raw(spark: SparkSession, args: JobArgs) -> DataFrame:
-    """Every telemetry record: the topics that exist at the bootstrap server + the spools."""
+def telemetry_topics(args: JobArgs) -> list[str]:
+    """The telemetry topics that exist at the bootstrap server (none without one); asked
+    before Spark starts, so an unreachable cluster fails in a second, not after the JVM."""
+    if not args.bootstrap_server:
+        return []
+    return existing_topics(args.bootstrap_server, TELEMETRY_TOPICS)
+
+
+def read_raw(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> DataFrame:
+    """Every telemetry record: the telemetry topics at the bootstrap server + the spools."""
     raw = spark.createDataFrame([], RAW_SCHEMA)
     if args.bootstrap_server:
-        for topic in existing_topics(args.bootstrap_server, TELEMETRY_TOPICS):
+        for topic in telemetry_topics(args) if topics is None else topics:
             raw = raw.unionByName(read_topic(spark, args.bootstrap_server, topic))
     if args.spools:
         raw = raw.unionByName(read_spool(spark, args.spools))
@@ -188,8 +200,8 @@ def in_window(df: DataFrame, start: datetime | None, end: datetime | None) -> Da
     return df
 
 
-def load_inputs(spark: SparkSession, args: JobArgs) -> Inputs:
-    raw = read_raw(spark, args).persist()
+def load_inputs(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> Inputs:
+    raw = read_raw(spark, args, topics).persist()
     raw.count()  # one read of the cluster: every table of the report sees the same records
     samples = in_window(parse_metrics(raw.where(F.col("topic") == METRICS_TOPIC)), args.start, args.end)  # fmt: skip
     events = in_window(parse_logs(raw.where(F.col("topic") == LOGS_TOPIC)), args.start, args.end)
@@ -197,11 +209,10 @@ def load_inputs(spark: SparkSession, args: JobArgs) -> Inputs:
     return Inputs(samples.persist(), events.persist(), ops.persist())
 
 
-def run(spark: SparkSession, args: JobArgs) -> object:
-    """Read, parse, filter, report; returns build_report's ReportSummary."""
-    from analytics.report import build_report  # the report slice; imported late on purpose
-
-    inputs = load_inputs(spark, args)
+def run(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> ReportSummary:
+    """Read, parse, filter, report; returns build_report's ReportSummary. `topics`: the
+    telemetry topics to read (default: those that exist)."""
+    inputs = load_inputs(spark, args, topics)
     args.out.mkdir(parents=True, exist_ok=True)
     return build_report(
         spark, inputs.samples, inputs.events, inputs.ops, args.out, start=args.start, end=args.end
@@ -210,14 +221,16 @@ def run(spark: SparkSession, args: JobArgs) -> object:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)  # exits 2 on bad arguments
-    spark = build_session(args.master)
     try:
-        summary = run(spark, args)
+        topics = telemetry_topics(args)
+        spark = build_session(args.master)
+        try:
+            summary = run(spark, args, topics)
+        finally:
+            spark.stop()
     except (SourceOptionError, SourceReadError, SpoolError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        spark.stop()
     print(f"report: {args.out / 'report.html'}")
     print(summary)
     return 0
