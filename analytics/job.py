@@ -2,7 +2,7 @@
 filtered by time -> analytics.report.build_report -> DIR/report.html, PNGs, tables.
 
     trioka report --bootstrap-server 127.0.0.1:9092 --out reports/ [--from T --to T]
-    spark-submit analytics/job.py --bootstrap-server 127.0.0.1:9092 --out reports/
+    PYSPARK_PYTHON=.venv/bin/python spark-submit analytics/job.py -b 127.0.0.1:9092 --out reports/
 
 T is ISO 8601 (`2026-11-26T10:00:00Z`; no zone means UTC) or epoch milliseconds; samples and
 events with from <= ts < to are kept. Chaos history ops are not filtered (their times are a

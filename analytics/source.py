@@ -18,8 +18,8 @@ seen when the query starts, in micro-batches of maxOffsetsPerTrigger records whe
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from analytics.schemas import RAW_SCHEMA
-from analytics.source_client import fetch_bounds, read_range
+from analytics.source_client import fetch_bounds, read_arrow
 from analytics.source_options import (
     OffsetRange,
     Offsets,
@@ -85,9 +85,9 @@ class TriokaBatchReader(DataSourceReader):
         ranges = plan_ranges(start, end, bounds, fail_on_data_loss=o.fail_on_data_loss)
         return [RangePartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        yield from read_range(self.options, partition.range)
+        yield from read_arrow(self.options, partition.range)
 
 
 class TriokaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -124,9 +124,9 @@ class TriokaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = plan_ranges(start, end, fail_on_data_loss=self.options.fail_on_data_loss)
         return [RangePartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        yield from read_range(self.options, partition.range)
+        yield from read_arrow(self.options, partition.range)
 
 
 def register(spark: SparkSession) -> None:

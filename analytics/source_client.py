@@ -2,7 +2,8 @@
 records of one offset range through a SyncConsumer by assignment (no group, nothing committed).
 
 Rows have Spark's Kafka source layout: (key, value, topic, partition, offset, timestamp,
-timestampType); trioka keeps CreateTime only, so timestampType is always 0.
+timestampType), handed to Spark as Arrow record batches (one per poll); trioka keeps
+CreateTime only, so timestampType is always 0.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
+import pyarrow as pa
 import trio
 
 from analytics.source_options import OffsetRange, PartitionBounds, SourceOptionError, SourceOptions
-from client import Admin, Consumer
+from client import Admin, Consumer, ConsumerRecord
 from client.sync import SyncConsumer
 from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
@@ -23,6 +24,7 @@ from protocol.names import TopicPartition
 CREATE_TIME = 0
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _POLL_MS = 500
+_MAX_POLL = 10_000
 
 
 class SourceReadError(RuntimeError):
@@ -79,9 +81,43 @@ def to_timestamp(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
-def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    """The records of `rng` as rows, in offset order. Fails when the range's start was
-    deleted (failOnDataLoss) or no record arrives for kafkaConsumer.pollTimeoutMs."""
+ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+)
+
+
+def read_arrow(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The records of `rng` as Arrow record batches (RAW_SCHEMA's layout), one per poll:
+    Spark takes them without converting row by row (several times the rows' throughput)."""
+    for records in read_chunks(options, rng):
+        n = len(records)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([r.key for r in records], pa.binary()),
+                pa.array([r.value for r in records], pa.binary()),
+                pa.array([rng.topic] * n, pa.string()),
+                pa.array([rng.partition] * n, pa.int32()),
+                pa.array([r.offset for r in records], pa.int64()),
+                pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(
+                    ARROW_SCHEMA.field("timestamp").type
+                ),
+                pa.array([CREATE_TIME] * n, pa.int32()),
+            ],
+            schema=ARROW_SCHEMA,
+        )
+
+
+def read_chunks(options: SourceOptions, rng: OffsetRange) -> Iterator[list[ConsumerRecord]]:
+    """The records of `rng` in offset order, a poll's worth at a time. Fails when the range's
+    start was deleted (failOnDataLoss) or no record arrives for kafkaConsumer.pollTimeoutMs."""
     tp = rng.tp
     config = options.consumer_config()
     if not options.fail_on_data_loss:
@@ -93,18 +129,16 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[tuple[Any, 
         stalled_since = time.monotonic()
         while position < rng.end:
             try:
-                records = consumer.poll(_POLL_MS, max_records=min(rng.end - position, 5000))
+                records = consumer.poll(_POLL_MS, max_records=min(rng.end - position, _MAX_POLL))
             except KafkaError as exc:
                 raise SourceReadError(
                     f"reading {tp} offsets {rng.start}..{rng.end - 1}: {exc.message}"
                     + ("; set failOnDataLoss=false to skip deleted records"
                        if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE else "")
                 ) from None  # fmt: skip
-            for r in records:
-                if r.offset >= rng.end:
-                    break
-                yield (r.key, r.value, r.topic, r.partition, r.offset,
-                       to_timestamp(r.timestamp), CREATE_TIME)  # fmt: skip
+            wanted = [r for r in records if r.offset < rng.end]
+            if wanted:
+                yield wanted
             moved = consumer.position(tp)
             if moved > position:
                 position, stalled_since = moved, time.monotonic()
