@@ -23,7 +23,10 @@ def test_times_are_iso_8601_or_epoch_ms_and_utc_by_default() -> None:
     assert parse_time(str(int(utc.timestamp() * 1000))) == utc
 
 
-def test_arguments(tmp_path: Path) -> None:
+def test_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path)
     args = parse_args(["--bootstrap-server", "h:1", "--out", str(tmp_path), "--from",
                        "2026-11-26T10:00:00Z", "--spool", "a", "--spool", "b"])  # fmt: skip
     assert (args.bootstrap_server, args.out, args.spools) == (
@@ -41,6 +44,7 @@ def test_arguments(tmp_path: Path) -> None:
         (["--out", "x", "-b", "h:1", "--from", "yesterday"], "'yesterday' is not a time"),
         (["--out", "x", "-b", "h:1", "--from", "2000", "--to", "1000"], "is not before --to"),
         (["-b", "h:1"], "the following arguments are required: --out"),
+        (["--out", "x", "--spool", "/nonexistent"], "--spool '/nonexistent' does not exist"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_problem(
