@@ -86,8 +86,7 @@ class TriokaBatchReader(DataSourceReader):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from read_arrow(self.options, partition.range)
+        yield from _read(self.options, partition)
 
 
 class TriokaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -125,8 +124,14 @@ class TriokaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from read_arrow(self.options, partition.range)
+        yield from _read(self.options, partition)
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    # With no range planned (empty topics) Spark still runs one task, on a partition of its
+    # own: it reads nothing.
+    if isinstance(partition, RangePartition):
+        yield from read_arrow(options, partition.range)
 
 
 def register(spark: SparkSession) -> None:

@@ -178,3 +178,8 @@ def test_processing_time_picks_up_new_records(
         assert memory_rows(spark, "live") == expected(range(300, 360))
     finally:
         query.stop()
+
+
+def test_an_empty_topic_is_an_empty_frame(spark: Any, loaded: BrokerProcess) -> None:
+    df = reader(spark, loaded, topic="other").load()
+    assert df.count() == 0 and df.schema.simpleString() == RAW_SCHEMA.simpleString()
