@@ -18,7 +18,7 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from broker.partitions import PartitionManager
+from broker.partitions import PartitionManager, log_isr_change
 from broker.ports import ControllerChannel
 from broker.replica.leader import AlterPartitionProposal
 from broker.replica.partition_state import AlterPartitionAction
@@ -122,6 +122,7 @@ class AlterPartitionManager:
                 partition = self.partitions.get(tp)
                 if proposal is None or partition is None:
                     continue
+                old_isr = partition.state.isr
                 outcome = partition.state.on_alter_partition_response(
                     proposal,
                     error_code=result.error_code,
@@ -132,16 +133,13 @@ class AlterPartitionManager:
                 if outcome.action is AlterPartitionAction.RETRY:
                     retry[tp] = proposal
                 elif outcome.action is AlterPartitionAction.COMMITTED:
-                    log.info(
-                        "ISR changed",
-                        topic_partition=str(tp),
-                        isr=list(result.isr),
-                        partition_epoch=result.partition_epoch,
-                    )
+                    if partition.state.isr != old_isr:
+                        log_isr_change(partition.state, old_isr, "alter_partition")
                 elif outcome.action is not AlterPartitionAction.IGNORED:
                     log.info(
                         "ISR change not applied",
-                        topic_partition=str(tp),
+                        topic=tp.topic,
+                        partition=tp.partition,
                         action=outcome.action.value,
                         error=ErrorCode.from_wire(result.error_code).name,
                     )
@@ -165,7 +163,8 @@ class AlterPartitionManager:
             if proposal is not None:
                 log.info(
                     "shrinking ISR",
-                    topic_partition=str(partition.tp),
+                    topic=partition.tp.topic,
+                    partition=partition.tp.partition,
                     isr=list(state.isr),
                     new_isr=list(proposal.new_isr),
                 )
