@@ -118,11 +118,11 @@ class AlterPartitionManager:
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic_name, result.partition_index)
+                old_isr = self._committed_isr(tp)
                 proposal = batch.get(tp)
                 partition = self.partitions.get(tp)
                 if proposal is None or partition is None:
                     continue
-                old_isr = partition.state.isr
                 outcome = partition.state.on_alter_partition_response(
                     proposal,
                     error_code=result.error_code,
@@ -133,16 +133,22 @@ class AlterPartitionManager:
                 if outcome.action is AlterPartitionAction.RETRY:
                     retry[tp] = proposal
                 elif outcome.action is AlterPartitionAction.COMMITTED:
-                    if partition.state.isr != old_isr:
-                        log_isr_change(partition.state, old_isr, "alter_partition")
+                    log.info(
+                        "ISR changed",
+                        topic_partition=str(tp),
+                        isr=list(result.isr),
+                        partition_epoch=result.partition_epoch,
+                    )
                 elif outcome.action is not AlterPartitionAction.IGNORED:
                     log.info(
                         "ISR change not applied",
-                        topic=tp.topic,
-                        partition=tp.partition,
+                        topic_partition=str(tp),
                         action=outcome.action.value,
                         error=ErrorCode.from_wire(result.error_code).name,
                     )
+                committed = outcome.action is AlterPartitionAction.COMMITTED
+                if committed and partition.state.isr != old_isr:
+                    log_isr_change(partition.state, old_isr, "alter_partition")
                 if outcome.high_watermark_changed or outcome.action in (
                     AlterPartitionAction.COMMITTED,
                     AlterPartitionAction.ROLLED_BACK,
@@ -150,6 +156,10 @@ class AlterPartitionManager:
                     # A committed shrink may complete acks=all waits (with or without an error).
                     self.on_high_watermark(tp)
         return retry
+
+    def _committed_isr(self, tp: TopicPartition) -> tuple[int, ...]:
+        partition = self.partitions.get(tp)
+        return () if partition is None else partition.state.isr
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> int:
         """One pass of the isr-expiration task; returns how many shrinks were proposed."""
@@ -163,8 +173,7 @@ class AlterPartitionManager:
             if proposal is not None:
                 log.info(
                     "shrinking ISR",
-                    topic=partition.tp.topic,
-                    partition=partition.tp.partition,
+                    topic_partition=str(partition.tp),
                     isr=list(state.isr),
                     new_isr=list(proposal.new_isr),
                 )

@@ -191,24 +191,26 @@ class _Connection:
             request = decode_request(payload)
         except RequestDecodeError as exc:
             return self._refuse(exc, slot)
-        # Everything logged while serving it says which request it was. This task is the
-        # request's own (a copy of the reader's context), so nothing leaks into the next one;
-        # long-lived tasks it starts drop it (protocol.log_context).
-        with structlog.contextvars.bound_contextvars(
+        # This task serves this request only (trio gave it a copy of the reader's context):
+        # whatever it logs says which request it was, and nothing leaks into the next one.
+        # Long-lived tasks it starts drop it (protocol.log_context.detached).
+        structlog.contextvars.bind_contextvars(
             correlation_id=request.correlation_id,
             client_id=request.client_id,
             api=request.api_key.name,
-        ):
-            return await self._handle(request)
-
-    async def _handle(self, request: RequestEnvelope) -> bytes | None:
+        )
         try:
             response = await self.server.handler.handle(request, self.info)
             if response is None:
                 return None
             return encode_response(request.correlation_id, response)
         except Exception as exc:  # a bug in a handler must not take the connection down
-            log.exception("request failed", peer=self.info.peer)
+            log.exception(
+                "request failed",
+                peer=self.info.peer,
+                api=request.api_key.name,
+                correlation_id=request.correlation_id,
+            )
             return encode_response(
                 request.correlation_id,
                 error_response(
