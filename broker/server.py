@@ -197,7 +197,7 @@ class _Connection:
         structlog.contextvars.bind_contextvars(
             correlation_id=request.correlation_id,
             client_id=request.client_id,
-            api=request.api_key.name,
+            api=request.api_key.name.title().replace("_", ""),  # Kafka's: ApiVersions
         )
         try:
             response = await self.server.handler.handle(request, self.info)

@@ -196,8 +196,8 @@ async def test_request_context_is_bound_per_request_and_not_inherited() -> None:
         structlog.contextvars.clear_contextvars()
     handling = [e for e in events if e["event"] == "handling"]
     assert [(e["correlation_id"], e["client_id"], e["api"]) for e in handling] == [
-        (41, "c", "API_VERSIONS"),
-        (42, "c", "API_VERSIONS"),
+        (41, "c", "ApiVersions"),
+        (42, "c", "ApiVersions"),
     ]
     assert all(e["role"] == "broker" and e["node_id"] == 1 for e in handling)
     (tick,) = [e for e in events if e["event"] == "background tick"]
