@@ -579,7 +579,7 @@ class RaftDriver:
                 log.info(
                     "raft role changed",
                     node_id=self.config.node_id,
-                    role=core.role.value,
+                    raft_role=core.role.value,
                     epoch=core.epoch,
                     leader_id=core.leader_id,
                 )
