@@ -31,6 +31,7 @@ import trio
 from broker.server import BrokerServer, ConnectionInfo
 from deploy.controller_config import ControllerConfig, load_controller_config
 from deploy.logging_config import configure_logging
+from deploy.metrics_server import serve_metrics
 from deploy.raft_controller import RaftControllerService
 from deploy.raft_transport import VoterTransport
 from deploy.transport import PooledTransport
@@ -148,6 +149,15 @@ async def run_controller(
     *,
     handle_signals: bool = True,
     task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run one voter until SIGTERM/SIGINT (or cancellation), with /metrics served meanwhile
+    when trioka.metrics.port is set; "metrics serving" is logged before "controller started"."""
+    with serve_metrics(config):
+        await _run_controller(config, handle_signals, task_status)
+
+
+async def _run_controller(
+    config: ControllerConfig, handle_signals: bool, task_status: trio.TaskStatus[list[object]]
 ) -> None:
     store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
     quorum = FileQuorumStateStore(

@@ -87,6 +87,9 @@ CONTROLLER_CONFIGS = ConfigDefs(
         # Controller policy and topic defaults: the broker's definitions, same names/defaults.
         *(BROKER_CONFIGS[key] for key in POLICY_KEYS),
         *(BROKER_CONFIGS[key] for key in TOPIC_DEFAULT_KEYS if key not in POLICY_KEYS),
+        # Every process serves /metrics (deploy.metrics_server): the broker's keys.
+        BROKER_CONFIGS["trioka.metrics.port"],
+        BROKER_CONFIGS["trioka.metrics.host"],
     ],
 )
 # fmt: on
@@ -131,6 +134,10 @@ class ControllerConfig:
                     f"({', '.join(str(lst) for lst in listeners)})"
                 )
         return cls(resolved, voters, listeners, frozenset(values))
+
+    def __getitem__(self, key: str) -> Any:
+        """A resolved value by its config name, as BrokerConfig's."""
+        return self.values[key]
 
     @property
     def node_id(self) -> int:
