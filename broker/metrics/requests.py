@@ -12,8 +12,8 @@ controller); a handler that never parks has no remote time. "Response queue" is 
 the answers before it on the same connection (responses go out in request order).
 
 Counters: `RequestsPerSec{request}` and `ErrorsPerSec{request,error}`, every error code of the
-response counted, the request-level one and each topic/partition entry's, `error="NONE"`
-included (Kafka's: "If a response contains multiple errors, all are counted. error=NONE
+response counted (each topic/partition entry's, and the request-level one when it is an error
+or the response has no entries: `error_counts`), `error="NONE"` included (Kafka's: "If a response contains multiple errors, all are counted. error=NONE
 indicates successful responses"). Fetch is counted as `Fetch` and, as Kafka's, also as
 `FetchConsumer` or `FetchFollower` for the rate and the times; errors under `Fetch` only.
 
@@ -137,10 +137,17 @@ def _tally(entries: Iterable[object], counts: Tally[int]) -> None:
 
 
 def error_counts(response: object) -> Tally[int]:
-    """Every error code in `response`: its own and those of its topic/partition entries (any
-    nesting of tuples of dataclasses), as Kafka's AbstractResponse.errorCounts."""
+    """The error codes of `response`, as Kafka's AbstractResponse.errorCounts: every code of
+    its topic/partition entries (any nesting of tuples of dataclasses), and its own
+    request-level code when that is an error or when it has no entries. (Every trioka response
+    has a request-level code; most of Kafka's with entries have none, so a successful
+    Produce counts one NONE per partition, not one more for the request.)"""
     counts: Tally[int] = Tally()
-    _tally((response,), counts)
+    for name in _nested_fields(type(response)):
+        _tally(getattr(response, name), counts)
+    own = getattr(response, "error_code", None)
+    if own is not None and (own != 0 or not counts):
+        counts[own] += 1
     return counts
 
 

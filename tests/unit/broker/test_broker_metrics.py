@@ -77,11 +77,14 @@ def test_error_counts_take_the_response_and_every_partition() -> None:
             ),
         )
     )
-    # The response's own error_code (NONE) and each partition's.
+    # Each partition's code; the request-level NONE only where there are no entries.
     assert error_counts(response) == Counter(
-        {int(ErrorCode.NONE): 3, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION): 1}
+        {int(ErrorCode.NONE): 2, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION): 1}
     )
     assert error_counts(MetadataResponse()) == Counter({0: 1})
+    assert error_counts(ProduceResponse(topics=())) == Counter({0: 1})
+    failed = ProduceResponse(topics=(), error_code=int(ErrorCode.NOT_CONTROLLER))
+    assert error_counts(failed) == Counter({int(ErrorCode.NOT_CONTROLLER): 1})
 
 
 def test_record_splits_the_request_time_as_kafka() -> None:
