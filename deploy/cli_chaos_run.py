@@ -3,6 +3,7 @@ Exit status: 0 the history is valid, 1 the checker found anomalies, 2 a harness 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from deploy.chaos.schedule import NEMESES
 from deploy.chaos_run import RunConfig, run_chaos
 from deploy.cluster import MODES
 from deploy.config import ConfigError, parse_overrides
+from deploy.logging_config import configure_logging
 
 
 def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
@@ -81,6 +83,8 @@ def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path
         drop_produce_responses=drop_produce_responses,
         keep=keep,
     )
+    # The runner's own events (nemesis operations, ...) say they come from it, not the CLI.
+    configure_logging(role="chaos", level=os.environ.get("TRIOKA_LOG_LEVEL", "WARNING"))
     result = trio.run(run_chaos, config, lambda line: click.echo(line, err=True))
     if result.exit_code == 2:
         click.echo(f"error: {result.summary}", err=True)
