@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 if __name__ == "__main__" and __package__ in (None, ""):
@@ -191,6 +191,10 @@ def read_raw(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = 
     return raw
 
 
+LOOKBACK = timedelta(minutes=10)
+"""How far before --from the job keeps samples and events (build_report's baselines)."""
+
+
 def in_window(df: DataFrame, start: datetime | None, end: datetime | None) -> DataFrame:
     """Rows with start <= ts < end (either bound may be None)."""
     if start is not None:
@@ -203,8 +207,11 @@ def in_window(df: DataFrame, start: datetime | None, end: datetime | None) -> Da
 def load_inputs(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> Inputs:
     raw = read_raw(spark, args, topics).persist()
     raw.count()  # one read of the cluster: every table of the report sees the same records
-    samples = in_window(parse_metrics(raw.where(F.col("topic") == METRICS_TOPIC)), args.start, args.end)  # fmt: skip
-    events = in_window(parse_logs(raw.where(F.col("topic") == LOGS_TOPIC)), args.start, args.end)
+    # build_report cuts to [start, end) itself; it needs what came just before `start` too: the
+    # snapshot that is the baseline of a counter's first increase inside, a fault's last signs.
+    since = None if args.start is None else args.start - LOOKBACK
+    samples = in_window(parse_metrics(raw.where(F.col("topic") == METRICS_TOPIC)), since, args.end)  # fmt: skip
+    events = in_window(parse_logs(raw.where(F.col("topic") == LOGS_TOPIC)), since, args.end)
     ops = parse_history(raw.where(F.col("topic") == CHAOS_HISTORY_TOPIC))
     return Inputs(samples.persist(), events.persist(), ops.persist())
 

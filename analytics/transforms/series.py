@@ -3,7 +3,9 @@
 A counter series is one (source, name, labels): a process's counter since it started. Its
 increase between two consecutive snapshots is the difference, or, when the value went down (the
 process restarted and counts from zero again), the new value itself: Prometheus' rate() and
-increase() treat resets this way. A series' first sample has no predecessor: with
+increase() treat resets this way. A series' first sample has no predecessor: when its source
+shipped snapshots without it before, the series was born in between (prometheus_client shows a
+labelled counter only once it moved) and its first value counts from zero; otherwise, with
 `first_from_zero` it counts from zero (the data starts with the process: the whole run is in the
 data), without it the sample is only a baseline (the data is a window cut out of a longer run;
 Prometheus' increase() over a range does the same).
@@ -46,19 +48,21 @@ def counter_increases(
     """The samples of the named counters with `series` (labels key), `prev_ts_ms`, `increase`
     (since the series' previous sample; reset-aware) and `rate_per_s` (null when the interval is
     unknown, i.e. on a series' first sample). Null values (NaN shipped as null) are left out."""
+    born = samples.groupBy("source").agg(F.min("ts_ms").alias("_source_first_ms"))
     rows = samples.where(F.col("name").isin(list(names)) & F.col("value").isNotNull())
-    rows = rows.withColumn("series", labels_key(F.col("labels")))
+    rows = rows.join(F.broadcast(born), "source").withColumn("series", labels_key(F.col("labels")))
     by_series = Window.partitionBy("source", "name", "series").orderBy("ts_ms")
     prev = F.lag("value").over(by_series)
     rows = rows.withColumn("_prev", prev).withColumn("prev_ts_ms", F.lag("ts_ms").over(by_series))
-    first = F.col("value") if first_from_zero else F.lit(None).cast("double")
+    baseline = F.col("value") if first_from_zero else F.lit(None).cast("double")
+    first = F.when(F.col("ts_ms") > F.col("_source_first_ms"), F.col("value")).otherwise(baseline)
     increase = (
         F.when(F.col("_prev").isNull(), first)
         .when(F.col("value") < F.col("_prev"), F.col("value"))  # a reset: counting from zero
         .otherwise(F.col("value") - F.col("_prev"))
     )
     seconds = (F.col("ts_ms") - F.col("prev_ts_ms")) / 1000.0
-    rows = rows.withColumn("increase", increase).drop("_prev")
+    rows = rows.withColumn("increase", increase).drop("_prev", "_source_first_ms")
     rate = F.when(seconds > 0, F.col("increase") / seconds)
     return rows.withColumn("rate_per_s", rate)
 

@@ -42,6 +42,21 @@ def test_first_sample_is_a_baseline_without_first_from_zero(spark: SparkSession)
     assert [r.increase for r in out.orderBy("ts_ms").collect()] == [None, 2.0]
 
 
+def test_a_series_born_after_its_sources_first_snapshot_counts_from_zero(
+    spark: SparkSession,
+) -> None:
+    # broker-1 shipped at 0 without topic b's counter: b's first value is all increase, even
+    # in a window (first_from_zero=False), while a's first sample stays a baseline
+    rows = [
+        counter(0, "broker-1", MSGS, 10, topic="a"),
+        counter(5_000, "broker-1", MSGS, 12, topic="a"),
+        counter(5_000, "broker-1", MSGS, 7, topic="b"),
+    ]
+    out = counter_increases(samples_df(spark, rows), [MSGS + "_total"], first_from_zero=False)
+    got = [(r.series, r.ts_ms, r.increase) for r in out.orderBy("series", "ts_ms").collect()]
+    assert got == [("topic=a", 0, None), ("topic=a", 5_000, 2.0), ("topic=b", 5_000, 7.0)]
+
+
 def test_duplicate_snapshots_are_dropped(spark: SparkSession) -> None:
     rows = [counter(0, "broker-1", MSGS, 10, topic="a")] * 2 + [
         counter(0, "broker-2", MSGS, 10, topic="a")
@@ -64,7 +79,9 @@ def test_topic_totals_sum_over_brokers(spark: SparkSession) -> None:
     assert totals["a"] == {"topic": "a", "messages_in": 310, "bytes_in": 4000, "bytes_out": 0}
     assert totals["b"]["messages_in"] == 3
     windowed = topic_totals(throughput(samples, first_from_zero=False)).collect()
-    assert {r.topic: r.messages_in for r in windowed} == {"a": 160, "b": 0}
+    # windowed, first samples are baselines, except broker-2's topic a: broker-2 shipped at 0
+    # without it, so it was born since (a labelled counter shows once it moved): 150 + 50 + 10
+    assert {r.topic: r.messages_in for r in windowed} == {"a": 210, "b": 0}
 
 
 def test_broker_topic_rates_are_time_weighted(spark: SparkSession) -> None:
