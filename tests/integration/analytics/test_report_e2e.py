@@ -1,19 +1,17 @@
-"""The whole issue end to end: a 3-broker Raft cluster, known load, one forced election,
-telemetry in the three topics, the job reading them through format("trioka"), and the report's
-numbers checked against what the test did.
+"""The whole issue end to end: a 3-broker Raft cluster with its telemetry shippers on, known
+load, one forced election, the job reading the three topics through format("trioka"), and the
+report's numbers checked against what the test did.
 
-Until the processes emit the catalogued metrics and log events (the metrics and logging
-slices), this test ships that telemetry itself, in the exact contract format (protocol.telemetry)
-and under the shipper's keys: what the brokers and the controller would have sent for what
-really happened here (per-leader MessagesInPerSec counters, the controller's "broker failure
-detected" and "leader election" events) and the chaos history of the kill. The report is
-analytics.report's (build_report), run by the job (analytics.job.run).
+Every metric and log event here is the processes' own (broker MessagesInPerSec counters, the
+controller's "broker failure detected" and "leader election" events), shipped by their
+shippers; the test only plays the chaos runner's part, recording and shipping the history of
+the kill it does.
 """
 
 from __future__ import annotations
 
 import json
-import time
+from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,28 +24,24 @@ pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analyt
 import trio
 
 from analytics.job import JobArgs, run
+from client import Consumer
 from client.sync import SyncAdmin, SyncProducer
 from deploy.chaos.history import History, NemesisValue
 from deploy.chaos.history_files import history_records
-from protocol.telemetry import (
-    CHAOS_HISTORY_TOPIC,
-    LOGS_TOPIC,
-    METRICS_TOPIC,
-    MetricsSnapshot,
-    Sample,
-    Source,
-    log_record,
-)
+from protocol.names import TopicPartition
+from protocol.telemetry import CHAOS_HISTORY_TOPIC, LOGS_TOPIC, METRICS_TOPIC
 from tests.support.cluster import RaftCluster
+from tests.support.waiting import wait_until
 
 TOPIC = "orders"
 RECORDS = 600
 MESSAGES_IN = "kafka_server_BrokerTopicMetrics_MessagesInPerSec_total"
+TELEMETRY = {"trioka.telemetry.enable": "true", "metrics.interval.ms": "1000"}
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[RaftCluster]:
-    c = RaftCluster(tmp_path / "cluster", brokers=3)
+    c = RaftCluster(tmp_path / "cluster", brokers=3, overrides=TELEMETRY)
     try:
         c.start()
         trio.run(c.wait_ready)
@@ -56,21 +50,65 @@ def cluster(tmp_path: Path) -> Iterator[RaftCluster]:
         c.cleanup()
 
 
-def ship(bootstrap: str, topic: str, records: list[tuple[bytes, dict[str, Any] | bytes]]) -> None:
-    with SyncProducer(bootstrap_servers=bootstrap) as producer:
-        for key, value in records:
-            data = value if isinstance(value, bytes) else json.dumps(value).encode()
-            producer.send(topic, data, key).result(timeout=30)
+class Shipped:
+    """What the shippers have delivered so far: metric snapshots and log events by source."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.consumer = Consumer(
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            allow_auto_create_topics=False,
+            enable_auto_commit=False,
+        )
+        self.by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+    async def poll(self) -> None:
+        for r in await self.consumer.poll(timeout_ms=200):
+            assert r.value is not None
+            self.by_topic[r.topic].append(json.loads(r.value))
+
+    def messages_in(self) -> dict[str, float]:
+        """source -> the latest shipped MessagesInPerSec of TOPIC."""
+        latest: dict[str, tuple[int, float]] = {}
+        for snap in self.by_topic[METRICS_TOPIC]:
+            for s in snap["samples"]:
+                if s["name"] == MESSAGES_IN and s["labels"].get("topic") == TOPIC:
+                    key = f"{snap['source']['role']}-{snap['source']['node_id']}"
+                    if snap["ts_ms"] >= latest.get(key, (-1, 0.0))[0]:
+                        latest[key] = (snap["ts_ms"], s["value"])
+        return {k: v for k, (_, v) in latest.items()}
+
+    def offline_elections(self, old: int) -> set[tuple[str, int]]:
+        return {
+            (e["topic"], e["partition"])
+            for e in self.by_topic[LOGS_TOPIC]
+            if e.get("event") == "leader election"
+            and e.get("cause") == "offline"
+            and e.get("previous_leader") == old
+        }
+
+
+async def partitions_led_by(cluster: RaftCluster, broker: int) -> set[tuple[str, int]]:
+    async with cluster.admin() as admin:
+        topics = await admin.list_topics(include_internal=True)
+        described = await admin.describe_topics(topics)
+    return {(t.name, p.partition) for t in described for p in t.partitions if p.leader == broker}
 
 
 def test_report_numbers_match_what_the_test_did(
     spark: Any, cluster: RaftCluster, tmp_path: Path
 ) -> None:
     started = datetime.now(UTC)
+
+    async def telemetry_topics() -> bool:
+        async with cluster.admin() as admin:
+            names = set(await admin.list_topics(include_internal=True))
+        return {METRICS_TOPIC, LOGS_TOPIC} <= names
+
+    trio.run(lambda: wait_until(telemetry_topics, within=60, every=0.2))
     with SyncAdmin(bootstrap_servers=cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, 3, 3)
-        for internal in (METRICS_TOPIC, LOGS_TOPIC, CHAOS_HISTORY_TOPIC):
-            admin.create_topic(internal, 1, 3)
+        admin.create_topic(CHAOS_HISTORY_TOPIC, 1, 3)
 
     async def leaders() -> dict[int, int]:
         return {
@@ -83,56 +121,60 @@ def test_report_numbers_match_what_the_test_did(
         futures = [producer.send(TOPIC, f"v{i}".encode(), partition=i % 3) for i in range(RECORDS)]
         for f in futures:
             f.result(timeout=60)
-    per_broker = {b: sum(1 for i in range(RECORDS) if led[i % 3] == b) for b in cluster.brokers}
-
-    # the forced election: SIGKILL the leader of orders-0 (recorded as a chaos nemesis would)
+    per_broker = {
+        f"broker-{b}": float(sum(1 for i in range(RECORDS) if led[i % 3] == b))
+        for b in set(led.values())
+    }
     old = led[0]
     history = History()
 
-    async def fail_over() -> int:
-        history.nemesis(NemesisValue("kill", (f"broker-{old}",), {"action": "kill"}))
-        await cluster.brokers[old].akill()
-        info = await cluster.wait_partition(TOPIC, 0, lambda i: i.leader not in (-1, old))
-        return info.leader
+    async def fail_over() -> set[tuple[str, int]]:
+        shipped = Shipped(cluster.bootstrap)
+        await shipped.consumer.start()
+        try:
+            parts = [
+                TopicPartition(t, p)
+                for t in (METRICS_TOPIC, LOGS_TOPIC)
+                for p in await shipped.consumer.partitions_for(t)
+            ]
+            shipped.consumer.assign(parts)
 
-    new = trio.run(fail_over)
-    controller = trio.run(cluster.active_controller_id)
+            async def counted() -> bool:
+                await shipped.poll()
+                return shipped.messages_in() == per_broker
 
-    # What the shipper would have shipped for all that (the contract's exact format).
-    now = int(time.time() * 1000)
-    t0 = int(started.timestamp() * 1000)
-    snapshots = [
-        MetricsSnapshot(ts, Source("broker", b), [Sample(MESSAGES_IN, {"topic": TOPIC}, value)])
-        for b, n in per_broker.items()
-        for ts, value in ((t0 + 1, 0.0), (now, float(n)))
-    ]
-    stale = MetricsSnapshot(t0 - 3_600_000, Source("broker", 9), [Sample(MESSAGES_IN, {"topic": TOPIC}, 1e6)])  # fmt: skip
-    ship(cluster.live_bootstrap(), METRICS_TOPIC,
-         [(s.source.key.encode(), s.to_json()) for s in [*snapshots, stale]])  # fmt: skip
-    context = {"level": "info", "role": "controller", "node_id": controller}
-    events = [
-        log_record({**context, "event": "broker failure detected", "broker_id": old,
-                    "reason": "heartbeat session expired"}, now - 2),
-        log_record({**context, "event": "leader election", "topic": TOPIC, "partition": 0,
-                    "leader": new, "previous_leader": old, "leader_epoch": 1, "isr": [new],
-                    "cause": "offline", "unclean": False}, now - 1),
-    ]  # fmt: skip
-    ship(
-        cluster.live_bootstrap(),
-        LOGS_TOPIC,
-        [(f"controller-{controller}".encode(), e) for e in events],
-    )
-    ship(cluster.live_bootstrap(), CHAOS_HISTORY_TOPIC, list(history_records(history)))
+            # every leader shipped its count before one of them dies
+            await wait_until(counted, within=60, every=0)
+            led_by_old = await partitions_led_by(cluster, old)
+            history.nemesis(NemesisValue("kill", (f"broker-{old}",), {"action": "kill"}))
+            await cluster.brokers[old].akill()
+            await cluster.wait_partition(TOPIC, 0, lambda i: i.leader not in (-1, old))
+
+            async def elected() -> bool:
+                await shipped.poll()
+                return shipped.offline_elections(old) >= led_by_old
+
+            await wait_until(elected, within=60, every=0)
+            assert shipped.offline_elections(old) == led_by_old
+            return led_by_old
+        finally:
+            await shipped.consumer.close()
+
+    led_by_old = trio.run(fail_over)
+    assert (TOPIC, 0) in led_by_old
+    with SyncProducer(bootstrap_servers=cluster.live_bootstrap()) as producer:
+        for key, value in history_records(history):
+            producer.send(CHAOS_HISTORY_TOPIC, value, key).result(timeout=30)
 
     out = tmp_path / "report"
     args = JobArgs(out=out, bootstrap_server=cluster.live_bootstrap(), start=started)
     summary = run(spark, args)
 
     assert summary.html == out / "report.html" and summary.html.is_file()
-    assert (out / "tables").is_dir()
-    assert summary.records_in == {TOPIC: RECORDS}  # the stale snapshot is before --from
-    assert summary.elections == 1 and summary.elections_by_cause == {"offline": 1}
+    assert (out / "tables" / "topic_totals.csv").is_file()
+    assert summary.records_in[TOPIC] == RECORDS
+    assert summary.elections_by_cause["offline"] == len(led_by_old)
     assert summary.history_ops == 1
-    [failover] = summary.failovers
-    assert (failover.broker_id, failover.controller) == (old, f"controller-{controller}")
-    assert failover.fault_from == "nemesis" and failover.elections == 1
+    [failover] = [f for f in summary.failovers if f.broker_id == old]
+    assert failover.fault_from == "nemesis" and failover.elections == len(led_by_old)
+    assert failover.detect_ms is not None and failover.detect_ms > 0
