@@ -111,3 +111,10 @@ chaos-soak: setup-dev
 	$(BIN)/python -m deploy.cli chaos run --mode $(CHAOS_MODE) \
 		--nemesis $(SOAK_NEMESES) --time-limit $(TIME_LIMIT) --seed $(SEED) \
 		--out $(CHAOS_OUT)/soak-$(CHAOS_MODE)-$(SEED) $(CHAOS_ARGS)
+
+# Issue 7: telemetry cost, broker CPU per produced record with the shipper on vs off
+# (interleaved pairs of fresh 3-broker clusters; docs/benchmarks.md). MODE=raft|zk.
+.PHONY: bench-telemetry
+TELEMETRY_ARGS ?= --pairs 5
+bench-telemetry: setup-dev
+	$(BIN)/python bench/run_telemetry_cost.py --mode $(CHAOS_MODE) $(TELEMETRY_ARGS)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from broker.partitions import PartitionManager
+from broker.partitions import PartitionManager, log_isr_change
 from broker.ports import ControllerChannel
 from broker.replica.leader import AlterPartitionProposal
 from broker.replica.partition_state import AlterPartitionAction
@@ -118,6 +118,7 @@ class AlterPartitionManager:
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic_name, result.partition_index)
+                old_isr = self._committed_isr(tp)
                 proposal = batch.get(tp)
                 partition = self.partitions.get(tp)
                 if proposal is None or partition is None:
@@ -145,6 +146,9 @@ class AlterPartitionManager:
                         action=outcome.action.value,
                         error=ErrorCode.from_wire(result.error_code).name,
                     )
+                committed = outcome.action is AlterPartitionAction.COMMITTED
+                if committed and partition.state.isr != old_isr:
+                    log_isr_change(partition.state, old_isr, "alter_partition")
                 if outcome.high_watermark_changed or outcome.action in (
                     AlterPartitionAction.COMMITTED,
                     AlterPartitionAction.ROLLED_BACK,
@@ -152,6 +156,10 @@ class AlterPartitionManager:
                     # A committed shrink may complete acks=all waits (with or without an error).
                     self.on_high_watermark(tp)
         return retry
+
+    def _committed_isr(self, tp: TopicPartition) -> tuple[int, ...]:
+        partition = self.partitions.get(tp)
+        return () if partition is None else partition.state.isr
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> int:
         """One pass of the isr-expiration task; returns how many shrinks were proposed."""

@@ -39,6 +39,10 @@ Some keys are trioka's own, each documented as such:
 - `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
   127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
   its metrics through JMX and has no such key, hence the trioka prefix.
+- `metrics.interval.ms` (default 10000) and `trioka.telemetry.*` (enable, spool.dir,
+  spool.max.bytes, bootstrap.servers, replication.factor): the telemetry shipper
+  (deploy/telemetry/settings.py says what each does). Kafka's metrics.sample.window.ms is not
+  this (it is the window of its rate samples), hence the issue's own name.
 
 Named listeners follow Kafka's rules (KafkaConfig.validateValues): every listener needs an entry
 in `listener.security.protocol.map` (default Kafka's: each protocol name mapped to itself; trioka
@@ -299,6 +303,22 @@ BROKER_CONFIGS = ConfigDefs(
                   "the 'metrics serving' event)", min=-1, max=65535, read_only=True),
         ConfigDef("trioka.metrics.host", "string", "127.0.0.1", "trioka: address the /metrics "
                   "endpoint binds (empty: all interfaces)", read_only=True),
+        # Telemetry shipper (deploy/telemetry; a controller process has the same keys).
+        ConfigDef("metrics.interval.ms", "int", 10000, "trioka: how often the process ships a "
+                  "metrics snapshot to __trioka_metrics", min=1, read_only=True),
+        ConfigDef("trioka.telemetry.enable", "boolean", True, "trioka: ship metrics snapshots "
+                  "and log events to __trioka_metrics / __trioka_logs", read_only=True),
+        ConfigDef("trioka.telemetry.spool.dir", "string", "", "trioka: where telemetry waits "
+                  "while the cluster cannot take it (default: <log.dirs[0]>/telemetry-spool)",
+                  read_only=True),
+        ConfigDef("trioka.telemetry.spool.max.bytes", "long", 104857600, "trioka: bound of the "
+                  "telemetry spool; records beyond it are dropped and counted", min=1,
+                  read_only=True),
+        ConfigDef("trioka.telemetry.bootstrap.servers", "list", (), "trioka: where telemetry is "
+                  "shipped (default: this broker's own listener; a controller: the registered "
+                  "brokers)", read_only=True),
+        ConfigDef("trioka.telemetry.replication.factor", "int", 3, "trioka: replication factor "
+                  "of the telemetry topics (min(this, live brokers))", min=1, read_only=True),
         ConfigDef("trioka.replica.truncate.to.hw.on.become.follower", "boolean", False,
                   "trioka, tests only: truncate to the local high watermark on becoming a "
                   "follower, the pre-KIP-101 behaviour that can lose acknowledged records",

@@ -34,6 +34,7 @@ from broker.replica.follower import FetchStatus, FollowerErrorAction, FollowerFe
 from broker.replica.leader import DivergingEpoch
 from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
+from protocol.log_context import keep_process_context_only
 from protocol.messages.fetch import (
     FetchPartition,
     FetchPartitionResponse,
@@ -131,6 +132,10 @@ class ReplicaFetcher:
         self._changed.set()
 
     async def run(self) -> None:
+        # Started by a leadership change (often while a LeaderAndIsr request is served): log
+        # with the process context and our own, not the request's.
+        keep_process_context_only()
+        structlog.contextvars.bind_contextvars(source_broker=self.source.broker_id)
         try:
             with self.cancel_scope:
                 async with trio.open_nursery() as nursery:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.replica.fetch_session import PartitionRequest, PartitionResult
+from broker.replica.leader import CommittedIsr
 from broker.replica.partition_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     PartitionChange,
@@ -61,6 +62,39 @@ class Partition:
     @property
     def tp(self) -> TopicPartition:
         return self.state.tp
+
+
+def log_leadership_applied(state: PartitionState, previous_leader: int) -> None:
+    """The catalogued "partition leadership applied" (protocol.telemetry)."""
+    log.info(
+        "partition leadership applied",
+        topic=state.tp.topic,
+        partition=state.tp.partition,
+        role_in_partition="leader" if state.is_leader else "follower",
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        previous_leader=previous_leader,
+        isr=list(state.isr),
+    )
+
+
+def log_isr_change(state: PartitionState, old_isr: tuple[int, ...], origin: str) -> None:
+    """The catalogued "isr shrink" / "isr expand" of a leader whose committed ISR changed
+    (both, when members left and others joined at once)."""
+    new_isr = state.isr
+    fields = {
+        "topic": state.tp.topic,
+        "partition": state.tp.partition,
+        "leader_epoch": state.leader_epoch,
+        "old_isr": list(old_isr),
+        "new_isr": list(new_isr),
+        "origin": origin,
+        "partition_epoch": state.partition_epoch,
+    }
+    if any(r not in new_isr for r in old_isr):
+        log.info("isr shrink", **fields)
+    if any(r not in old_isr for r in new_isr):
+        log.info("isr expand", **fields)
 
 
 class PartitionManager:
@@ -171,7 +205,18 @@ class PartitionManager:
             state.restore_high_watermark(hw, the_log.log_end_offset)
             partition = Partition(state, the_log)
             self.partitions[change.tp] = partition
-        partition.state.apply(change, partition.log.log_end_offset)
+        state = partition.state
+        previous_leader, previous_epoch = state.leader, state.leader_epoch
+        was_leader, old_isr = state.is_leader, state.isr
+        # An ISR this leader proposed may arrive in metadata before the AlterPartition answer.
+        pending = state.isr_state
+        proposed = None if isinstance(pending, CommittedIsr) else pending.proposal.new_isr
+        state.apply(change, partition.log.log_end_offset)
+        if change.leader_epoch != previous_epoch:
+            log_leadership_applied(state, previous_leader)
+        if was_leader and state.is_leader and state.isr != old_isr:
+            origin = "alter_partition" if state.isr == proposed else "controller"
+            log_isr_change(state, old_isr, origin)
         return True
 
     def update_topic_config(self, topic: str) -> int:

@@ -191,6 +191,14 @@ class _Connection:
             request = decode_request(payload)
         except RequestDecodeError as exc:
             return self._refuse(exc, slot)
+        # This task serves this request only (trio gave it a copy of the reader's context):
+        # whatever it logs says which request it was, and nothing leaks into the next one.
+        # Long-lived tasks it starts drop it (protocol.log_context.detached).
+        structlog.contextvars.bind_contextvars(
+            correlation_id=request.correlation_id,
+            client_id=request.client_id,
+            api=request.api_key.name.title().replace("_", ""),  # Kafka's: ApiVersions
+        )
         try:
             response = await self.server.handler.handle(request, self.info)
             if response is None:

@@ -52,6 +52,7 @@ class ClusterClient:
         self._refresh_done = trio.Event()
         self._refresh_wanted = False
         self._last_refresh_ms = -float("inf")
+        self._refresh_failures = 0
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         """Topics to keep metadata for (those the producer or consumer uses)."""
@@ -194,7 +195,20 @@ class ClusterClient:
         self._refresh_wanted = True
 
     def needs_update(self) -> bool:
-        return self._refresh_wanted or (self.metadata.age_ms(now_ms()) >= self.metadata_max_age_ms)
+        now = now_ms()
+        if now < self._next_refresh_allowed_ms():
+            return False
+        return self._refresh_wanted or (self.metadata.age_ms(now) >= self.metadata_max_age_ms)
+
+    def _next_refresh_allowed_ms(self) -> float:
+        """After failed refreshes, Kafka's exponential refresh backoff (retry.backoff.ms up to
+        retry.backoff.max.ms): without it a client with every broker down asks again at once,
+        forever."""
+        if not self._refresh_failures:
+            return -float("inf")
+        return self._last_refresh_ms + backoff_ms(
+            self._refresh_failures, self.retry_backoff_ms, self.retry_backoff_max_ms
+        )
 
     async def maybe_refresh(self) -> None:
         """Refresh the tracked topics if wanted or stale; errors are logged, not raised."""
@@ -205,9 +219,11 @@ class ClusterClient:
             self._last_refresh_ms = now_ms()
             try:
                 await self.refresh_metadata(self.topics)
+                self._refresh_failures = 0
             except KafkaError as exc:
                 self._refresh_wanted = True
-                log.info("metadata refresh failed", error=str(exc))
+                self._refresh_failures += 1
+                log.info("metadata refresh failed", error=str(exc), attempt=self._refresh_failures)
             finally:
                 done, self._refresh_done = self._refresh_done, trio.Event()
                 done.set()

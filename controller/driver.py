@@ -65,6 +65,7 @@ import trio
 
 from controller.brokers import RegisterBroker, RegisterBrokerResponse
 from controller.context import ControllerContext
+from controller.log_events import broker_failures, event_type, leader_elections
 from controller.metrics import (
     ControllerMetrics,
     ControllerStateName,
@@ -78,6 +79,7 @@ from controller.state_machines import StateChange
 from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.image import MetadataImage, MetadataReplayError
 from protocol.metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
+from protocol.telemetry import QUIET_CONTROLLER_EVENTS
 
 log = structlog.get_logger("controller")
 state_change_log = structlog.get_logger("controller.state_change")
@@ -91,12 +93,24 @@ MAX_PENDING_DEFAULT = 256
 
 
 class _Event:
-    __slots__ = ("abandoned", "deadline", "done", "enqueued_at", "request", "response")
+    __slots__ = (
+        "abandoned",
+        "deadline",
+        "done",
+        "enqueued_at",
+        "records",
+        "request",
+        "response",
+        "started_at",
+    )
 
     def __init__(self, request: object, deadline: float, now: float) -> None:
         self.request = request
         self.deadline = deadline
         self.enqueued_at = now
+        self.started_at: float | None = None
+        """When the loop took it from the queue (None: it never was)."""
+        self.records = 0
         self.done = trio.Event()
         self.response: Any = None
         self.abandoned = False
@@ -105,6 +119,7 @@ class _Event:
         if not self.done.is_set():
             self.response = response
             self.done.set()
+            _log_processed(self)
 
     def fail(self, code: ErrorCode, message: str) -> None:
         self.finish(failed_response(self.request, code, message))
@@ -267,6 +282,7 @@ class ControllerDriver:
                     current = event
                     self._metrics.event_queue_size.dec()
                     now = trio.current_time()
+                    event.started_at = now
                     self._metrics.event_queue_time_ms.observe((now - event.enqueued_at) * 1000)
                     if event.abandoned or now >= event.deadline:
                         event.fail(
@@ -334,10 +350,12 @@ class ControllerDriver:
             event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"controller error: {exc!r}")
             return None
         before = self._state.image
+        _log_broker_failures(request, before, result.records)
         if not result.records:
             # A read (or a write that changed nothing) waits for the highest pending offset.
             offset = self._highest_pending if self._in_purgatory else -1
             return _Completion(event, offset, result, before, before, started, timer)
+        event.records = len(result.records)
         try:
             last_offset = await self._log.append(result.records)
         except KafkaError as exc:
@@ -423,6 +441,8 @@ class ControllerDriver:
             )
             if unclean:  # only an unclean election sets RECOVERING
                 self._metrics.unclean_leader_elections.inc(unclean)
+            # Before the hooks: the elections precede their propagation in the log.
+            _log_elections(request, completion.before, completion.after, result.records)
             self._run_commit_hooks(completion.before, completion.after)
         if result.state_changes:
             _log_state_changes(type(request).__name__, result.state_changes)
@@ -442,6 +462,59 @@ class ControllerDriver:
 
     def queue_length(self) -> int:
         return self._receive.statistics().current_buffer_used
+
+
+def _log_processed(event: _Event) -> None:
+    """The catalogued "controller event processed" (protocol.telemetry), heartbeats aside."""
+    name = event_type(event.request)
+    if name in QUIET_CONTROLLER_EVENTS:
+        return
+    now = trio.current_time()
+    started = now if event.started_at is None else event.started_at
+    code = getattr(event.response, "error_code", 0) or 0
+    log.info(
+        "controller event processed",
+        event_type=name,
+        queue_ms=round((started - event.enqueued_at) * 1000, 3),
+        process_ms=round((now - started) * 1000, 3),
+        records=event.records,
+        error=ErrorCode.from_wire(code).name,
+    )
+
+
+def _log_broker_failures(
+    request: object, before: MetadataImage, records: Sequence[MetadataRecord]
+) -> None:
+    for failure in broker_failures(request, before, records):
+        log.info(
+            "broker failure detected",
+            broker_id=failure.broker_id,
+            broker_epoch=failure.broker_epoch,
+            reason=failure.reason,
+            event_type=event_type(request),
+        )
+
+
+def _log_elections(
+    request: object,
+    before: MetadataImage,
+    after: MetadataImage,
+    records: Sequence[MetadataRecord],
+) -> None:
+    name = event_type(request)
+    for e in leader_elections(request, before, after, records):
+        log.info(
+            "leader election",
+            topic=e.topic,
+            partition=e.partition,
+            leader=e.leader,
+            previous_leader=e.previous_leader,
+            leader_epoch=e.leader_epoch,
+            isr=list(e.isr),
+            cause=e.cause,
+            unclean=e.unclean,
+            event_type=name,
+        )
 
 
 FAILED_CHANGES_LOGGED = 20

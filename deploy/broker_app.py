@@ -12,6 +12,7 @@ finish in-flight requests, checkpoint, write the clean-shutdown marker).
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 import socket
@@ -31,6 +32,7 @@ from controller.context import ControllerContext
 from controller.driver import ControllerDriver
 from controller.operations import failed_response
 from deploy.metrics_server import serve_metrics
+from deploy.telemetry.wiring import broker_shipper, own_listener_bootstrap, run_beside
 from deploy.transport import PooledTransport
 from deploy.zk_controller import ZkControllerService
 from protocol.config_defs import ConfigError
@@ -343,24 +345,43 @@ async def run_broker(
     handle_signals: bool = True,
 ) -> None:
     """Run one broker until SIGTERM/SIGINT (or cancellation): standalone, ZK or Raft mode, with
-    /metrics served meanwhile when trioka.metrics.port is set (deploy.metrics_server)."""
+    /metrics served meanwhile when trioka.metrics.port is set (deploy.metrics_server) and the
+    telemetry shipper beside it unless trioka.telemetry.enable is off (deploy.telemetry)."""
     # First, so that the "metrics serving" event precedes "broker listening": whoever waits
     # for the listener (tests, `trioka cluster`) finds the metrics port already logged.
     with serve_metrics(config):
-        if config.zk_mode:
-            await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
-        elif config.combined_mode:
-            from deploy.raft_combined import run_combined_broker  # imports helpers from here
+        serve = functools.partial(_run_mode, config, handle_signals=handle_signals)
+        shipper = broker_shipper(config)
+        if shipper is not None and config.combined_mode:
+            from deploy.raft_combined import single_node_defaults  # imports helpers from here
 
-            await run_combined_broker(
-                config, task_status=task_status, handle_signals=handle_signals
-            )
-        elif config.raft_mode:
-            from deploy.raft_broker import run_raft_broker  # it imports helpers from here
-
-            await run_raft_broker(config, task_status=task_status, handle_signals=handle_signals)
+            shipper = broker_shipper(single_node_defaults(config))
+        if shipper is None:
+            await serve(task_status=task_status)
         else:
-            await _run_standalone_broker(config, task_status, handle_signals)
+            bootstrap = functools.partial(own_listener_bootstrap, config)
+            await run_beside(serve, shipper, bootstrap, task_status=task_status)
+
+
+async def _run_mode(
+    config: BrokerConfig,
+    *,
+    task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    handle_signals: bool = True,
+) -> None:
+    """The broker of the configured mode (metadata.mode, process.roles)."""
+    if config.zk_mode:
+        await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
+    elif config.combined_mode:
+        from deploy.raft_combined import run_combined_broker  # imports helpers from here
+
+        await run_combined_broker(config, task_status=task_status, handle_signals=handle_signals)
+    elif config.raft_mode:
+        from deploy.raft_broker import run_raft_broker  # it imports helpers from here
+
+        await run_raft_broker(config, task_status=task_status, handle_signals=handle_signals)
+    else:
+        await _run_standalone_broker(config, task_status, handle_signals)
 
 
 async def _run_standalone_broker(

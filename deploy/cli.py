@@ -91,7 +91,12 @@ def broker_start(config_file: str | None, overrides: tuple[str, ...]) -> None:
         config = load_broker_config(config_file, list(overrides))
     except ConfigError as exc:
         fail(exc.message)
-    configure_logging(role="broker", node_id=config.node_id)
+    configure_logging(
+        role="broker",
+        node_id=config.node_id,
+        metadata_mode=config.metadata_mode,
+        **({"process_roles": ",".join(config.process_roles)} if config.combined_mode else {}),
+    )
     try:
         trio.run(run_broker, config)
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ anomalies, 2 a harness error."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from deploy.chaos_docker import DockerSettings
 from deploy.chaos_run import RunConfig, run_chaos
 from deploy.cluster import MODES
 from deploy.config import ConfigError, parse_overrides
+from deploy.logging_config import configure_logging
 
 
 def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
@@ -100,6 +102,8 @@ def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path
         keep=keep,
         docker=DockerSettings(compose_file, project, docker_host) if docker else None,
     )
+    # The runner's own events (nemesis operations, ...) say they come from it, not the CLI.
+    configure_logging(role="chaos", level=os.environ.get("TRIOKA_LOG_LEVEL", "WARNING"))
     result = trio.run(run_chaos, config, lambda line: click.echo(line, err=True))
     if result.exit_code == 2:
         click.echo(f"error: {result.summary}", err=True)

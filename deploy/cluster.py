@@ -292,6 +292,7 @@ def _broker_toml(node_id: int, host: str, port: int, data_dir: Path, replication
         f'"default.replication.factor" = {replication_factor}\n'
         # As Kafka's shipped server.properties (1 there): the offsets topic fits the cluster.
         f'"offsets.topic.replication.factor" = {replication_factor}\n'
+        f'"trioka.telemetry.replication.factor" = {replication_factor}\n'
         # Kafka's shipped server.properties too: a dev cluster's first group forms at once.
         '"group.initial.rebalance.delay.ms" = 0\n'
         # A free port at first start, pinned afterwards like the listener's (_pin_port).

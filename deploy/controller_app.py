@@ -33,6 +33,9 @@ from deploy.controller_config import ControllerConfig, load_controller_config
 from deploy.logging_config import configure_logging
 from deploy.raft_controller import RaftControllerService
 from deploy.raft_transport import VoterTransport
+from deploy.telemetry.settings import TelemetrySettings
+from deploy.telemetry.shipper import TelemetryShipper, local_source
+from deploy.telemetry.wiring import registered_brokers_bootstrap
 from deploy.transport import PooledTransport
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.config_defs import ConfigError
@@ -149,6 +152,34 @@ async def run_controller(
     handle_signals: bool = True,
     task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    shipper = controller_shipper(config)
+    if shipper is not None:
+        shipper.capture()  # start-up events are shipped too
+    try:
+        await _run_controller(
+            config, shipper, handle_signals=handle_signals, task_status=task_status
+        )
+    finally:
+        if shipper is not None:
+            shipper.release()
+
+
+def controller_shipper(config: ControllerConfig) -> TelemetryShipper | None:
+    """The telemetry shipper of a controller process (None when trioka.telemetry.enable is
+    off); it ships through trioka.telemetry.bootstrap.servers or the registered brokers."""
+    settings = TelemetrySettings.from_values(config.values, config.metadata_log_dir)
+    if not settings.enable:
+        return None
+    return TelemetryShipper(settings, local_source("controller", config.node_id))
+
+
+async def _run_controller(
+    config: ControllerConfig,
+    shipper: TelemetryShipper | None,
+    *,
+    handle_signals: bool,
+    task_status: trio.TaskStatus[list[object]],
+) -> None:
     store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
     quorum = FileQuorumStateStore(
         store.directory, voters=tuple(sorted(config.voters)), cluster_id=config.cluster_id or ""
@@ -184,6 +215,12 @@ async def run_controller(
                     voters=sorted(config.voters),
                     listeners=[f"{b.name}://{b.host}:{b.port}" for b in bound],
                 )
+                if shipper is not None:
+                    if not shipper.settings.bootstrap_servers:
+                        shipper.bootstrap = registered_brokers_bootstrap(
+                            lambda: service.state.image.cluster
+                        )
+                    await nursery.start(shipper.run)
                 task_status.started(bound)
                 if handle_signals:
                     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -22,6 +22,7 @@ from typing import Any
 from broker.config import _FALLBACKS, BROKER_CONFIGS, TOPIC_SYNONYMS, Listener
 from controller.config import ControllerConfig as ControllerSettings
 from deploy.config import flatten, parse_overrides
+from deploy.telemetry.settings import TELEMETRY_KEYS
 from protocol.config_defs import TOPIC_CONFIGS, ConfigDef, ConfigDefs, ConfigError
 from protocol.quorum_voters import Voter, parse_voters
 from raft.core import RaftConfig
@@ -87,6 +88,8 @@ CONTROLLER_CONFIGS = ConfigDefs(
         # Controller policy and topic defaults: the broker's definitions, same names/defaults.
         *(BROKER_CONFIGS[key] for key in POLICY_KEYS),
         *(BROKER_CONFIGS[key] for key in TOPIC_DEFAULT_KEYS if key not in POLICY_KEYS),
+        # The telemetry shipper's keys (deploy/telemetry/settings.py), as a broker's.
+        *(BROKER_CONFIGS[key] for key in TELEMETRY_KEYS),
     ],
 )
 # fmt: on

@@ -1,8 +1,11 @@
 """structlog, configured once per process: JSON lines with UTC timestamps, pretty on a TTY.
 
-Every process calls `configure_logging(role=..., node_id=...)` first thing; the role and node id
-are bound as context variables so every event carries them, as do the per-request variables
-(topic-partition, correlation id) that handlers bind with `structlog.contextvars`.
+Every process calls `configure_logging(role=..., node_id=..., **context)` first thing; the role,
+node id and the rest of the process context (a broker's metadata_mode, a combined process's
+process_roles) are bound as context variables so every event carries them, as do the
+per-request variables (correlation_id, client_id, api) that broker.server binds for one request
+with `structlog.contextvars` (protocol.telemetry.CONTEXT_FIELDS lists them all). An event with a
+`topic_partition` ("orders-3") also gets `topic` and `partition`, the catalogue's names.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from deploy.telemetry.tee import LOG_TEE
+
 _configured = False
 
 
@@ -24,6 +29,7 @@ def configure_logging(
     level: str | None = None,
     stream: TextIO | None = None,
     json: bool | None = None,
+    **context: str | int,
 ) -> None:
     """Configure structlog and stdlib logging for this process (idempotent per process).
 
@@ -40,6 +46,7 @@ def configure_logging(
 
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
+        split_topic_partition,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
@@ -50,7 +57,8 @@ def configure_logging(
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=_isatty(stream))
     structlog.configure(
-        processors=[*shared, renderer],
+        # LOG_TEE copies each event for the telemetry shipper (a no-op until one attaches).
+        processors=[*shared, LOG_TEE, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=True,
@@ -59,9 +67,20 @@ def configure_logging(
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=stream, force=True)
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(
-        role=role, **({} if node_id is None else {"node_id": node_id})
+        role=role, **({} if node_id is None else {"node_id": node_id}), **context
     )
     _configured = True
+
+
+def split_topic_partition(_logger: Any, _method: str, event_dict: Any) -> Any:
+    """`topic_partition="orders-3"` -> also `topic="orders"`, `partition=3` (unless set)."""
+    tp = event_dict.get("topic_partition")
+    if isinstance(tp, str) and "partition" not in event_dict:
+        topic, _, partition = tp.rpartition("-")
+        if topic and partition.isdigit():
+            event_dict.setdefault("topic", topic)
+            event_dict["partition"] = int(partition)
+    return event_dict
 
 
 def _isatty(stream: TextIO) -> bool:

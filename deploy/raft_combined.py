@@ -170,6 +170,8 @@ SINGLE_NODE_DEFAULTS = {
     "offsets.topic.replication.factor": 1,
     # A dev node's first group forms at once instead of after Kafka's built-in 3 s.
     "group.initial.rebalance.delay.ms": 0,
+    # The telemetry topics fit the one broker at once (no grace wait for 3 brokers).
+    "trioka.telemetry.replication.factor": 1,
 }
 
 

@@ -33,6 +33,7 @@ import trio
 from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from protocol.log_context import detached
 from protocol.messages import Request, Response
 
 log = structlog.get_logger("deploy.transport")
@@ -173,7 +174,8 @@ class PooledTransport:
             request_timeout_ms=math.inf,
             max_frame_bytes=self._max_frame_bytes,
         )
-        await nursery.start(self._reader, (host, port), connection)
+        # Connected on the first send, often while a request is served: the reader outlives it.
+        await nursery.start(detached(self._reader), (host, port), connection)
         self._connections[(host, port)] = connection
         log.debug("connected", address=f"{host}:{port}", client_id=self.client_id)
         return connection

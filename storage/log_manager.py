@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import structlog
 
 from protocol.names import METADATA_PARTITION, TopicPartition, validate_topic_name
+from protocol.telemetry import SPOOL_DIR_NAME as TELEMETRY_SPOOL_DIR
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -121,6 +122,8 @@ class LogManager:
                 # A deletion that a crash interrupted: finish it.
                 shutil.rmtree(path, ignore_errors=True)
                 continue
+            if name == TELEMETRY_SPOOL_DIR:
+                continue  # the telemetry shipper's default spool (deploy/telemetry)
             if name == METADATA_PARTITION.dir_name:
                 # The metadata log shares metadata.log.dir with partitions by default (as in
                 # Kafka); it belongs to the metadata log's owner, not to this manager.

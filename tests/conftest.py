@@ -32,7 +32,7 @@ from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 # A real ZooKeeper: `zookeeper` (a fresh chroot per test on one server per run),
 # `zookeeper_server`, `zookeeper_factory` (servers a test may stop or restart).
-pytest_plugins = ["tests.support.zookeeper"]
+pytest_plugins = ["tests.support.zookeeper", "tests.support.spark"]
 
 BrokerFactory = Callable[..., BrokerProcess]
 E2E_DIR = Path(__file__).resolve().parent / "e2e"

@@ -41,6 +41,7 @@ from broker.partitions import Partition, PartitionManager
 from broker.purgatory import FetchPurgatory
 from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
+from protocol.log_context import detached
 from protocol.names import TopicPartition
 from protocol.record_batch import Record, build_batch, decode_records, iter_batches
 
@@ -135,7 +136,7 @@ class GroupCoordinatorDriver:
                     continue  # already leading in this epoch (an ISR change)
                 log.info("group coordinator loading", partition=partition, epoch=epoch)
                 self.apply(effects)
-                self._nursery.start_soon(self._load, partition, epoch)
+                self._nursery.start_soon(detached(self._load), partition, epoch)
 
     # -- running ---------------------------------------------------------------------------
 

@@ -139,15 +139,27 @@ class Op:
     """Why a fail or info completion failed (the client's error, for a person)."""
     invocation: int | None = None
     """For a completion: the index of its invoke."""
+    ts_ms: int | None = None
+    """Wall-clock epoch milliseconds of the same instant, so that analytics/ can lay the
+    history beside the processes' logs and metrics (the checkers use `time_ns` only)."""
 
 
 @dataclass(slots=True)
 class History:
     ops: list[Op] = field(default_factory=list)
     clock_ns: Callable[[], int] = time.monotonic_ns
+    wall_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
 
     def invoke(self, process: str, kind: OpKind, value: Any = None) -> Op:
-        op = Op(len(self.ops), self.clock_ns(), process, OpType.INVOKE, kind, value)
+        op = Op(
+            len(self.ops),
+            self.clock_ns(),
+            process,
+            OpType.INVOKE,
+            kind,
+            value,
+            ts_ms=self.wall_ms(),
+        )
         self.ops.append(op)
         return op
 
@@ -165,6 +177,7 @@ class History:
             value=invocation.value if value is None else value,
             error=error,
             invocation=invocation.index,
+            ts_ms=self.wall_ms(),
         )
         self.ops.append(op)
         return op
@@ -179,6 +192,7 @@ class History:
             OpKind.NEMESIS,
             value,
             error,
+            ts_ms=self.wall_ms(),
         )
         self.ops.append(op)
         return op

@@ -1,7 +1,7 @@
 """A History as JSON Lines, for history files and for shipping a history to a topic.
 
 One op per line: {"index", "time_ns", "process", "type", "kind", "value", "error",
-"invocation"}. Bytes (record values and keys) are latin-1 strings: every byte maps to one code
+"invocation", "ts_ms"} (ts_ms: wall-clock epoch ms, absent from older histories). Bytes (record values and keys) are latin-1 strings: every byte maps to one code
 point, so any bytes round-trip and the harness's ASCII values stay readable. Values by kind:
 
 - send: {"topic", "value", "key", "partition", "offset"}
@@ -118,6 +118,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
         "value": None if op.value is None else encode(op.value),
         "error": op.error,
         "invocation": op.invocation,
+        **({} if op.ts_ms is None else {"ts_ms": op.ts_ms}),
     }
 
 
@@ -134,6 +135,7 @@ def op_from_json(j: Mapping[str, Any]) -> Op:
         value=None if value is None else _CODECS[kind][1](value),
         error=j.get("error"),
         invocation=j.get("invocation"),
+        ts_ms=None if j.get("ts_ms") is None else int(j["ts_ms"]),
     )
 
 

@@ -20,6 +20,8 @@ log event (no port race); restarts reuse that port. The broker's stderr (JSON lo
 to `<tmp>/broker-<node>.log`, appended across restarts; `log_tail()` shows it in failures.
 `preexec_fn` is passed to subprocess.Popen (e.g. to set RLIMIT_NOFILE in the child).
 
+Telemetry (deploy/telemetry) is off unless `overrides` sets `trioka.telemetry.enable`.
+
 Readiness is a condition with a deadline (the process answers ApiVersions), never a sleep.
 Fixtures in tests/conftest.py: `broker` (one started broker per test) and `broker_factory`
 (`broker_factory(overrides=..., start=True, preexec_fn=None, log_dirs=None)`).
@@ -76,6 +78,9 @@ class BrokerProcess(ManagedProcess):
         self.port = 0
         self.log_dirs = [Path(d) for d in log_dirs] if log_dirs else [self.tmp_dir / "data"]
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        # Off unless a test asks for it: shipping adds two topics, their replication and the
+        # shipper's CPU to every test cluster (tests/integration/telemetry turn it on).
+        self.overrides.setdefault("trioka.telemetry.enable", "false")
         self.preexec_fn = preexec_fn
         self.extra_env = dict(env or {})
         self.config_file = self.tmp_dir / f"broker-{node_id}.toml"

@@ -258,6 +258,7 @@ class ZkCluster(Cluster):
             "zookeeper.session.timeout.ms": session_timeout_ms,
             "default.replication.factor": min(3, brokers),
             "offsets.topic.replication.factor": min(3, brokers),
+            "trioka.telemetry.replication.factor": min(3, brokers),
             # Followers come back quickly after a failure (Kafka's 1 s is long for tests).
             "replica.fetch.backoff.ms": 100,
             **(overrides or {}),
@@ -300,6 +301,7 @@ class RaftCluster(Cluster):
         shared = {
             "default.replication.factor": max(1, min(3, brokers)),
             "offsets.topic.replication.factor": max(1, min(3, brokers)),
+            "trioka.telemetry.replication.factor": max(1, min(3, brokers)),
             **(overrides or {}),
         }
         ctl_settings = {

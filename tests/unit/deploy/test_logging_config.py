@@ -30,3 +30,31 @@ def test_non_tty_defaults_to_json_and_level_filters() -> None:
     log.warning("shown")
     lines = out.getvalue().splitlines()
     assert [json.loads(line)["event"] for line in lines] == ["shown"]
+
+
+def test_process_context_and_topic_partition_fields() -> None:
+    out = io.StringIO()
+    configure_logging(
+        role="broker",
+        node_id=1,
+        stream=out,
+        json=True,
+        metadata_mode="raft",
+        process_roles="broker,controller",
+    )
+    log = structlog.get_logger()
+    log.info("log cleaned", topic_partition="my-topic-12")
+    log.info("odd", topic_partition="no partition")
+    first, second = (json.loads(line) for line in out.getvalue().splitlines()[-2:])
+    assert (first["metadata_mode"], first["process_roles"]) == ("raft", "broker,controller")
+    assert (first["topic"], first["partition"], first["topic_partition"]) == (
+        "my-topic",
+        12,
+        "my-topic-12",
+    )
+    assert "partition" not in second and "topic" not in second
+    # Reconfiguring (the chaos runner after the CLI) replaces the process context.
+    configure_logging(role="chaos", stream=out, json=True)
+    log.info("nemesis")
+    third = json.loads(out.getvalue().splitlines()[-1])
+    assert third["role"] == "chaos" and "node_id" not in third and "metadata_mode" not in third

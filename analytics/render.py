@@ -1,0 +1,258 @@
+"""The report's rendering: matplotlib charts (PNG, Agg backend: no display) and one HTML page
+(string.Template: no template engine needed for one page) linking the PNGs and CSVs beside it.
+
+Everything here works on pandas frames already collected from the transforms' tables; a chart
+function returns False (and writes nothing) when its frame has nothing to draw, so the page can
+say what is missing instead.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from string import Template
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: render to files, never to a display
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+MAX_LINES = 12  # series per axes beyond which a legend stops being readable
+TABLE_ROWS = 20
+PHASES = (
+    ("detect_ms", "detect", "#d62728"),
+    ("queue_ms", "controller queue", "#ff7f0e"),
+    ("election_ms", "election", "#1f77b4"),
+    ("propagation_ms", "propagation", "#2ca02c"),
+)
+# Columns holding epoch milliseconds (shown as UTC times), not durations.
+TIME_COLUMNS = frozenset(
+    {
+        "ts_ms",
+        "fault_ms",
+        "detected_ms",
+        "elected_ms",
+        "applied_ms",
+        "window_start_ms",
+        "last_ack_before_ms",
+        "first_ack_after_ms",
+        "max_ts_ms",
+    }
+)
+
+
+def utc(ms: float | None) -> str:
+    if ms is None or pd.isna(ms):
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _times(ms: pd.Series) -> pd.Series:
+    return pd.to_datetime(ms, unit="ms", utc=True)
+
+
+def _save(fig: plt.Figure, path: Path) -> bool:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def lines_chart(
+    frame: pd.DataFrame,
+    path: Path,
+    *,
+    value: str,
+    series: Sequence[str],
+    panels: str | None = None,
+    title: str,
+    ylabel: str,
+) -> bool:
+    """One line per `series` combination over ts_ms (or window_start_ms); one panel per value
+    of `panels`. Rows with a null value are skipped."""
+    x = "ts_ms" if "ts_ms" in frame.columns else "window_start_ms"
+    frame = frame.dropna(subset=[value]) if not frame.empty else frame
+    if frame.empty:
+        return False
+    names = sorted(frame[panels].unique()) if panels else [None]
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, 3.2 * len(names)), squeeze=False)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        part = frame if name is None else frame[frame[panels] == name]
+        for n, (key, group) in enumerate(part.sort_values(x).groupby(list(series))):
+            label = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+            ax.plot(
+                _times(group[x]), group[value], marker=".", label=label if n < MAX_LINES else None
+            )
+        ax.set_title(title if name is None else f"{title}: {name}")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small", loc="upper left")
+    return _save(fig, path)
+
+
+def grouped_bars(
+    frame: pd.DataFrame,
+    path: Path,
+    *,
+    label_cols: Sequence[str],
+    value_cols: Sequence[str],
+    title: str,
+    ylabel: str,
+    log: bool = False,
+) -> bool:
+    """One group of bars per row (labelled by label_cols), one bar per value column."""
+    if frame.empty:
+        return False
+    labels = [" ".join(str(row[c]) for c in label_cols) for _, row in frame.iterrows()]
+    width = 0.8 / len(value_cols)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(frame) + 2), 4))
+    for i, col in enumerate(value_cols):
+        xs = [j + i * width for j in range(len(frame))]
+        ax.bar(xs, frame[col].fillna(0.0), width=width, label=col)
+    ax.set_xticks([j + width * (len(value_cols) - 1) / 2 for j in range(len(frame))])
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize="small")
+    if log:
+        ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def distribution_chart(frame: pd.DataFrame, path: Path, *, title: str) -> bool:
+    """Observations per histogram bucket ((lower, le] in ms), summed over sources."""
+    if frame.empty or frame["observations"].sum() <= 0:
+        return False
+    per_bucket = frame.groupby(["lower", "le"], as_index=False)["observations"].sum()
+    per_bucket = per_bucket.sort_values("le")
+    labels = [
+        f"≤{le:g}" if le != float("inf") else f">{lo:g}"
+        for lo, le in zip(per_bucket["lower"], per_bucket["le"], strict=True)
+    ]
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    ax.bar(labels, per_bucket["observations"], color="#1f77b4")
+    ax.set_title(title)
+    ax.set_xlabel("ms")
+    ax.set_ylabel("count")
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def failover_chart(timeline: pd.DataFrame, path: Path) -> bool:
+    """What slows leader switching: per failover, its phases stacked (ms), and the worst
+    client-observed unavailability as a marker."""
+    if timeline.empty:
+        return False
+    labels = [f"#{r.failover_id} broker {r.broker_id}" for r in timeline.itertuples()]
+    fig, ax = plt.subplots(figsize=(11, max(2.8, 1.2 + 0.6 * len(timeline))))
+    left = pd.Series([0.0] * len(timeline), index=timeline.index)
+    for col, name, color in PHASES:
+        widths = timeline[col].astype("float64").fillna(0.0)
+        ax.barh(labels, widths, left=left, label=name, color=color)
+        left = left + widths
+    gaps = timeline["unavailability_ms"].astype("float64")
+    if gaps.notna().any():
+        ax.scatter(gaps, labels, marker="D", color="black", zorder=3, label="client unavailability")
+    ax.invert_yaxis()
+    ax.set_xlabel("ms since the fault")
+    ax.set_title("What slows leader switching")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Section:
+    title: str
+    anchor: str
+    charts: list[str] = field(default_factory=list)
+    """PNG file names (relative to the page)."""
+    tables: list[tuple[str, str, pd.DataFrame]] = field(default_factory=list)
+    """(caption, table name: tables/<name>.csv, frame)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def table_html(frame: pd.DataFrame, rows: int = TABLE_ROWS) -> str:
+    if frame.empty:
+        return "<p class='note'>(no rows)</p>"
+    shown = frame.head(rows).copy()
+    for col in shown.columns:
+        if col in TIME_COLUMNS:
+            shown[col] = shown[col].map(utc)
+        elif pd.api.types.is_float_dtype(shown[col]):
+            shown[col] = shown[col].map(
+                lambda v: "" if pd.isna(v) else f"{v:,.3f}".rstrip("0").rstrip(".")
+            )
+        elif pd.api.types.is_datetime64_any_dtype(shown[col]):
+            times = shown[col]
+            if times.dt.tz is not None:  # Arrow gives the session's time zone: show UTC
+                times = times.dt.tz_convert("UTC")
+            shown[col] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
+    more = f"<p class='note'>first {rows} of {len(frame)} rows</p>" if len(frame) > rows else ""
+    return shown.to_html(index=False, escape=True, border=0, classes="data", na_rep="") + more
+
+
+_PAGE = Template(
+    """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>$title</title>
+<style>
+body { font-family: sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+h1 { margin-bottom: 0.2em; } .period { color: #555; margin-top: 0; }
+table.data, table.headline { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+table.data th, table.data td, table.headline td { border: 1px solid #ccc; padding: 2px 6px; }
+table.data th { background: #f0f0f0; } table.headline td:first-child { font-weight: bold; }
+.note { color: #8a6d00; font-style: italic; } img { max-width: 100%; }
+nav a { margin-right: 1em; } section { margin-top: 2em; }
+</style></head>
+<body>
+<h1>$title</h1>
+<p class="period">$period</p>
+<nav>$nav</nav>
+<h2>Headline</h2>
+<table class="headline">$headline</table>
+$sections
+<p class="period">Generated $generated. Every table is in tables/ as CSV and as Parquet.</p>
+</body></html>
+"""
+)
+
+
+def _section_html(section: Section) -> str:
+    parts = [f"<section id='{section.anchor}'><h2>{html.escape(section.title)}</h2>"]
+    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in section.notes]
+    parts += [f"<img src='{html.escape(png)}' alt='{html.escape(png)}'>" for png in section.charts]
+    for caption, name, frame in section.tables:
+        link = f"<a href='tables/{html.escape(name)}.csv'>{html.escape(name)}.csv</a>"
+        parts.append(f"<h3>{html.escape(caption)} <small>({link})</small></h3>")
+        parts.append(table_html(frame))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def page(
+    *, title: str, period: str, headline: Sequence[tuple[str, str]], sections: Sequence[Section]
+) -> str:
+    """The whole HTML page: self-contained but for the PNGs and CSVs it links (relative)."""
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in headline
+    )
+    nav = "".join(f"<a href='#{s.anchor}'>{html.escape(s.title)}</a>" for s in sections)
+    return _PAGE.substitute(
+        title=html.escape(title),
+        period=html.escape(period),
+        nav=nav,
+        headline=rows,
+        sections="\n".join(_section_html(s) for s in sections),
+        generated=utc(datetime.now(tz=UTC).timestamp() * 1000) + " UTC",
+    )

@@ -1,0 +1,338 @@
+"""The report: every table of the transforms written as Parquet (tables/<name>/) and CSV
+(tables/<name>.csv), the charts (PNG) and report.html, from typed samples, events and ops.
+
+`build_report` is the only entry point (analytics.job calls it). Counter increases and
+histogram buckets are computed over all the data given, then cut to [start, end): a snapshot
+just before `start` is the baseline of the first one inside. Without `start` a series' first
+sample counts from zero (the data begins with the processes); with it, a series' first sample is
+only a baseline (see analytics.transforms.series).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analytics import render, report_sections
+from analytics.transforms import elections as el
+from analytics.transforms import replication as rep
+from analytics.transforms.failovers import OPS_SCHEMA, failovers, phase_breakdown
+from analytics.transforms.history import with_wall_clock
+from analytics.transforms.latency import request_buckets, request_latency
+from analytics.transforms.series import between, dedupe_events, dedupe_samples
+from analytics.transforms.throughput import broker_topic_rates, throughput, topic_totals
+
+TITLE = "trioka cluster report"
+MIN_WINDOW_MS = 10_000  # the shipper's default metrics.interval.ms: finer windows are empty
+WINDOWS_PER_PERIOD = 40
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverSummary:
+    """One failover's phases in ms (None where the data does not say)."""
+
+    failover_id: int
+    broker_id: int
+    controller: str
+    fault_from: str | None
+    fault_ms: int | None
+    detected_ms: int
+    detect_ms: float | None
+    queue_ms: float | None
+    election_ms: float | None
+    propagation_ms: float | None
+    unavailability_ms: float | None
+    elections: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSummary:
+    """The report's headline numbers, for people (the page's top) and tests."""
+
+    out_dir: Path
+    html: Path
+    start_ms: int | None
+    end_ms: int | None
+    records_in: dict[str, int]
+    bytes_in: dict[str, int]
+    bytes_out: dict[str, int]
+    elections: int
+    elections_by_cause: dict[str, int]
+    unclean_elections: int
+    isr_shrinks: int
+    isr_expands: int
+    max_under_replicated: float | None
+    max_offline_partitions: float | None
+    failovers: list[FailoverSummary]
+    slowest_phase: str | None
+    """The failover phase with the largest mean (detect, queue, election, propagation)."""
+    history_ops: int
+    tables: dict[str, int] = field(default_factory=dict)
+    """Rows per written table."""
+    charts: list[str] = field(default_factory=list)
+
+
+def to_ms(when: datetime | int | float | None) -> int | None:
+    """Epoch milliseconds of a bound (a datetime, or already epoch ms); None stays open."""
+    if when is None:
+        return None
+    if isinstance(when, datetime):
+        return int(when.timestamp() * 1000)
+    return int(when)
+
+
+def window_for(start_ms: int | None, end_ms: int | None) -> int:
+    """About WINDOWS_PER_PERIOD windows over the period, in whole multiples of 10 s."""
+    if start_ms is None or end_ms is None or end_ms <= start_ms:
+        return MIN_WINDOW_MS
+    per = (end_ms - start_ms) / WINDOWS_PER_PERIOD
+    return max(MIN_WINDOW_MS, int(-(-per // MIN_WINDOW_MS)) * MIN_WINDOW_MS)
+
+
+def _span(frames: list[DataFrame]) -> tuple[int | None, int | None]:
+    lows, highs = [], []
+    for frame in frames:
+        row = frame.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")).first()
+        if row is not None and row.lo is not None:
+            lows.append(row.lo)
+            highs.append(row.hi)
+    return (min(lows), max(highs)) if lows else (None, None)
+
+
+def _csv_value(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return json.dumps(value) if isinstance(value, list | dict) else value
+
+
+def write_table(frame: DataFrame, tables_dir: Path, name: str) -> pd.DataFrame:
+    """tables/<name>/part-00000.parquet and tables/<name>.csv; returns the rows (pandas)."""
+    table = frame.toArrow()
+    target = tables_dir / name
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    pq.write_table(table, target / "part-00000.parquet")
+    rows = table.to_pandas()
+    csv = rows.copy()
+    for col in csv.columns:
+        if csv[col].dtype == object:
+            csv[col] = csv[col].map(_csv_value)
+    csv.to_csv(tables_dir / f"{name}.csv", index=False)
+    return rows
+
+
+def _tables(
+    samples: DataFrame,
+    events: DataFrame,
+    ops: DataFrame,
+    start_ms: int | None,
+    end_ms: int | None,
+    window_ms: int,
+) -> dict[str, DataFrame]:
+    """Every table of the report, by name, cut to the period."""
+    zero = start_ms is None
+
+    def cut(frame: DataFrame) -> DataFrame:
+        return between(frame, start_ms, end_ms)
+
+    rates = cut(throughput(samples, first_from_zero=zero))
+    buckets = cut(request_buckets(samples, first_from_zero=zero))
+    health = cut(rep.partition_health(samples))
+    elections = cut(el.leader_elections(events))
+    election_buckets = cut(el.election_time_buckets(samples, first_from_zero=zero))
+    queue_buckets = cut(el.queue_wait_buckets(samples, first_from_zero=zero))
+    timeline, elected, gaps = failovers(events, samples, ops)
+    ids = cut(timeline.withColumn("ts_ms", F.col("detected_ms"))).select("failover_id")
+    in_period = timeline.join(ids, "failover_id", "left_semi").orderBy("failover_id")
+    return {
+        "throughput": rates,
+        "topic_totals": topic_totals(rates),
+        "broker_topic_rates": broker_topic_rates(rates),
+        "request_latency": request_latency(buckets),
+        "request_latency_windows": request_latency(buckets, window_ms=window_ms),
+        "partition_health": health,
+        "partition_health_peaks": rep.health_peaks(health),
+        "isr_changes": cut(rep.isr_changes(events)),
+        "isr_change_counts": rep.isr_change_counts(
+            cut(rep.isr_change_increases(samples, first_from_zero=zero))
+        ),
+        "leader_elections": elections,
+        "elections_by_cause": el.elections_by_cause(elections),
+        "election_time_distribution": el.election_time_distribution(election_buckets),
+        "election_time_quantiles": el.election_time_quantiles(election_buckets),
+        "controller_queue_size": cut(el.queue_size(samples)),
+        "controller_queue_wait": el.queue_wait(queue_buckets),
+        "controller_queue_wait_windows": el.queue_wait(queue_buckets, window_ms=window_ms),
+        "controller_event_types": el.controller_event_types(cut(events)),
+        "failover_timeline": in_period,
+        "failover_phases": phase_breakdown(in_period),
+        "failover_elections": elected.join(ids, "failover_id", "left_semi"),
+        "failover_unavailability": gaps.join(ids, "failover_id", "left_semi"),
+    }
+
+
+def build_report(
+    spark: SparkSession,
+    samples: DataFrame,
+    events: DataFrame,
+    ops: DataFrame | None,
+    out_dir: str | Path,
+    start: datetime | int | None = None,
+    end: datetime | int | None = None,
+    *,
+    window_ms: int | None = None,
+) -> ReportSummary:
+    """Write out_dir/report.html, out_dir/*.png and out_dir/tables/ for [start, end) (epoch ms
+    or datetimes; open when None) and return the headline numbers. `ops` may be None or empty
+    (no chaos history); so may any input."""
+    out = Path(out_dir)
+    tables_dir = out / "tables"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    start_ms, end_ms = to_ms(start), to_ms(end)
+    if ops is None:
+        ops = spark.createDataFrame([], OPS_SCHEMA)
+    samples, events = dedupe_samples(samples).cache(), dedupe_events(events).cache()
+    try:
+        lo, hi = _span([between(samples, start_ms, end_ms), between(events, start_ms, end_ms)])
+        period = (start_ms if start_ms is not None else lo, end_ms if end_ms is not None else hi)
+        window = window_ms or window_for(*period)
+        frames = _tables(samples, events, ops, start_ms, end_ms, window)
+        rows = {name: write_table(frame, tables_dir, name) for name, frame in frames.items()}
+        history_ops = between(with_wall_clock(ops), start_ms, end_ms).count()
+    finally:
+        samples.unpersist()
+        events.unpersist()
+    sections, charts = report_sections.sections(rows, out, history_ops)
+    summary = _summary(rows, out, period, history_ops, charts)
+    (out / "report.html").write_text(
+        render.page(
+            title=TITLE,
+            period=_period_text(period, window),
+            headline=_headline(summary),
+            sections=sections,
+        ),
+        encoding="utf-8",
+    )
+    return summary
+
+
+def _period_text(period: tuple[int | None, int | None], window_ms: int) -> str:
+    lo, hi = period
+    if lo is None:
+        return "No telemetry in this period."
+    return f"{render.utc(lo)} to {render.utc(hi)} UTC; time series in windows of {window_ms / 1000:g} s"
+
+
+def _ints(frame: pd.DataFrame, key: str, value: str) -> dict[str, int]:
+    return {str(k): int(v) for k, v in zip(frame[key], frame[value], strict=True)}
+
+
+def _peak(peaks: pd.DataFrame, metric: str) -> float | None:
+    hit = peaks[peaks["metric"] == metric]
+    return None if hit.empty else float(hit["max"].iloc[0])
+
+
+def _optional(value: Any) -> Any:
+    return None if value is None or pd.isna(value) else value
+
+
+def _failover(row: Any) -> FailoverSummary:
+    def ms(name: str) -> float | None:
+        value = _optional(getattr(row, name))
+        return None if value is None else float(value)
+
+    fault_ms = _optional(row.fault_ms)
+    return FailoverSummary(
+        failover_id=int(row.failover_id),
+        broker_id=int(row.broker_id),
+        controller=str(row.controller),
+        fault_from=_optional(row.fault_from),
+        fault_ms=None if fault_ms is None else int(fault_ms),
+        detected_ms=int(row.detected_ms),
+        detect_ms=ms("detect_ms"),
+        queue_ms=ms("queue_ms"),
+        election_ms=ms("election_ms"),
+        propagation_ms=ms("propagation_ms"),
+        unavailability_ms=ms("unavailability_ms"),
+        elections=int(row.elections),
+    )
+
+
+def _summary(
+    rows: dict[str, pd.DataFrame],
+    out: Path,
+    period: tuple[int | None, int | None],
+    history_ops: int,
+    charts: list[str],
+) -> ReportSummary:
+    totals, causes, changes = rows["topic_totals"], rows["elections_by_cause"], rows["isr_changes"]
+    phases = rows["failover_phases"]
+    return ReportSummary(
+        out_dir=out,
+        html=out / "report.html",
+        start_ms=period[0],
+        end_ms=period[1],
+        records_in=_ints(totals, "topic", "messages_in"),
+        bytes_in=_ints(totals, "topic", "bytes_in"),
+        bytes_out=_ints(totals, "topic", "bytes_out"),
+        elections=int(causes["elections"].sum()),
+        elections_by_cause=_ints(causes, "cause", "elections"),
+        unclean_elections=int(causes["unclean"].sum()),
+        isr_shrinks=int((changes["change"] == "shrink").sum()),
+        isr_expands=int((changes["change"] == "expand").sum()),
+        max_under_replicated=_peak(rows["partition_health_peaks"], "UnderReplicatedPartitions"),
+        max_offline_partitions=_peak(rows["partition_health_peaks"], "OfflinePartitionsCount"),
+        failovers=[_failover(r) for r in rows["failover_timeline"].itertuples()],
+        slowest_phase=None if phases.empty else str(phases["phase"].iloc[0]),
+        history_ops=history_ops,
+        tables={name: len(frame) for name, frame in rows.items()},
+        charts=charts,
+    )
+
+
+def _fmt_ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} ms"
+
+
+def _fmt_count(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def _headline(summary: ReportSummary) -> list[tuple[str, str]]:
+    user_topics = {t: n for t, n in summary.records_in.items() if not t.startswith("__")}
+    records = ", ".join(f"{t}: {n:,}" for t, n in sorted(user_topics.items())) or "none"
+    causes = ", ".join(f"{c}: {n}" for c, n in summary.elections_by_cause.items()) or "none"
+    out = [
+        ("Records in (per topic)", records),
+        ("Bytes in (all topics)", f"{sum(summary.bytes_in.values()):,}"),
+        ("Leader elections", f"{summary.elections} ({causes})"),
+        ("Unclean elections", str(summary.unclean_elections)),
+        ("ISR shrinks / expands", f"{summary.isr_shrinks} / {summary.isr_expands}"),
+        (
+            "Max under-replicated partitions",
+            _fmt_count(summary.max_under_replicated),
+        ),
+        ("Max offline partitions", _fmt_count(summary.max_offline_partitions)),
+        ("Failovers", str(len(summary.failovers))),
+        ("Slowest failover phase (mean)", summary.slowest_phase or "n/a"),
+        ("Chaos history ops", str(summary.history_ops)),
+    ]
+    for f in summary.failovers:
+        out.append(
+            (
+                f"Failover #{f.failover_id} (broker {f.broker_id})",
+                f"detect {_fmt_ms(f.detect_ms)}, queue {_fmt_ms(f.queue_ms)}, election "
+                f"{_fmt_ms(f.election_ms)}, propagation {_fmt_ms(f.propagation_ms)}; clients "
+                f"unavailable {_fmt_ms(f.unavailability_ms)}",
+            )
+        )
+    return out

@@ -1,0 +1,373 @@
+"""Failover timelines: for each broker failure the controller detected, how long each phase of
+leader switching took, and how long clients could not write (the report's "what slows leader
+switching").
+
+A failover starts with the controller's "broker failure detected" event (a second detection of
+the same broker within `merge_ms` is the same failure). Its phases:
+
+- fault: when the broker failed. The latest nemesis op against the broker (targets holding
+  "broker-<id>") before the detection, within `lookback_ms`, if it is a fault (kill, pause,
+  cut...; not a restart or resume): a chaos history op, or the chaos runner's own "nemesis"
+  log event when it shipped its logs; without one,
+  the broker's last sign of life (its last log event or metrics snapshot) before the detection:
+  `fault_from` says which ("nemesis" or "last seen").
+- detect_ms: detection minus fault.
+- queue_ms, election_ms: the wait in the controller's queue and the processing time of the
+  controller event that elected the new leaders: the first "controller event processed" of the
+  detecting controller logged at or after the failover's last "leader election" (at or after the
+  detection when nothing was elected).
+- propagation_ms: per elected partition, "partition leadership applied" (as leader, same leader
+  epoch) on the new leader minus its "leader election"; the failover's is the slowest partition.
+- unavailability_ms: per partition written in the chaos history, the gap between the last
+  acknowledged send before the fault and the first after it; the failover's is the worst
+  partition's.
+
+The ops columns used (analytics.schemas.parse_history's): kind, type, topic, partition, targets
+(array of node names), the nemesis action (an `action` column, or inside the `detail` JSON
+text) and the op's time: `ts_ms`, or `time_ns` (+ `shipped_ts`) put on the telemetry's clock by
+analytics.transforms.history. OPS_SCHEMA is that minimum, for an empty history.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from analytics.transforms.history import with_wall_clock
+
+OPS_SCHEMA = StructType(
+    [
+        StructField("ts_ms", LongType()),
+        StructField("process", StringType()),
+        StructField("type", StringType()),
+        StructField("kind", StringType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("targets", ArrayType(StringType())),
+        StructField("action", StringType()),
+    ]
+)
+# Nemesis actions that take a broker away (restart, resume, heal... bring it back).
+FAULT_ACTIONS = ("kill", "pause", "kill-leader", "pause-followers", "cut")
+LOOKBACK_MS = 120_000
+MERGE_MS = 10_000
+ELECTION_SLACK_MS = 1_000
+ELECTION_HORIZON_MS = 60_000
+
+
+def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:
+    """failover_id (1, 2, ... in time order), broker_id, controller, reason, detected_ms."""
+    detected = events.where(F.col("event") == "broker failure detected").select(
+        "broker_id",
+        F.col("source").alias("controller"),
+        "reason",
+        F.col("ts_ms").alias("detected_ms"),
+    )
+    per_broker = Window.partitionBy("broker_id").orderBy("detected_ms")
+    previous = F.lag("detected_ms").over(per_broker)
+    fresh = detected.withColumn("_prev", previous).where(
+        F.col("_prev").isNull() | (F.col("detected_ms") - F.col("_prev") > merge_ms)
+    )
+    order = Window.orderBy("detected_ms", "broker_id")
+    return fresh.drop("_prev").withColumn("failover_id", F.row_number().over(order))
+
+
+def _ops_view(ops: DataFrame) -> DataFrame:
+    """ops with the columns used here, on the telemetry's clock, whatever optional columns
+    parse_history added."""
+    ops = with_wall_clock(ops)
+    cols = set(ops.columns)
+    if "action" in cols:
+        action: Column = F.col("action")
+    elif "detail" in cols:
+        action = F.get_json_object(F.col("detail").cast("string"), "$.action")
+    else:
+        action = F.lit(None).cast("string")
+    targets = F.col("targets") if "targets" in cols else F.array().cast("array<string>")
+    return ops.select(
+        "ts_ms",
+        "type",
+        "kind",
+        "topic",
+        F.col("partition").cast("int").alias("partition"),
+        targets.alias("targets"),
+        action.alias("action"),
+    )
+
+
+def _nemesis_logged(events: DataFrame) -> DataFrame:
+    """The chaos runner's own "nemesis" log events, when it shipped its logs: op_ms, action,
+    target. They carry epoch times, so they need no clock alignment."""
+    logged = events.where(F.col("event") == "nemesis").select(
+        F.col("ts_ms").alias("op_ms"),
+        F.get_json_object("record", "$.detail.action").alias("action"),
+        F.from_json(F.get_json_object("record", "$.targets"), "array<string>").alias("targets"),
+    )
+    return logged.select("op_ms", "action", F.explode("targets").alias("target"))
+
+
+def _is_fault(action: Column) -> Column:
+    """A nemesis op that takes a broker away (unknown actions count as faults)."""
+    return action.isNull() | action.isin(*FAULT_ACTIONS)
+
+
+def fault_times(
+    found: DataFrame,
+    events: DataFrame,
+    samples: DataFrame,
+    ops: DataFrame,
+    *,
+    lookback_ms: int = LOOKBACK_MS,
+) -> DataFrame:
+    """detections + fault_ms, fault_from ("nemesis", "last seen" or null) and detect_ms."""
+    from_history = (
+        _ops_view(ops)
+        .where(F.col("kind") == "nemesis")
+        .select(F.col("ts_ms").alias("op_ms"), "action", F.explode("targets").alias("target"))
+    )
+    nemesis = from_history.unionByName(_nemesis_logged(events))
+    d = found.alias("d")
+    hit = (F.col("target") == F.concat(F.lit("broker-"), F.col("d.broker_id").cast("string"))) & (
+        F.col("op_ms").between(F.col("d.detected_ms") - lookback_ms, F.col("d.detected_ms"))
+    )
+    # The latest op against the broker decides: a heal after a fault (restart, resume) means
+    # that fault is not what the controller detected.
+    latest = F.max_by(F.struct("op_ms", _is_fault(F.col("action")).alias("fault")), "op_ms")
+    by_nemesis = (
+        d.join(nemesis, hit)
+        .groupBy("failover_id")
+        .agg(latest.alias("_latest"))
+        .select(
+            "failover_id",
+            F.when(F.col("_latest.fault"), F.col("_latest.op_ms")).alias("nemesis_ms"),
+        )
+    )
+    seen = events.select("node_id", F.col("ts_ms").alias("seen_ms")).unionByName(
+        samples.select("node_id", F.col("ts_ms").alias("seen_ms")).distinct()
+    )
+    alive = (F.col("node_id") == F.col("d.broker_id")) & (F.col("seen_ms") < F.col("d.detected_ms"))
+    by_seen = d.join(seen, alive).groupBy("failover_id").agg(F.max("seen_ms").alias("seen_ms"))
+    out = found.join(by_nemesis, "failover_id", "left").join(by_seen, "failover_id", "left")
+    fault_from = F.when(F.col("nemesis_ms").isNotNull(), "nemesis").when(
+        F.col("seen_ms").isNotNull(), "last seen"
+    )
+    return (
+        out.withColumn("fault_ms", F.coalesce("nemesis_ms", "seen_ms"))
+        .withColumn("fault_from", fault_from)
+        .withColumn("detect_ms", (F.col("detected_ms") - F.col("fault_ms")).cast("double"))
+        .drop("nemesis_ms", "seen_ms")
+    )
+
+
+def failover_elections(
+    found: DataFrame,
+    events: DataFrame,
+    *,
+    slack_ms: int = ELECTION_SLACK_MS,
+    horizon_ms: int = ELECTION_HORIZON_MS,
+) -> DataFrame:
+    """The elections of each failover, with their propagation: failover_id, topic, partition,
+    leader, leader_epoch, cause, elected_ms, applied_ms, propagation_ms. An election belongs to
+    a failover when the failed broker led the partition and it came from the detecting
+    controller within [detection - slack_ms, detection + horizon_ms)."""
+    elections = events.where(F.col("event") == "leader election").select(
+        F.col("source").alias("e_controller"),
+        "topic",
+        "partition",
+        "leader",
+        "previous_leader",
+        "leader_epoch",
+        "cause",
+        F.col("ts_ms").alias("elected_ms"),
+    )
+    d = found.select("failover_id", "broker_id", "controller", "detected_ms").alias("d")
+    belongs = (
+        (F.col("previous_leader") == F.col("d.broker_id"))
+        & (F.col("e_controller") == F.col("d.controller"))
+        & (F.col("elected_ms") >= F.col("d.detected_ms") - slack_ms)
+        & (F.col("elected_ms") < F.col("d.detected_ms") + horizon_ms)
+    )
+    elected = d.join(elections, belongs).select(
+        "failover_id", "topic", "partition", "leader", "leader_epoch", "cause", "elected_ms"
+    )
+    applied = events.where(
+        (F.col("event") == "partition leadership applied")
+        & (F.col("role_in_partition").isNull() | (F.col("role_in_partition") == "leader"))
+    ).select(
+        F.col("node_id").alias("a_node"),
+        F.col("topic").alias("a_topic"),
+        F.col("partition").alias("a_partition"),
+        F.col("leader_epoch").alias("a_epoch"),
+        F.col("ts_ms").alias("a_ms"),
+    )
+    same = (
+        (F.col("a_node") == F.col("leader"))
+        & (F.col("a_topic") == F.col("topic"))
+        & (F.col("a_partition") == F.col("partition"))
+        & (F.col("a_epoch") == F.col("leader_epoch"))
+    )
+    keys = ["failover_id", "topic", "partition", "leader", "leader_epoch", "cause", "elected_ms"]
+    return (
+        elected.join(applied, same, "left")
+        .groupBy(*keys)
+        .agg(F.min("a_ms").alias("applied_ms"))
+        .withColumn("propagation_ms", (F.col("applied_ms") - F.col("elected_ms")).cast("double"))
+    )
+
+
+def processing(found: DataFrame, elected: DataFrame, events: DataFrame) -> DataFrame:
+    """failover_id, event_type, queue_ms, election_ms: the controller event that elected."""
+    last = elected.groupBy("failover_id").agg(F.max("elected_ms").alias("last_elected_ms"))
+    d = (
+        found.join(last, "failover_id", "left")
+        .select(
+            "failover_id",
+            "controller",
+            F.coalesce("last_elected_ms", "detected_ms").alias("after_ms"),
+        )
+        .alias("d")
+    )
+    processed = events.where(F.col("event") == "controller event processed").select(
+        F.col("source").alias("p_controller"),
+        "event_type",
+        "queue_ms",
+        "process_ms",
+        F.col("ts_ms").alias("p_ms"),
+    )
+    after = (F.col("p_controller") == F.col("d.controller")) & (
+        F.col("p_ms") >= F.col("d.after_ms")
+    )
+    first = F.struct("p_ms", "event_type", "queue_ms", "process_ms")
+    return (
+        d.join(processed, after)
+        .groupBy("failover_id")
+        .agg(F.min(first).alias("_first"))
+        .select(
+            "failover_id",
+            F.col("_first.event_type").alias("event_type"),
+            F.col("_first.queue_ms").cast("double").alias("queue_ms"),
+            F.col("_first.process_ms").cast("double").alias("election_ms"),
+        )
+    )
+
+
+def unavailability(faults: DataFrame, elected: DataFrame, ops: DataFrame) -> DataFrame:
+    """Per failover and partition written in the history: failover_id, topic, partition,
+    elected (a leader was elected for it in this failover), last_ack_before_ms,
+    first_ack_after_ms, unavailability_ms."""
+    acks = (
+        _ops_view(ops)
+        .where((F.col("kind") == "send") & (F.col("type") == "ok"))
+        .select("topic", "partition", F.col("ts_ms").alias("ack_ms"))
+    )
+    f = faults.select("failover_id", F.coalesce("fault_ms", "detected_ms").alias("fault_at")).where(
+        F.col("fault_at").isNotNull()
+    )
+    joined = f.crossJoin(acks)
+    before = F.when(F.col("ack_ms") <= F.col("fault_at"), F.col("ack_ms"))
+    after = F.when(F.col("ack_ms") > F.col("fault_at"), F.col("ack_ms"))
+    gaps = joined.groupBy("failover_id", "topic", "partition").agg(
+        F.max(before).alias("last_ack_before_ms"), F.min(after).alias("first_ack_after_ms")
+    )
+    gaps = gaps.withColumn(
+        "unavailability_ms",
+        (F.col("first_ack_after_ms") - F.col("last_ack_before_ms")).cast("double"),
+    )
+    marks = elected.select("failover_id", "topic", "partition", F.lit(True).alias("elected"))
+    marks = marks.dropDuplicates(["failover_id", "topic", "partition"])
+    return (
+        gaps.join(marks, ["failover_id", "topic", "partition"], "left")
+        .withColumn("elected", F.coalesce("elected", F.lit(False)))
+        .select(
+            "failover_id",
+            "topic",
+            "partition",
+            "elected",
+            "last_ack_before_ms",
+            "first_ack_after_ms",
+            "unavailability_ms",
+        )
+        .orderBy("failover_id", "topic", "partition")
+    )
+
+
+TIMELINE_COLUMNS = (
+    "failover_id",
+    "broker_id",
+    "controller",
+    "reason",
+    "fault_from",
+    "fault_ms",
+    "detected_ms",
+    "detect_ms",
+    "event_type",
+    "queue_ms",
+    "election_ms",
+    "elections",
+    "propagation_ms",
+    "unavailability_ms",
+)
+
+
+def failover_timeline(
+    faults: DataFrame, elected: DataFrame, processed: DataFrame, gaps: DataFrame
+) -> DataFrame:
+    """One row per failover: TIMELINE_COLUMNS (times as epoch ms, phases in ms)."""
+    per_failover = elected.groupBy("failover_id").agg(
+        F.count(F.lit(1)).alias("elections"), F.max("propagation_ms").alias("propagation_ms")
+    )
+    worst = gaps.groupBy("failover_id").agg(F.max("unavailability_ms").alias("unavailability_ms"))
+    out = (
+        faults.join(processed, "failover_id", "left")
+        .join(per_failover, "failover_id", "left")
+        .join(worst, "failover_id", "left")
+        .withColumn("elections", F.coalesce("elections", F.lit(0)).cast("long"))
+    )
+    return out.select(*TIMELINE_COLUMNS).orderBy("failover_id")
+
+
+def failovers(
+    events: DataFrame, samples: DataFrame, ops: DataFrame
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(timeline, elections per failover, unavailability per failover and partition)."""
+    found = detections(events)
+    faults = fault_times(found, events, samples, ops)
+    elected = failover_elections(found, events)
+    processed = processing(found, elected, events)
+    gaps = unavailability(faults, elected, ops)
+    return failover_timeline(faults, elected, processed, gaps), elected, gaps
+
+
+PHASES = ("detect_ms", "queue_ms", "election_ms", "propagation_ms")
+
+
+def phase_breakdown(timeline: DataFrame) -> DataFrame:
+    """What slows leader switching, over all failovers: per phase (detect, queue, election,
+    propagation) the failovers that measured it, mean_ms, max_ms and share (of the sum of the
+    phases' means), slowest first."""
+    per_phase = [
+        timeline.select(F.lit(column.removesuffix("_ms")).alias("phase"), F.col(column).alias("ms"))
+        for column in PHASES
+    ]
+    rows = per_phase[0]
+    for frame in per_phase[1:]:
+        rows = rows.unionByName(frame)
+    stats = rows.groupBy("phase").agg(
+        F.count("ms").alias("failovers"),
+        F.avg("ms").alias("mean_ms"),
+        F.max("ms").alias("max_ms"),
+    )
+    total = F.sum("mean_ms").over(Window.partitionBy())
+    return (
+        stats.where(F.col("failovers") > 0)
+        .withColumn("share", F.col("mean_ms") / total)
+        .orderBy(F.desc("mean_ms"), "phase")
+    )

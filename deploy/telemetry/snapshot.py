@@ -1,0 +1,38 @@
+"""A prometheus_client registry flattened into a MetricsSnapshot (protocol/telemetry.py).
+
+Every sample of every collector as `/metrics` shows it (counters as `<name>_total`, histograms
+as `_bucket`/`_count`/`_sum`), except the `_created` samples of counters and histograms: they
+hold the creation time of each series, which no report uses, and they are about a third of a
+broker's samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from protocol.telemetry import MetricsSnapshot, Sample, Source, json_number
+
+SKIPPED_SUFFIXES = ("_created",)
+
+
+def samples_of(registry: CollectorRegistry | Collector) -> list[Sample]:
+    """The registry's samples now (collectors run in the calling thread)."""
+    out = []
+    for family in registry.collect():
+        for s in family.samples:
+            if s.name.endswith(SKIPPED_SUFFIXES) and family.type in ("counter", "histogram"):
+                continue
+            out.append(Sample(s.name, dict(s.labels), json_number(float(s.value))))
+    return out
+
+
+def snapshot(
+    registry: CollectorRegistry | Collector, source: Source, ts_ms: int
+) -> MetricsSnapshot:
+    return MetricsSnapshot(ts_ms=ts_ms, source=source, samples=samples_of(registry))
+
+
+def sample_names(samples: Iterable[Sample]) -> set[str]:
+    return {s.name for s in samples}

@@ -1,0 +1,158 @@
+"""Hand-made telemetry DataFrames for analytics tests, in the shapes analytics.schemas' parse
+functions produce: samples, events (the LOG_EVENTS union) and chaos history ops."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from analytics.transforms.failovers import OPS_SCHEMA
+from protocol.telemetry import LOG_EVENTS, FieldType
+
+SAMPLES_SCHEMA = StructType(
+    [
+        StructField("ts", TimestampType()),
+        StructField("ts_ms", LongType()),
+        StructField("source", StringType()),
+        StructField("role", StringType()),
+        StructField("node_id", LongType()),
+        StructField("name", StringType()),
+        StructField("labels", MapType(StringType(), StringType())),
+        StructField("value", DoubleType()),
+    ]
+)
+
+_SPARK_TYPES: Mapping[FieldType, DataType] = {
+    FieldType.STRING: StringType(),
+    FieldType.INT: LongType(),
+    FieldType.FLOAT: DoubleType(),
+    FieldType.BOOL: BooleanType(),
+    FieldType.INT_LIST: ArrayType(LongType()),
+}
+
+
+def _event_fields() -> dict[str, DataType]:
+    fields: dict[str, DataType] = {}
+    for spec in LOG_EVENTS:
+        for name, kind in spec.fields.items():
+            fields.setdefault(name, _SPARK_TYPES[kind])
+    return fields
+
+
+EVENT_FIELDS = _event_fields()
+EVENTS_SCHEMA = StructType(
+    [
+        StructField("ts", TimestampType()),
+        StructField("ts_ms", LongType()),
+        StructField("source", StringType()),
+        StructField("role", StringType()),
+        StructField("node_id", LongType()),
+        StructField("level", StringType()),
+        StructField("event", StringType()),
+        *[StructField(name, kind) for name, kind in EVENT_FIELDS.items()],
+        StructField("record", StringType()),
+    ]
+)
+
+
+def _ts(ts_ms: int) -> datetime:
+    return datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+
+
+def _source(source: str) -> tuple[str, int | None]:
+    role, _, node = source.rpartition("-")
+    return (role, int(node)) if node.isdigit() else (source, None)
+
+
+def sample(ts_ms: int, source: str, name: str, value: float | None, **labels: str) -> tuple:
+    role, node_id = _source(source)
+    number = None if value is None else float(value)
+    return (_ts(ts_ms), ts_ms, source, role, node_id, name, labels, number)
+
+
+def samples_df(spark: SparkSession, rows: Iterable[tuple]) -> DataFrame:
+    return spark.createDataFrame(list(rows), SAMPLES_SCHEMA)
+
+
+def counter(ts_ms: int, source: str, name: str, value: float, **labels: str) -> tuple:
+    return sample(ts_ms, source, name + "_total", value, **labels)
+
+
+def histogram(
+    ts_ms: int, source: str, name: str, cumulative: Mapping[str, float], **labels: str
+) -> list[tuple]:
+    """The `_bucket` samples of one histogram snapshot (cumulative counts by `le`)."""
+    return [
+        sample(ts_ms, source, name + "_bucket", c, le=le, **labels) for le, c in cumulative.items()
+    ]
+
+
+def event(ts_ms: int, source: str, name: str, **fields: Any) -> dict[str, Any]:
+    role, node_id = _source(source)
+    record = {
+        "event": name,
+        "level": "info",
+        "role": role,
+        "node_id": node_id,
+        "ts_ms": ts_ms,
+        **fields,
+    }
+    return {
+        "ts": _ts(ts_ms),
+        "ts_ms": ts_ms,
+        "source": source,
+        "role": role,
+        "node_id": node_id,
+        "level": "info",
+        "event": name,
+        **fields,
+        "record": json.dumps(record, sort_keys=True),
+    }
+
+
+def events_df(spark: SparkSession, rows: Iterable[Mapping[str, Any]]) -> DataFrame:
+    names = EVENTS_SCHEMA.fieldNames()
+    return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], EVENTS_SCHEMA)
+
+
+def send_ok(ts_ms: int, topic: str, partition: int, process: str = "producer-0") -> tuple:
+    return (ts_ms, process, "ok", "send", topic, partition, None, None)
+
+
+def nemesis(ts_ms: int, action: str, *targets: str) -> tuple:
+    return (ts_ms, "nemesis", "info", "nemesis", None, None, list(targets), action)
+
+
+def ops_df(spark: SparkSession, rows: Iterable[tuple]) -> DataFrame:
+    return spark.createDataFrame(list(rows), OPS_SCHEMA)
+
+
+__all__ = [
+    "EVENTS_SCHEMA",
+    "SAMPLES_SCHEMA",
+    "counter",
+    "event",
+    "events_df",
+    "histogram",
+    "nemesis",
+    "ops_df",
+    "sample",
+    "samples_df",
+    "send_ok",
+]
