@@ -190,8 +190,8 @@ class DockerControl:
         self.mode = mode
         self.nodes = dict(nodes)
         self.network = network
-        self._cut: list[int] = []
-        """Nodes disconnected from the network now."""
+        self._cut: dict[int, list[str]] = {}
+        """Nodes disconnected from the network now, with their aliases on it."""
 
     def _container(self, node_id: int) -> Any:
         return self.client.containers.get(self.nodes[node_id].container_id)
@@ -284,21 +284,30 @@ class DockerControl:
         """Every node of `side` off the compose network: cut from `other`, and from everything
         else too (the host's published port included)."""
         for node_id in side:
-            await to_thread(lambda n=node_id: self._network().disconnect(self._container(n)))
-            self._cut.append(node_id)
+            self._cut[node_id] = await to_thread(self._disconnect, node_id)
         return {"how": f"disconnected from the network {self.network}",
                 "disconnected": [self.node_name(n) for n in side]}  # fmt: skip
 
-    def _reconnect(self, node_id: int) -> None:
-        # Under its service name again: the other nodes find it by that name.
-        self._network().connect(self._container(node_id), aliases=[self.node_name(node_id)])
+    def _disconnect(self, node_id: int) -> list[str]:
+        container = self._container(node_id)
+        endpoint = container.attrs["NetworkSettings"]["Networks"].get(self.network) or {}
+        # Docker adds the short container id itself on connect.
+        aliases = [a for a in endpoint.get("Aliases") or [] if a != container.id[:12]]
+        aliases = aliases or [self.node_name(node_id)]
+        self._network().disconnect(container)
+        return aliases
+
+    def _reconnect(self, node_id: int, aliases: list[str]) -> None:
+        # Under its names again (the service's, and broker-N for the zk profile's brokers):
+        # the other nodes find it by them.
+        self._network().connect(self._container(node_id), aliases=aliases)
 
     async def heal_network(self) -> bool:
         if not self._cut:
             return False
-        while self._cut:
-            await to_thread(self._reconnect, self._cut[-1])
-            self._cut.pop()
+        for node_id, aliases in list(self._cut.items()):
+            await to_thread(self._reconnect, node_id, aliases)
+            del self._cut[node_id]
         return True
 
     def _address(self, node_id: int) -> str | None:
