@@ -118,3 +118,16 @@ chaos-soak: setup-dev
 TELEMETRY_ARGS ?= --pairs 5
 bench-telemetry: setup-dev
 	$(BIN)/python bench/run_telemetry_cost.py --mode $(CHAOS_MODE) $(TELEMETRY_ARGS)
+
+# Issue 6: a chaos run against the compose cluster (docs/chaos.md "Against the compose cluster"):
+# profile MODE=raft|zk, brought up (and down) by the run unless one is already up. Needs our
+# dockerd and the images: `make docker-setup` (and `scripts/docker-setup.sh --zk` for zk).
+.PHONY: chaos-docker
+DOCKER_NEMESES ?= kill,pause,controller,partition,zk-expiry
+DOCKER_SEED ?= 2
+DOCKER_TIME_LIMIT ?= 60
+chaos-docker: setup-dev
+	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/trioka-docker/docker.sock} \
+	$(BIN)/python -m deploy.cli chaos run --docker --mode $(CHAOS_MODE) --nemesis $(DOCKER_NEMESES) \
+		--time-limit $(DOCKER_TIME_LIMIT) --seed $(DOCKER_SEED) \
+		--out $(CHAOS_OUT)/docker-$(CHAOS_MODE)-$(DOCKER_SEED) $(CHAOS_ARGS)
