@@ -412,10 +412,12 @@ class DockerCluster:
         others = {node.service for c in containers if (node := node_of(c.attrs)) is not None
                   and node.role == "broker" and node.mode != self.mode}  # fmt: skip
         if others:
+            other = {"zk" if self.mode == "raft" else "raft"}
             raise HarnessError(
-                f"compose project {self.project} has {', '.join(sorted(others))} of the other "
-                f"profile than {self.mode}: take it down first (docker-compose -p "
-                f"{self.project} --profile {'zk' if self.mode == 'raft' else 'raft'} down -v)"
+                f"compose project {self.project} runs the {other} profile "
+                f"({', '.join(sorted(others))}), not {self.mode}: take it down first "
+                f"(docker-compose -p {self.project} --profile {other} down -v) or use "
+                "another --project-name"
             )
         nodes = self._nodes()
         roles = {n.role for n in nodes.values()}
