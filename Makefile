@@ -79,7 +79,8 @@ bench-groups: setup-dev
 # Issue 6: the compose cluster (README "Docker"). docker-setup installs docker.io, docker-compose
 # and debootstrap if missing, starts our own dockerd (unix:///run/trioka-docker/docker.sock,
 # --iptables=false), builds trioka-base:bookworm, the wheelhouse and trioka:dev. e2e-docker runs
-# tests/e2e/test_docker_compose.py (raft profile, a broker container killed, nothing lost).
+# tests/e2e (both profiles: a broker container killed, nothing lost; then `trioka chaos run
+# --docker`, seed 3: kill, partition, pause); its setup builds the ZooKeeper image too.
 .PHONY: docker-setup docker-stop e2e-docker
 docker-setup: setup-dev
 	@bash scripts/docker-setup.sh
