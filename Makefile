@@ -15,8 +15,9 @@ APT_PACKAGES := zookeeper docker-compose iptables nftables iproute2
 setup:
 	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
 
+# The tests include the analytics job (PySpark), so the dev setup installs that extra too.
 setup-dev:
-	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh dev
+	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh dev,analytics
 
 # 3 controllers (Raft quorum) + 3 brokers: a replicated topic, a leader SIGKILLed, all consumed.
 demo: setup
@@ -112,6 +113,21 @@ chaos-soak: setup-dev
 	$(BIN)/python -m deploy.cli chaos run --mode $(CHAOS_MODE) \
 		--nemesis $(SOAK_NEMESES) --time-limit $(TIME_LIMIT) --seed $(SEED) \
 		--out $(CHAOS_OUT)/soak-$(CHAOS_MODE)-$(SEED) $(CHAOS_ARGS)
+
+# Issue 7: the telemetry report (README "Reports"): PySpark (the analytics extra) on Java.
+# `make report` reads the cluster of `trioka cluster up` (CLUSTER_DIR, default .trioka-cluster)
+# or BOOTSTRAP=HOST:PORT; REPORT_OUT is where report.html, the PNGs and tables/ go.
+.PHONY: setup-analytics report
+CLUSTER_DIR ?= .trioka-cluster
+BOOTSTRAP ?=
+REPORT_OUT ?= reports
+REPORT_ARGS ?=
+setup-analytics:
+	@TRIOKA_APT_PACKAGES="default-jre-headless" bash scripts/setup.sh analytics
+
+report: setup-analytics
+	$(BIN)/trioka report $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP),--cluster-dir $(CLUSTER_DIR)) \
+		--out $(REPORT_OUT) $(REPORT_ARGS)
 
 # Issue 7: telemetry cost, broker CPU per produced record with the shipper on vs off
 # (interleaved pairs of fresh 3-broker clusters; docs/benchmarks.md). MODE=raft|zk.

@@ -469,7 +469,7 @@ async def raft_controller_failover(
             name, stamp = e.get("event"), e.get("timestamp")
             if stamp is None:
                 continue
-            if name == "raft role changed" and e.get("role") == "leader":
+            if name == "raft role changed" and e.get("raft_role") == "leader":
                 result["raft_leader"] = {**e, "at": parse_time(stamp)}
             elif name == "controller active":
                 result["controller_active"] = {**e, "at": parse_time(stamp)}

@@ -7,7 +7,8 @@ through the ControllerChannel, stamped with this broker's epoch, and hands each 
 answer to `PartitionState.on_alter_partition_response`: the ISR changes only by the
 controller's answer. Transient failures (NOT_CONTROLLER, the controller unreachable, a
 retriable partition error) are retried after a backoff. `shrink_loop` checks the partitions it
-leads every replica.lag.time.max.ms / 2, as Kafka.
+leads every replica.lag.time.max.ms / 2, as Kafka. A committed change counts in
+IsrShrinksPerSec / IsrExpandsPerSec (broker.metrics), as Kafka marks them on the answer.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Callable
 import structlog
 import trio
 
+from broker.metrics import ReplicaManagerMetrics
 from broker.partitions import PartitionManager, log_isr_change
 from broker.ports import ControllerChannel
-from broker.replica.leader import AlterPartitionProposal
+from broker.replica.leader import AlterPartitionProposal, PendingExpandIsr
 from broker.replica.partition_state import AlterPartitionAction
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
@@ -45,7 +47,9 @@ class AlterPartitionManager:
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30000,
+        metrics: ReplicaManagerMetrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.node_id = node_id
         self.partitions = partitions
         self.controller = controller
@@ -123,6 +127,7 @@ class AlterPartitionManager:
                 partition = self.partitions.get(tp)
                 if proposal is None or partition is None:
                     continue
+                expanding = isinstance(partition.state.isr_state, PendingExpandIsr)
                 outcome = partition.state.on_alter_partition_response(
                     proposal,
                     error_code=result.error_code,
@@ -133,6 +138,11 @@ class AlterPartitionManager:
                 if outcome.action is AlterPartitionAction.RETRY:
                     retry[tp] = proposal
                 elif outcome.action is AlterPartitionAction.COMMITTED:
+                    if self.metrics is not None:
+                        counter = (
+                            self.metrics.isr_expands if expanding else self.metrics.isr_shrinks
+                        )
+                        counter.inc()
                     log.info(
                         "ISR changed",
                         topic_partition=str(tp),

@@ -25,6 +25,7 @@ from broker.alter_partition import AlterPartitionManager
 from broker.config import BROKER_CONFIGS, BrokerConfig
 from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_publisher import MetadataPublisher
+from broker.metrics import BrokerTopicMetrics, awaiting_remote
 from broker.partitions import IdleFollowerRead, Partition, PartitionManager
 from broker.ports import ControllerChannel, MetadataSource
 from broker.producer_ids import ProducerIdManager, init_producer_id
@@ -154,8 +155,11 @@ class KafkaApis:
         local_controller: ControllerChannel | None = None,
         controller_id: Callable[[], int] | None = None,
         producer_ids: ProducerIdManager | None = None,
+        topic_metrics: BrokerTopicMetrics | None = None,
     ) -> None:
         self.config = config
+        self.topic_metrics = topic_metrics
+        """BytesIn/MessagesIn per append, BytesOut per consumer fetch, replication bytes out."""
         self.producer_ids = producer_ids
         self._controller_id_fn = controller_id
         """Raft mode: the controller id Metadata / DescribeCluster report."""
@@ -307,6 +311,7 @@ class KafkaApis:
         if acks == 0:
             return None
         if waiting:
+            awaiting_remote()  # RemoteTimeMs: the acks=all purgatory
             errors = await self._await_replication(waiting, request.timeout_ms)
             if not errors and failpoints.eval("broker.produce.exit_before_response") is not None:
                 # Replicated (the HW passed it) but never acknowledged: the client retries it
@@ -385,6 +390,8 @@ class KafkaApis:
             return ProducePartitionResponse(
                 index=tp.partition, error_code=code, error_message=message
             ), None
+        if self.topic_metrics is not None:
+            self.topic_metrics.appended(tp.topic, len(records), info.num_records)
         if partition.state.update_local_leo(partition.log.log_end_offset):
             self.produce_purgatory.notify(tp)
         # Followers read to the LEO: every append may complete their long polls.
@@ -450,6 +457,7 @@ class KafkaApis:
                 # Watched once per request, re-armed after each wake-up: walking the ~8,300
                 # partitions of a follower session for every append to any of them was O(n).
                 if event is None:
+                    awaiting_remote()  # RemoteTimeMs: the long poll
                     event = self.purgatory.watch(tps, fired)
                 else:
                     event = self.purgatory.rearm(event)
@@ -479,6 +487,8 @@ class KafkaApis:
         finally:
             if event is not None:
                 self.purgatory.unwatch(tps, event)
+        if self.topic_metrics is not None and total:
+            self._count_bytes_out(follower, total, results)
         answer = context.complete(summaries, now_ms=_now_ms())
         # Consecutive partitions of one topic share a topic entry (as Kafka's FetchResponse
         # builds it); each entry's tuple is built once (it was re-built per partition).
@@ -498,6 +508,22 @@ class KafkaApis:
             error_code=int(answer.error_code),
             session_id=answer.session_id,
         )
+
+    def _count_bytes_out(
+        self, follower: bool, total: int, results: Mapping[TopicPartition, FetchPartitionResponse]
+    ) -> None:
+        """ReplicationBytesOutPerSec for a follower (one inc), BytesOutPerSec per topic for a
+        consumer (a consumer's fetch names few partitions)."""
+        assert self.topic_metrics is not None
+        if follower:
+            self.topic_metrics.replication_bytes_out.inc(total)
+            return
+        by_topic: dict[str, int] = {}
+        for tp, result in results.items():
+            if result.records:
+                by_topic[tp.topic] = by_topic.get(tp.topic, 0) + len(result.records)
+        for topic, size in by_topic.items():
+            self.topic_metrics.sent_to_consumer(topic, size)
 
     def _read_fetch(
         self,
@@ -975,6 +1001,7 @@ class KafkaApis:
 
     async def _forward(self, request: Request) -> Response:
         """Send to the controller, then wait until this broker's image has the result."""
+        awaiting_remote()  # RemoteTimeMs: the controller's answer and its propagation
         response = await self._controller_for_request().submit(request)
         if self.metadata_source is not None:
             await self.publisher.wait_for(self.metadata_source.committed_offset())
@@ -1017,6 +1044,7 @@ class KafkaApis:
         """Requests the controller answers as they are (CreatePartitions, ElectLeaders,
         reassignments; in ZK mode also AlterPartition and ControlledShutdown that other brokers
         forward): KafkaError from the channel becomes a request-level error."""
+        awaiting_remote()  # RemoteTimeMs: the controller's answer
         try:
             return await self._controller_for_request().submit(request)
         except KafkaError as exc:

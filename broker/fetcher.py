@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from broker.metrics import BrokerTopicMetrics
 from broker.ports import Transport
 from broker.replica.fetch_session import FetchSessionHandler, PartitionRequest
 from broker.replica.follower import FetchStatus, FollowerErrorAction, FollowerFetchState
@@ -127,6 +128,8 @@ class ReplicaFetcher:
         self._changed = trio.Event()
         self.fetches = 0
         """Fetch requests answered (for tests and metrics)."""
+        self.lags: dict[TopicPartition, int] = {}
+        """FetcherLagMetrics' ConsumerLag: the leader's HW minus our LEO at its last answer."""
 
     def wake(self) -> None:
         self._changed.set()
@@ -326,12 +329,15 @@ class ReplicaFetcher:
                 the_log.append_as_follower(part.records)
                 st.on_records(the_log)
                 partition.state.update_local_leo(the_log.log_end_offset)
+                if self.manager.topic_metrics is not None:
+                    self.manager.topic_metrics.replication_bytes_in.inc(len(part.records))
         except (KafkaError, CorruptRecordBatchError, OSError, ValueError) as exc:
             log.warning(
                 "follower append failed; backing off", topic_partition=str(tp), error=str(exc)
             )
             st.delayed_until_ms = _now_ms() + self.manager.config.backoff_ms
             return
+        self.lags[tp] = max(0, part.high_watermark - the_log.log_end_offset)
         if failpoints.eval("replica.follower.freeze_hw") is not None:
             return  # failpoint: the follower's HW lags the leader's (KIP-101's scenario 1)
         if partition.state.update_high_watermark_from_leader(
@@ -440,8 +446,11 @@ class ReplicaFetcherManager:
         transport: Transport,
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         transport_factory: Callable[[], Transport] | None = None,
+        topic_metrics: BrokerTopicMetrics | None = None,
     ) -> None:
         self.config = config
+        self.topic_metrics = topic_metrics
+        """ReplicationBytesInPerSec, per follower append."""
         self.partitions = partitions
         self.transport = transport
         self.transport_factory = transport_factory
@@ -486,6 +495,7 @@ class ReplicaFetcherManager:
         for other_key, fetcher in self.fetchers.items():
             if other_key != key:
                 fetcher.states.pop(tp, None)
+                fetcher.lags.pop(tp, None)
         fetcher = self.fetchers.get(key)
         if fetcher is None:
             fetcher = ReplicaFetcher(self, source, key[1])
@@ -506,12 +516,22 @@ class ReplicaFetcherManager:
         for fetcher in self.fetchers.values():
             for tp in wanted & fetcher.states.keys():
                 del fetcher.states[tp]
+                fetcher.lags.pop(tp, None)
             fetcher.wake()
         self._shutdown_idle()
 
     def _shutdown_idle(self) -> None:
         for key in [k for k, f in self.fetchers.items() if not f.states]:
             self.fetchers.pop(key).cancel_scope.cancel()
+
+    def lags(self) -> list[tuple[TopicPartition, int]]:
+        """(partition, ConsumerLag) of every followed partition that had a fetch answer."""
+        return [
+            (tp, lag)
+            for fetcher in list(self.fetchers.values())
+            for tp, lag in list(fetcher.lags.items())
+            if tp in fetcher.states
+        ]
 
     @property
     def partition_count(self) -> int:

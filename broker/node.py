@@ -29,6 +29,7 @@ from broker.leader_and_isr import ControllerRequestHandler
 from broker.log_cleaner import CleanerConfig, LogCleaner
 from broker.metadata_cache import with_topic_configs
 from broker.metadata_publisher import MetadataPublisher
+from broker.metrics import BrokerMetrics, BrokerView, default_metrics
 from broker.partition_changes import PartitionChangeApplier
 from broker.partitions import PartitionManager
 from broker.ports import ControllerChannel, MetadataSource, Transport
@@ -104,6 +105,7 @@ class Broker:
         local_controller: ControllerChannel | None = None,
         transport_factory: Callable[[], Transport] | None = None,
         controlled_shutdown: Callable[[], Awaitable[object]] | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         if (config.zk_mode or config.raft_mode) and transport is None:
             raise ConfigError(
@@ -114,6 +116,8 @@ class Broker:
             raise ConfigError(
                 f"metadata.mode={config.metadata_mode}: the broker needs a metadata source"
             )
+        self.metrics = metrics if metrics is not None else default_metrics()
+        """BrokerTopicMetrics and the ReplicaManager gauges (bound while `run` runs)."""
         self._controlled_shutdown_fn = controlled_shutdown
         """Raft mode: the lifecycle's controlled shutdown through the heartbeat."""
         self.config = config
@@ -141,6 +145,7 @@ class Broker:
             lambda: self.broker_epoch_fn(),
             on_high_watermark=self._notify,
             request_timeout_ms=int(config["request.timeout.ms"]),
+            metrics=self.metrics.replica_manager,
         )
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller_requests: ControllerRequestHandler | None = None
@@ -153,6 +158,7 @@ class Broker:
                 transport,
                 on_high_watermark=self._notify,
                 transport_factory=transport_factory,
+                topic_metrics=self.metrics.topics,
             )
             self.applier = PartitionChangeApplier(
                 node_id=config.node_id,
@@ -175,6 +181,7 @@ class Broker:
                 transport,
                 on_high_watermark=self._notify,
                 transport_factory=transport_factory,
+                topic_metrics=self.metrics.topics,
             )
             self.controller_requests = ControllerRequestHandler(
                 node_id=config.node_id,
@@ -212,6 +219,7 @@ class Broker:
             controller_requests=self.controller_requests,
             local_controller=local_controller,
             controller_id=self._image_controller_id if config.raft_mode else None,
+            topic_metrics=self.metrics.topics,
         )
         self.group_coordinator, group_apis = make_group_coordinator(
             config,
@@ -412,6 +420,24 @@ class Broker:
     ) -> None:
         log.info("broker starting", node_id=self.config.node_id, log_dirs=self.log_manager_dirs())
         self._start_storage()
+        self.metrics.replica_manager.bind(self, self._metrics_view())
+        try:
+            await self._run(task_status)
+        finally:
+            self.metrics.replica_manager.unbind(self)
+
+    def _metrics_view(self) -> BrokerView:
+        fetchers = self.fetchers
+        return BrokerView(
+            partitions=lambda: [p.state for p in list(self.partitions.partitions.values())],
+            purgatory_sizes={
+                "Produce": lambda: self.produce_purgatory.waiting,
+                "Fetch": lambda: self.purgatory.waiting,
+            },
+            fetcher_lags=fetchers.lags if fetchers is not None else list,
+        )
+
+    async def _run(self, task_status: trio.TaskStatus[list[BoundListener]]) -> None:
         async with trio.open_nursery() as nursery:
             loops = trio.CancelScope()
 

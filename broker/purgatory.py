@@ -94,5 +94,10 @@ class FetchPurgatory:
         return self._closed
 
     @property
+    def waiting(self) -> int:
+        """Requests parked now (Kafka's PurgatorySize)."""
+        return len(self._waiters)
+
+    @property
     def watched(self) -> int:
         return len(self._watchers)

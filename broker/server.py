@@ -15,11 +15,17 @@ with a warning naming the peer; a request whose header is readable but whose bod
 INVALID_REQUEST naming the field; an unknown API key or version gets UNSUPPORTED_VERSION; a bug
 in a handler gets UNKNOWN_SERVER_ERROR and a logged traceback. Connections with no traffic and
 nothing in flight for `connections.max.idle.ms` are closed.
+
+Every decoded request is timed and counted (Kafka's RequestMetrics, broker.metrics.requests):
+received when its frame is complete, dequeued when its handler starts, parked when the handler
+calls `awaiting_remote()`, its response ready, sent; recorded by the writer after the send.
 """
 
 from __future__ import annotations
 
+import collections
 import math
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +35,15 @@ import structlog
 import trio
 
 from broker.config import Listener
+from broker.metrics.requests import (
+    RequestMetrics,
+    RequestTiming,
+    default_request_metrics,
+    error_counts,
+    metric_names,
+    request_name,
+    start_handling,
+)
 from protocol.codec import (
     RequestDecodeError,
     RequestEnvelope,
@@ -93,6 +108,10 @@ class _Slot:
     data: bytes | None = None
     close_after: bool = False
     released: bool = False
+    timing: RequestTiming | None = None
+    """Set once the request decoded: its RequestMetrics milestones."""
+    names: tuple[str, ...] = ()
+    """The RequestMetrics `request` labels it is recorded under."""
 
 
 class _Connection:
@@ -173,20 +192,23 @@ class _Connection:
                 self.last_activity = trio.current_time()
                 decoder.feed(data)
                 continue
+            received = time.perf_counter()
             await self.window.acquire()
             await self.server.queue.acquire()
             slot = _Slot()
             self.pending.append(slot)
             await send.send(slot)
-            nursery.start_soon(self._serve, frame, slot)
+            nursery.start_soon(self._serve, frame, slot, received)
 
-    async def _serve(self, payload: bytes, slot: _Slot) -> None:
+    async def _serve(self, payload: bytes, slot: _Slot, received: float) -> None:
         try:
-            slot.data = await self._respond(payload, slot)
+            slot.data = await self._respond(payload, slot, received)
         finally:
+            if slot.timing is not None:
+                slot.timing.response_done = time.perf_counter()
             slot.done.set()
 
-    async def _respond(self, payload: bytes, slot: _Slot) -> bytes | None:
+    async def _respond(self, payload: bytes, slot: _Slot, received: float) -> bytes | None:
         try:
             request = decode_request(payload)
         except RequestDecodeError as exc:
@@ -199,10 +221,14 @@ class _Connection:
             client_id=request.client_id,
             api=request.api_key.name.title().replace("_", ""),  # Kafka's: ApiVersions
         )
+        slot.timing = RequestTiming(received)
+        slot.names = metric_names(request.api_key, request.body)
+        start_handling(slot.timing)
         try:
             response = await self.server.handler.handle(request, self.info)
             if response is None:
                 return None
+            self.server.metrics.record_errors(slot.names[0], error_counts(response))
             return encode_response(request.correlation_id, response)
         except Exception as exc:  # a bug in a handler must not take the connection down
             log.exception(
@@ -211,14 +237,13 @@ class _Connection:
                 api=request.api_key.name,
                 correlation_id=request.correlation_id,
             )
-            return encode_response(
-                request.correlation_id,
-                error_response(
-                    type(request.body),
-                    ErrorCode.UNKNOWN_SERVER_ERROR,
-                    f"internal error serving {request.api_key.name}: {type(exc).__name__}: {exc}",
-                ),
+            failed = error_response(
+                type(request.body),
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"internal error serving {request.api_key.name}: {type(exc).__name__}: {exc}",
             )
+            self.server.metrics.record_errors(slot.names[0], error_counts(failed))
+            return encode_response(request.correlation_id, failed)
 
     def _refuse(self, exc: RequestDecodeError, slot: _Slot) -> bytes | None:
         if exc.correlation_id is None or (
@@ -236,6 +261,10 @@ class _Connection:
             error=exc.code.name,
             reason=str(exc),
         )
+        if exc.api_key is not None:
+            self.server.metrics.record_errors(
+                request_name(exc.api_key), collections.Counter({int(exc.code): 1})
+            )
         frame = encode_error_response(exc)
         if frame is None:
             # An API key this broker does not serve: answer the way Kafka answers an
@@ -247,12 +276,18 @@ class _Connection:
         async with recv:
             async for slot in recv:
                 await slot.done.wait()
+                timing = slot.timing
+                if timing is not None:
+                    timing.send_start = time.perf_counter()
                 try:
                     if slot.data is not None:
                         await self.stream.send_all(slot.data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self.scope.cancel()
                     return
+                if timing is not None:
+                    timing.sent = time.perf_counter()
+                    self.server.metrics.record(slot.names, timing)
                 self.pending.popleft()
                 self.release(slot)
                 self.last_activity = trio.current_time()
@@ -291,8 +326,11 @@ class BrokerServer:
         handler: RequestHandler,
         listeners: Sequence[Listener],
         limits: ServerLimits = ServerLimits(),
+        metrics: RequestMetrics | None = None,
     ) -> None:
         self.handler = handler
+        self.metrics = metrics if metrics is not None else default_request_metrics()
+        """RequestMetrics of every request served (the process-wide ones by default)."""
         self.listeners = tuple(listeners)
         self.limits = limits
         self.queue = trio.Semaphore(limits.queued_max_requests)

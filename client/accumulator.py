@@ -3,7 +3,11 @@
 Records are appended to the last open batch of their partition; a batch is ready to send when
 it is full, when linger.ms has passed since it was opened, or when a flush or close wants
 everything out. `drain()` takes every ready batch led by a broker, up to max.request.size, so
-one Produce request carries them all. Time is passed in (ms) so tests drive it.
+one Produce request carries them all, except that a retried idempotent batch goes alone for its
+partition (the batches behind it follow in the next request): Kafka sends one batch per
+partition per Produce, and only a retry sent alone can be answered with its original offsets
+by a leader that has it (after a failover, other producers' writes may sit between it and the
+log end). Time is passed in (ms) so tests drive it.
 """
 
 from __future__ import annotations
@@ -229,7 +233,8 @@ class RecordAccumulator:
         now_ms: float,
     ) -> dict[int, list[ProducerBatch]]:
         """Take the sendable batches of each node: all ready batches of every partition it
-        leads, up to max.request.size (at least one batch)."""
+        leads, up to max.request.size (at least one batch); an idempotent retry goes alone for
+        its partition."""
         wanted = set(nodes)
         out: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
@@ -256,6 +261,7 @@ class RecordAccumulator:
                     break
                 if taken and total + batch.size > max_request_size:
                     break
+                sequenced_retry = batch.base_sequence != NO_SEQUENCE
                 idem = self.idempotence
                 if idem is not None:
                     if not idem.may_drain(batch):
@@ -266,6 +272,11 @@ class RecordAccumulator:
                 batch.closed = True
                 taken.append(batch)
                 total += batch.size
+                if sequenced_retry:
+                    # Alone for its partition, as every batch is in Kafka: the leader answers
+                    # a retry it already has with the original base offset, which covers the
+                    # batches after it only if they follow it in the log.
+                    break
             sizes[leader] = total
         return {node: batches for node, batches in out.items() if batches}
 

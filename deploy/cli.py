@@ -351,6 +351,7 @@ def _register() -> None:
     from deploy.cli_io import consume, produce
     from deploy.cli_perf import perf
     from deploy.cli_quorum import quorum
+    from deploy.cli_report import report
 
     cli.add_command(produce)
     cli.add_command(consume)
@@ -361,6 +362,7 @@ def _register() -> None:
     cli.add_command(quorum)
     cli.add_command(cluster)
     cli.add_command(chaos)
+    cli.add_command(report)
 
 
 _register()

@@ -30,9 +30,10 @@ Every process runs in its own session, so it outlives `trioka cluster up` and a 
 terminal does not reach it; `down` and `kill` find them by the pids in cluster.json and signal a
 pid only while /proc says it is still the process that was started (its start time matches),
 never by name. Brokers first start on port 0 and the bound port (from their "broker listening"
-log event) is written back to broker.toml, so a restart keeps the address. Each broker also
-serves Prometheus' /metrics (`trioka.metrics.port`), on a free port at first start, pinned the
-same way (from its "metrics serving" event); `trioka cluster status` shows it.
+log event) is written back to broker.toml, so a restart keeps the address. Every process (each
+broker and each controller) also serves Prometheus' /metrics (`trioka.metrics.port`), on a free
+port at first start, pinned the same way in its broker.toml / controller.toml (from its "metrics
+serving" event); cluster.json keeps it and `trioka cluster status` shows it.
 """
 
 from __future__ import annotations
@@ -377,27 +378,26 @@ def _wait_event(
 
 def _wait_listening(node: NodeRecord, log_offset: int, timeout: float) -> NodeRecord:
     """Wait until the node serves: a broker's "broker listening" event (returns the node with
-    its bound port and its /metrics port: the broker logs "metrics serving" before it listens),
-    a controller's "controller started" (its port was chosen before it started)."""
-    if node.is_controller:
-        _wait_event(node, log_offset, "controller started", timeout)
-        return node
-    events = _wait_event(node, log_offset, "broker listening", timeout)
+    its bound port), a controller's "controller started" (its port was chosen before it
+    started); both with their /metrics port (each logs "metrics serving" before it listens)."""
+    ready = "controller started" if node.is_controller else "broker listening"
+    events = _wait_event(node, log_offset, ready, timeout)
     metrics_port = node.metrics_port
     for event in events:
         if event.get("event") == "metrics serving":
             metrics_port = int(event["port"])
-    return replace(node, port=int(events[-1]["port"]), metrics_port=metrics_port)
+    port = node.port if node.is_controller else int(events[-1]["port"])
+    return replace(node, port=port, metrics_port=metrics_port)
 
 
 def _pin_port(node: NodeRecord) -> None:
-    """Write the bound ports into broker.toml, so that a restart listens where clients (and
-    scrapers) look."""
-    config_file = Path(node.dir) / "broker.toml"
+    """Write the bound ports into broker.toml (a controller's /metrics port into its
+    controller.toml), so that a restart listens where clients (and scrapers) look."""
+    config_file = Path(node.dir) / ("controller.toml" if node.is_controller else "broker.toml")
     text = config_file.read_text()
     new = []
     for line in text.splitlines():
-        if line.startswith('"listeners"'):
+        if line.startswith('"listeners"') and not node.is_controller:
             line = f'"listeners" = ["PLAINTEXT://{node.host}:{node.port}"]'
         elif line.startswith('"trioka.metrics.port"') and node.metrics_port > 0:
             line = f'"trioka.metrics.port" = {node.metrics_port}'
@@ -452,11 +452,17 @@ def _new_controllers(base_dir: Path, count: int, layout: _Layout, cluster_id: st
         node_dir = base_dir / f"controller-{node_id}"
         node_dir.mkdir(parents=True, exist_ok=True)
         config_file = node_dir / "controller.toml"
+        # A free /metrics port at first start, pinned afterwards (_pin_port); in a namespace
+        # it binds the node's address (reachable from the host).
+        metrics: dict[str, object] = {"trioka.metrics.port": 0}
+        if layout.network is not None:
+            metrics["trioka.metrics.host"] = host
         config_file.write_text(
             controller_toml(
-                node_id, host, ports[node_id], voters, node_dir / "metadata", cluster_id, settings
+                node_id, host, ports[node_id], voters, node_dir / "metadata", cluster_id,
+                {**metrics, **settings},
             )
-        )
+        )  # fmt: skip
         load_controller_config(config_file, extra)
         nodes.append(
             NodeRecord(
@@ -488,10 +494,8 @@ def _start_processes(state: ClusterState, nodes: Sequence[NodeRecord], timeout: 
     deadline = time.monotonic() + timeout
     for node, offset in spawned:
         listening = _wait_listening(node, offset, max(0.1, deadline - time.monotonic()))
-        if not node.is_controller and (
-            listening.port != node.port
-            or node.port == 0
-            or listening.metrics_port != node.metrics_port
+        if listening.metrics_port != node.metrics_port or (
+            not node.is_controller and (listening.port != node.port or node.port == 0)
         ):
             _pin_port(listening)
         state = state.with_node(listening)

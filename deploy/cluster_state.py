@@ -48,7 +48,8 @@ class NodeRecord:
     start_ticks: int = 0
     """The process's start time in /proc/<pid>/stat: a reused pid has another."""
     metrics_port: int = 0
-    """A broker's /metrics port (http://host:metrics_port/metrics); 0: none or not known yet."""
+    """The process's /metrics port (http://host:metrics_port/metrics), brokers and controllers;
+    0: none or not known yet."""
 
     @property
     def is_controller(self) -> bool:

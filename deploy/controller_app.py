@@ -31,6 +31,7 @@ import trio
 from broker.server import BrokerServer, ConnectionInfo
 from deploy.controller_config import ControllerConfig, load_controller_config
 from deploy.logging_config import configure_logging
+from deploy.metrics_server import serve_metrics
 from deploy.raft_controller import RaftControllerService
 from deploy.raft_transport import VoterTransport
 from deploy.telemetry.settings import TelemetrySettings
@@ -152,13 +153,17 @@ async def run_controller(
     handle_signals: bool = True,
     task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Run one voter until SIGTERM/SIGINT (or cancellation), with /metrics served meanwhile
+    when trioka.metrics.port is set ("metrics serving" is logged before "controller started")
+    and the telemetry shipper running when trioka.telemetry.enable is on."""
     shipper = controller_shipper(config)
     if shipper is not None:
         shipper.capture()  # start-up events are shipped too
     try:
-        await _run_controller(
-            config, shipper, handle_signals=handle_signals, task_status=task_status
-        )
+        with serve_metrics(config):
+            await _run_controller(
+                config, shipper, handle_signals=handle_signals, task_status=task_status
+            )
     finally:
         if shipper is not None:
             shipper.release()

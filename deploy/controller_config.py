@@ -90,6 +90,9 @@ CONTROLLER_CONFIGS = ConfigDefs(
         *(BROKER_CONFIGS[key] for key in TOPIC_DEFAULT_KEYS if key not in POLICY_KEYS),
         # The telemetry shipper's keys (deploy/telemetry/settings.py), as a broker's.
         *(BROKER_CONFIGS[key] for key in TELEMETRY_KEYS),
+        # Every process serves /metrics (deploy.metrics_server): the broker's keys.
+        BROKER_CONFIGS["trioka.metrics.port"],
+        BROKER_CONFIGS["trioka.metrics.host"],
     ],
 )
 # fmt: on
@@ -134,6 +137,10 @@ class ControllerConfig:
                     f"({', '.join(str(lst) for lst in listeners)})"
                 )
         return cls(resolved, voters, listeners, frozenset(values))
+
+    def __getitem__(self, key: str) -> Any:
+        """A resolved value by its config name, as BrokerConfig's."""
+        return self.values[key]
 
     @property
     def node_id(self) -> int:

@@ -29,6 +29,7 @@ def configure_logging(
     level: str | None = None,
     stream: TextIO | None = None,
     json: bool | None = None,
+    cache_loggers: bool = True,
     **context: str | int,
 ) -> None:
     """Configure structlog and stdlib logging for this process (idempotent per process).
@@ -61,7 +62,9 @@ def configure_logging(
         processors=[*shared, LOG_TEE, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
-        cache_logger_on_first_use=True,
+        # Tests pass False: a logger cached under one test's configuration would keep it, and
+        # structlog.testing.capture_logs in later tests would see nothing from it.
+        cache_logger_on_first_use=cache_loggers,
     )
     # Libraries that use stdlib logging (kazoo, py4j) go to the same stream.
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=stream, force=True)

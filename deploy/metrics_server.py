@@ -1,14 +1,18 @@
 """`/metrics` of a process: prometheus_client's HTTP server on the global registry.
 
     with serve_metrics(config):      # trioka.metrics.port -1: nothing; 0: a free port
-        ...                          # the broker runs; GET http://host:port/metrics
+        ...                          # the broker or controller runs; GET http://host:port/metrics
+
+Every process serves it: brokers in each mode and the combined node (deploy.broker_app), and
+dedicated Raft controllers (deploy.controller_app; the same two config keys).
 
 The server is prometheus_client's own (a WSGI server in a daemon thread): a scrape never waits
 for the trio loop, so it still answers while the broker is busy, and a daemon thread cannot keep
 a dying process alive. It serves the process-wide registry (`prometheus_client.REGISTRY`), which
 holds the default process/GC/platform collectors and every trioka metric created on it (the
 controller's, `controller.metrics.default_metrics()`, created here so that every broker exports
-them, not only the active controller). The bound address is logged as the `metrics serving`
+them, not only the active controller) and the broker's, raft's and the server's (broker.metrics,
+raft.metrics; created by the components that feed them). The bound address is logged as the `metrics serving`
 event (host, port): with port 0 that is how tests, benchmarks and `trioka cluster` learn it.
 """
 
@@ -17,11 +21,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 from prometheus_client import REGISTRY, start_http_server
 
-from broker.config import BrokerConfig
 from controller.metrics import default_metrics
 from protocol.config_defs import ConfigError
 
@@ -41,8 +45,15 @@ class MetricsEndpoint:
         return f"http://{host}:{self.port}{METRICS_PATH}"
 
 
+class MetricsSettings(Protocol):
+    """A process config with `trioka.metrics.port` and `trioka.metrics.host` (BrokerConfig,
+    deploy.controller_config.ControllerConfig)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
 @contextlib.contextmanager
-def serve_metrics(config: BrokerConfig) -> Iterator[MetricsEndpoint | None]:
+def serve_metrics(config: MetricsSettings) -> Iterator[MetricsEndpoint | None]:
     """Serve /metrics while the block runs (None when trioka.metrics.port is -1)."""
     port = int(config["trioka.metrics.port"])
     if port < 0:

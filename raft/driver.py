@@ -45,6 +45,7 @@ from raft.core import (
 )
 from raft.core import messages as cm
 from raft.log_store import Entry, LogStore, SnapshotId
+from raft.metrics import RaftMetrics, default_metrics
 
 log = structlog.get_logger("raft.driver")
 
@@ -85,6 +86,8 @@ class Proposal:
     last_offset: int
     done: trio.Event = field(default_factory=trio.Event)
     error: KafkaError | None = None
+    accepted_at: float = 0.0
+    """trio time the core accepted it (commit latency)."""
 
     async def wait_committed(self) -> int:
         """The last offset once committed; NotLeaderError when it never will be here
@@ -153,8 +156,11 @@ class RaftDriver:
         clock_ms: Callable[[], int] = monotonic_ms,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         voter_endpoints: Sequence[dq.DescribeQuorumNode] = (),
+        metrics: RaftMetrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics if metrics is not None else default_metrics()
+        """raft-metrics (raft.metrics): gauges bound while `run` runs."""
         self.store = store
         self.quorum_store = quorum_store
         self.transport = transport
@@ -212,6 +218,10 @@ class RaftDriver:
     @property
     def high_watermark(self) -> int:
         return self.core.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.store.end_offset
 
     async def propose(self, records: Sequence[bytes]) -> int:
         """Append `records`; returns the last one's offset once committed. Raises
@@ -363,6 +373,7 @@ class RaftDriver:
             self.config, self.store, self._rng, state or QuorumStateData(), self._clock()
         )
         self.applied_offset = self.store.start_offset
+        self.metrics.bind(self, self)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -370,6 +381,7 @@ class RaftDriver:
                 task_status.started()
                 await self._loop()
         finally:
+            self.metrics.unbind(self)
             self._fail_all_waiters("the raft driver stopped")
 
     async def _loop(self) -> None:
@@ -415,7 +427,7 @@ class RaftDriver:
                     )
                 )
             else:
-                waiter = Proposal(result.epoch, result.last_offset)
+                waiter = Proposal(result.epoch, result.last_offset, accepted_at=trio.current_time())
                 self._waiters.append(waiter)
                 reply.send_nowait(waiter)
         elif kind == "call":
@@ -513,6 +525,7 @@ class RaftDriver:
         last = committed[-1].offset
         epoch_at = {e.offset: e.epoch for e in committed}
         keep: list[Proposal] = []
+        now = trio.current_time()
         for waiter in self._waiters:
             if waiter.last_offset > last:
                 keep.append(waiter)
@@ -525,6 +538,8 @@ class RaftDriver:
                     leader_id=self.core.leader_id,
                     epoch=self.core.epoch,
                 )
+            else:
+                self.metrics.commit_latency_ms.observe((now - waiter.accepted_at) * 1000)
             waiter.done.set()
         self._waiters = keep
 
@@ -575,11 +590,14 @@ class RaftDriver:
                     waiter.done.set()
                 gone = {id(w) for w in stale}
                 self._waiters = [w for w in self._waiters if id(w) not in gone]
+            last_leader = self._last_view[1:] if self._last_view is not None else None
+            if core.leader_id >= 0 and (core.epoch, core.leader_id) != last_leader:
+                self.metrics.leader_changes.inc()
             if self._last_view is not None:
                 log.info(
                     "raft role changed",
                     node_id=self.config.node_id,
-                    role=core.role.value,
+                    raft_role=core.role.value,
                     epoch=core.epoch,
                     leader_id=core.leader_id,
                 )

@@ -31,7 +31,8 @@ if _ROOT not in sys.path:
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 # A real ZooKeeper: `zookeeper` (a fresh chroot per test on one server per run),
-# `zookeeper_server`, `zookeeper_factory` (servers a test may stop or restart).
+# `zookeeper_server`, `zookeeper_factory` (servers a test may stop or restart); `spark`: one
+# Spark session per run (tests/support/spark.py).
 pytest_plugins = ["tests.support.zookeeper", "tests.support.spark"]
 
 BrokerFactory = Callable[..., BrokerProcess]

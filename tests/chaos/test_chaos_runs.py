@@ -43,6 +43,9 @@ async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str) -> None:
         verified.get("leader-moved-from-paused", 0) + verified.get("leader-moved-from-killed", 0)
         >= 1
     ), verified
+    # Retries reach new leaders here: each is answered with its original offset (issue 6: no
+    # DUPLICATE_SEQUENCE_NUMBER, offset -1, since an idempotent retry is sent alone).
+    assert result.verdict["run"]["operations"].get("send-ok-without-offset", 0) == 0, result.summary
     assert result.out is not None
     assert (result.out / "history.jsonl").stat().st_size > 0
     assert (result.out / "verdict.json").exists()

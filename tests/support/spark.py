@@ -1,8 +1,9 @@
 """One local Spark session per test run (MACHINE-FACTS: 7-12 s to start, and the first read
 through a Python data source costs 16-24 s, so sessions are shared, never made per test).
 
-`spark` is session-scoped; it skips with a clear reason only when pyspark is not importable
-(`make test` installs the analytics extra, so it never skips there).
+`spark` is session-scoped: local[2], UTC, quiet, the `trioka` data source registered
+(analytics.job.build_session). It skips with a clear reason only when pyspark is not
+importable (`make test` installs the analytics extra, so it never skips there).
 """
 
 from __future__ import annotations
@@ -18,21 +19,15 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     try:
-        from pyspark.sql import SparkSession
+        import pyspark  # noqa: F401
     except ImportError:
         pytest.skip("pyspark is not installed: pip install 'trioka[analytics]'")
+    from analytics.job import build_session
+
     # Workers must run this interpreter (they crash on another Python); loopback only.
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("trioka-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = build_session("local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "2")  # the tests' frames are tiny
     try:
         yield session
     finally:

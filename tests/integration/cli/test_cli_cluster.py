@@ -176,6 +176,14 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
         assert roles[1] == roles[2] == "broker"
         text = trioka("cluster", "status", "--dir", str(cluster_dir)).stdout.decode()
         assert f"Quorum: leader {leader}" in text and "active controller" in text
+        # Every process serves /metrics, controllers included, each on its own port.
+        metrics_ports = {p["name"]: p["metrics_port"] for p in status["processes"]}
+        assert all(metrics_ports.values()) and len(set(metrics_ports.values())) == 5
+        url = f"http://127.0.0.1:{metrics_ports[f'controller-{leader}']}/metrics"
+        with urllib.request.urlopen(url) as scraped:
+            text = scraped.read().decode()
+        assert f"kafka_server_raft_metrics_current_leader {leader}.0" in text
+        assert "kafka_controller_KafkaController_ActiveControllerCount 1.0" in text
 
         killed = trioka("cluster", "kill", str(leader), "--dir", str(cluster_dir))
         assert killed.returncode == 0, killed.stderr.decode()
@@ -199,6 +207,7 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
             ),
         )
         assert status["bootstrap"] == bootstrap  # same ports after a restart
+        assert {p["name"]: p["metrics_port"] for p in status["processes"]} == metrics_ports
         pids = [p["pid"] for p in status["processes"]]
 
         down = trioka("cluster", "down", "--dir", str(cluster_dir), timeout=120)

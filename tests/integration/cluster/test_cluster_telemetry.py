@@ -109,8 +109,7 @@ async def test_every_process_ships_metrics_and_logs(cluster_factory: ClusterFact
         for rec in logs:
             assert rec["v"] == 1 and rec["kind"] == "log" and rec["level"]
             assert rec["node_id"] == int(node_id)
-            # "raft role changed" has a field of its own named role (Raft's role).
-            assert rec["role"] == role or rec["event"] == "raft role changed"
+            assert rec["role"] == role
         # One partition per key: each source's records in the order it made them.
         for records in (metrics, logs):
             assert [r["seq"] for r in records] == list(range(len(records)))

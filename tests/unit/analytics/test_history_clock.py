@@ -62,6 +62,18 @@ def test_monotonic_times_are_aligned_by_the_quickest_shipping(spark: SparkSessio
     assert [(r.ts_ms, r.ts_from) for r in out] == [(T0 + 500, "shipped"), (T0 + 1_500, "shipped")]
 
 
+def test_recorded_ts_ms_wins_and_older_ops_fall_back(spark: SparkSession) -> None:
+    # the chaos runner records ts_ms with every op; an older history has it null
+    schema = StructType([*PARSED_OPS.fields, StructField("ts_ms", LongType())])
+    rows = [
+        (_at(T0 + 2_000), MONO0_NS, "p", "ok", "send", "t", 0, None, None, None, T0 + 7),
+        (_at(T0 + 1_500), MONO0_NS + 1_000_000_000, "p", "ok", "send", "t", 0, None, None, None,
+         None),
+    ]  # fmt: skip
+    out = with_wall_clock(spark.createDataFrame(rows, schema)).orderBy("time_ns").collect()
+    assert [(r.ts_ms, r.ts_from) for r in out] == [(T0 + 7, "ts_ms"), (T0 + 1_500, "shipped")]
+
+
 def test_failover_from_parsed_history_ops(spark: SparkSession) -> None:
     def op(offset_ms: int, *rest: object) -> tuple:
         # shipped together, 100 ms after the last op (at +9 s)

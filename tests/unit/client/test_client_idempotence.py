@@ -114,10 +114,35 @@ def test_reset_starts_sequences_over_and_never_restamps_old_batches() -> None:
     idem.set_producer_id(2, 0)
     fill(acc, 2)
     acc.reenqueue(old, 0)
-    old_again, new = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    (old_again,) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]  # a retry goes alone
+    (new,) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
     assert (old_again.producer_id, old_again.base_sequence) == (1, 0)
     assert (new.producer_id, new.base_sequence) == (2, 0)
     assert not idem.is_current(old_again)
+
+
+def test_a_retried_batch_goes_out_alone_for_its_partition() -> None:
+    """Kafka sends one batch per partition per Produce (RecordAccumulator.drain; the broker
+    refuses more since v3), so a retry reaches the leader alone and is answered with its own
+    original offsets. Sent with new batches behind it, a retry that another producer's writes
+    follow in the log has no single base offset for the lot (the broker answers
+    DUPLICATE_SEQUENCE_NUMBER, offset -1): so a retry is drained alone; new batches of the
+    partition go in the next request, other partitions' batches in the same one."""
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    acc = accumulator(idem)
+    other = TopicPartition("t", 1)
+    fill(acc, 2)
+    (a,) = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    fill(acc, 4)  # two new batches queue while `a` is in flight
+    acc.append(other, 0, None, b"y" * 30, (), 46, now_ms=0)
+    acc.reenqueue(a, 0)  # `a` failed on the way (its leader died): retried first
+    retry = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert [(b.tp, b.base_sequence) for b in retry] == [(TP, 0), (other, 0)]
+    assert retry[0] is a and a.attempts == 2
+    # The new batches follow in their own request (pipelined behind the retry), in order.
+    after = acc.drain(lambda t, p: 1, [1], 1 << 20, 10)[1]
+    assert [(b.tp, b.base_sequence) for b in after] == [(TP, 2), (TP, 4)]
 
 
 # -- the producer against the fake broker ---------------------------------------------------

@@ -12,7 +12,7 @@ from deploy.logging_config import configure_logging
 
 def test_json_lines_carry_role_node_and_utc_timestamp() -> None:
     out = io.StringIO()
-    configure_logging(role="broker", node_id=7, stream=out, json=True)
+    configure_logging(cache_loggers=False, role="broker", node_id=7, stream=out, json=True)
     structlog.get_logger().info("listening", address="127.0.0.1:9092")
     event = json.loads(out.getvalue().splitlines()[-1])
     assert event["event"] == "listening"
@@ -24,7 +24,7 @@ def test_json_lines_carry_role_node_and_utc_timestamp() -> None:
 
 def test_non_tty_defaults_to_json_and_level_filters() -> None:
     out = io.StringIO()
-    configure_logging(role="cli", stream=out, level="WARNING")
+    configure_logging(cache_loggers=False, role="cli", stream=out, level="WARNING")
     log = structlog.get_logger()
     log.info("hidden")
     log.warning("shown")
@@ -35,6 +35,7 @@ def test_non_tty_defaults_to_json_and_level_filters() -> None:
 def test_process_context_and_topic_partition_fields() -> None:
     out = io.StringIO()
     configure_logging(
+        cache_loggers=False,
         role="broker",
         node_id=1,
         stream=out,
@@ -54,7 +55,7 @@ def test_process_context_and_topic_partition_fields() -> None:
     )
     assert "partition" not in second and "topic" not in second
     # Reconfiguring (the chaos runner after the CLI) replaces the process context.
-    configure_logging(role="chaos", stream=out, json=True)
+    configure_logging(cache_loggers=False, role="chaos", stream=out, json=True)
     log.info("nemesis")
     third = json.loads(out.getvalue().splitlines()[-1])
     assert third["role"] == "chaos" and "node_id" not in third and "metadata_mode" not in third

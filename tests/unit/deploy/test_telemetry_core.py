@@ -87,7 +87,7 @@ def test_the_process_logging_chain_feeds_the_tee() -> None:
     from deploy.telemetry.tee import LOG_TEE
 
     out = io.StringIO()  # not capsys: later tests log through this stream too
-    configure_logging(role="broker", node_id=7, stream=out, json=True)
+    configure_logging(cache_loggers=False, role="broker", node_id=7, stream=out, json=True)
     got: list[Any] = []
 
     def sink(event: Any, ts_ms: int) -> None:
