@@ -80,7 +80,8 @@ bench-groups: setup-dev
 # Issue 6: the compose cluster (README "Docker"). docker-setup installs docker.io, docker-compose
 # and debootstrap if missing, starts our own dockerd (unix:///run/trioka-docker/docker.sock,
 # --iptables=false), builds trioka-base:bookworm, the wheelhouse and trioka:dev. e2e-docker runs
-# tests/e2e/test_docker_compose.py (raft profile, a broker container killed, nothing lost).
+# tests/e2e (both profiles: a broker container killed, nothing lost; then `trioka chaos run
+# --docker`, seed 3: kill, partition, pause); its setup builds the ZooKeeper image too.
 .PHONY: docker-setup docker-stop e2e-docker
 docker-setup: setup-dev
 	@bash scripts/docker-setup.sh
@@ -134,3 +135,16 @@ report: setup-analytics
 TELEMETRY_ARGS ?= --pairs 5
 bench-telemetry: setup-dev
 	$(BIN)/python bench/run_telemetry_cost.py --mode $(CHAOS_MODE) $(TELEMETRY_ARGS)
+
+# Issue 6: a chaos run against the compose cluster (docs/chaos.md "Against the compose cluster"):
+# profile MODE=raft|zk, brought up (and down) by the run unless one is already up. Needs our
+# dockerd and the images: `make docker-setup` (and `scripts/docker-setup.sh --zk` for zk).
+.PHONY: chaos-docker
+DOCKER_NEMESES ?= kill,pause,controller,partition,zk-expiry
+DOCKER_SEED ?= 2
+DOCKER_TIME_LIMIT ?= 60
+chaos-docker: setup-dev
+	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/trioka-docker/docker.sock} \
+	$(BIN)/python -m deploy.cli chaos run --docker --mode $(CHAOS_MODE) --nemesis $(DOCKER_NEMESES) \
+		--time-limit $(DOCKER_TIME_LIMIT) --seed $(DOCKER_SEED) \
+		--out $(CHAOS_OUT)/docker-$(CHAOS_MODE)-$(DOCKER_SEED) $(CHAOS_ARGS)

@@ -1,22 +1,22 @@
-"""The nemesis of `trioka chaos run` against a local cluster (deploy.cluster): it resolves each
-scheduled fault's target against the live cluster, does the fault, waits its duration, heals
-it, and records every step as a nemesis op (deploy.chaos.history.NemesisValue) with what it
-did (node, pid, signal, verified cut, ...).
+"""The nemesis of `trioka chaos run`: it resolves each scheduled fault's target against the
+live cluster, does the fault, waits its duration, heals it, and records every step as a nemesis
+op (deploy.chaos.history.NemesisValue) with what it did (node, pid or container, verified cut,
+...). What it does to nodes goes through a `NodeControl` backend, one per way of running a
+cluster: local processes (deploy.chaos_local.LocalControl: signals by pid, iptables in network
+namespaces) or the compose cluster's containers (deploy.chaos_docker.DockerControl: the Docker
+SDK's kill/start, pause/unpause, network disconnect/connect). The scheduler and the faults are
+this module's, shared by both.
 
-    nemesis = LocalNemesis(cluster_dir, history, topic="chaos", workload=workload, proxies=None)
+    nemesis = Nemesis(LocalControl(cluster_dir), history, topic="chaos", seed=7, acks=workload)
     await nemesis.run(schedule, t0)     # one fault after another, at their start times
-    await nemesis.heal_all()            # whatever is still broken: restart, SIGCONT, heal
-
-Signals go through deploy.cluster (pids checked against /proc start times, never by name).
+    await nemesis.heal_all()            # whatever is still broken: restart, resume, heal
 """
 
 from __future__ import annotations
 
 import random
-import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -33,17 +33,19 @@ from deploy.chaos.schedule import (
     Schedule,
     Selector,
 )
-from deploy.cluster import kill_node, node_alive, read_state, start_node
-from deploy.cluster_network import heal_network, partition_nodes, probe_nodes
-from deploy.cluster_raft import quorum_report
-from deploy.cluster_state import ClusterState, NodeRecord
 from deploy.proxy import ProxySet
 from deploy.proxy_policy import Delay, ProxyPolicy
 from protocol.errors import TriokaError
 
 log = structlog.get_logger("trioka.chaos")
 
-__all__ = ["HarnessError", "LocalNemesis", "NemesisStats", "check_nemeses_available"]
+__all__ = [
+    "HarnessError",
+    "Nemesis",
+    "NemesisStats",
+    "NodeControl",
+    "check_nemeses_available",
+]
 
 RESTART_TIMEOUT_S = 60.0
 UNCLEAN_WRITES = 20
@@ -58,6 +60,63 @@ class Acknowledgements(Protocol):
     """Acknowledged sends per partition so far."""
 
     async def wait_acked(self, partition: int, count: int) -> None: ...
+
+
+class NodeControl(Protocol):
+    """What the nemesis does to nodes, by node id (brokers 1..N, controllers 3001.., 0 for
+    ZooKeeper). Each fault method returns what it did, for the nemesis op's detail (the local
+    backend: signal and pid; Docker: the container). Blocking work runs off the trio thread."""
+
+    mode: str
+    """"raft" or "zk"."""
+
+    def brokers(self) -> list[int]: ...
+
+    def controllers(self) -> list[int]:
+        """The Raft quorum's voters (none in zk mode)."""
+        ...
+
+    def metadata_nodes(self) -> list[int]:
+        """What brokers keep their sessions with: [0] (ZooKeeper) or the controllers."""
+        ...
+
+    def node_name(self, node_id: int) -> str: ...
+
+    def broker_bootstrap(self, exclude: Collection[int] = ()) -> str:
+        """bootstrap.servers of the brokers but `exclude` (all of them when none is left)."""
+        ...
+
+    async def raft_leader(self) -> int:
+        """The Raft quorum's leader (DescribeQuorum), -1 when none answers."""
+        ...
+
+    async def alive(self, node_id: int) -> bool:
+        """Running, paused included (a killed node is not)."""
+        ...
+
+    async def kill(self, node_id: int) -> dict[str, Any]: ...
+
+    async def start(self, node_id: int) -> dict[str, Any]:
+        """Start a killed node again; returns once it serves (within RESTART_TIMEOUT_S)."""
+        ...
+
+    async def pause(self, node_id: int) -> dict[str, Any]: ...
+
+    async def resume(self, node_id: int) -> dict[str, Any]:
+        """Resume a paused node (nothing for one that is not paused)."""
+        ...
+
+    async def cut(self, side: list[int], other: list[int]) -> dict[str, Any]:
+        """Cut `side` from `other` (at least: a backend may cut `side` from everything)."""
+        ...
+
+    async def heal_network(self) -> bool:
+        """Undo every cut; False when there was none."""
+        ...
+
+    async def probe(self, a: int, b: int) -> bool:
+        """Can node `a` open a TCP connection to node `b`'s listener?"""
+        ...
 
 
 class HarnessError(TriokaError):
@@ -95,14 +154,15 @@ class NemesisStats:
         }
 
 
-async def _thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def to_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A blocking backend call (signals and /proc, docker's HTTP API) off the trio thread."""
     return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
-class LocalNemesis:
+class Nemesis:
     def __init__(
         self,
-        cluster_dir: Path,
+        control: NodeControl,
         history: History,
         *,
         topic: str,
@@ -110,7 +170,7 @@ class LocalNemesis:
         acks: Acknowledgements | None = None,
         proxies: ProxySet | None = None,
     ) -> None:
-        self.dir = Path(cluster_dir)
+        self.control = control
         self.history = history
         self.topic = topic
         self.rng = random.Random(seed ^ 0x5EED)
@@ -164,16 +224,10 @@ class LocalNemesis:
 
     # -- the cluster, as it is now ---------------------------------------------------------------
 
-    def state(self) -> ClusterState:
-        return read_state(self.dir)
-
-    def _admin(self, exclude: set[int] | frozenset[int] = frozenset()) -> Admin:
-        state = self.state()
-        skip = self._down | set(exclude)
-        up = [b for b in state.brokers if b.node_id not in skip] or list(state.brokers)
+    def _admin(self, exclude: Collection[int] = ()) -> Admin:
         return Admin(
             {
-                "bootstrap.servers": ",".join(f"{b.host}:{b.port}" for b in up),
+                "bootstrap.servers": self.control.broker_bootstrap(self._down | set(exclude)),
                 "default.api.timeout.ms": 5000,
                 "request.timeout.ms": 3000,
                 "socket.connection.setup.timeout.ms": 1000,
@@ -189,21 +243,19 @@ class LocalNemesis:
         return (await self.partitions())[partition]
 
     async def _active_controller(self) -> int:
-        state = self.state()
-        if state.mode == "raft":
-            report = await quorum_report(state.controller_bootstrap)
-            return report.leader_id
+        if self.control.mode == "raft":
+            return await self.control.raft_leader()
         async with self._admin() as admin:
             return (await admin.describe_cluster()).controller_id
 
-    def _live_brokers(self) -> list[int]:
-        return [b.node_id for b in self.state().brokers if node_alive(b)]
+    async def _live(self, nodes: list[int]) -> list[int]:
+        return [n for n in nodes if await self.control.alive(n)]
 
     async def resolve(self, fault: Fault) -> int:
         """The node a KILL/PAUSE/UNCLEAN fault hits now."""
         selector = fault.selector
         if selector is Selector.RANDOM_BROKER:
-            live = self._live_brokers()
+            live = await self._live(self.control.brokers())
             if not live:
                 raise HarnessError("no live broker to pick")
             return self.rng.choice(live)
@@ -220,22 +272,24 @@ class LocalNemesis:
             return active
         if selector is Selector.QUORUM_FOLLOWER:
             leader = await self._active_controller()
-            others = [c.node_id for c in self.state().controllers
-                      if c.node_id != leader and node_alive(c)]  # fmt: skip
+            others = await self._live([c for c in self.control.controllers() if c != leader])
             if not others:
                 raise HarnessError("no live quorum member other than the leader")
             return self.rng.choice(others)
         raise HarnessError(f"{selector} does not name one node")
+
+    def _name(self, node_id: int) -> str:
+        return self.control.node_name(node_id)
 
     # -- faults ------------------------------------------------------------------------------
 
     async def _kill(self, fault: Fault) -> None:
         node_id = await self.resolve(fault)
         before = await self._leaders_led_by(node_id)
-        node = await self._signal(node_id, signal.SIGKILL)
-        self.record(fault.nemesis, (node.name,), {"action": "kill", "signal": "SIGKILL",
-                    "pid": node.pid, "selector": fault.selector.value,
-                    "partition": fault.partition, "leads": sorted(before)})  # fmt: skip
+        done = await self._stop(node_id, self.control.kill)
+        self.record(fault.nemesis, (self._name(node_id),), {"action": "kill", **done,
+                    "selector": fault.selector.value, "partition": fault.partition,
+                    "leads": sorted(before)})  # fmt: skip
         await trio.sleep(fault.duration_s)
         await self._verify_moved(fault, node_id, before, "killed")
         await self._restart(fault.nemesis, node_id)
@@ -252,32 +306,35 @@ class LocalNemesis:
             except (TriokaError, OSError):
                 pass
 
-    async def _signal(self, node_id: int, sig: int) -> NodeRecord:
-        if sig == signal.SIGCONT:
-            self._down.discard(node_id)
-        else:
-            self._down.add(node_id)
-        node: NodeRecord = await _thread(kill_node, self.dir, node_id, sig)
-        return node
+    async def _stop(self, node_id: int, how: Callable[[int], Any]) -> dict[str, Any]:
+        """Kill or pause `node_id`, left out of the nemesis's own requests until it is back."""
+        self._down.add(node_id)
+        done: dict[str, Any] = await how(node_id)
+        return done
+
+    async def _resume(self, node_id: int) -> dict[str, Any]:
+        done = await self.control.resume(node_id)
+        self._down.discard(node_id)
+        return done
 
     async def _restart(self, nemesis: str, node_id: int) -> None:
-        node = await _thread(start_node, self.dir, node_id, timeout=RESTART_TIMEOUT_S)
+        done = await self.control.start(node_id)
         self._down.discard(node_id)
-        self.record(nemesis, (node.name,), {"action": "restart", "pid": node.pid})
+        self.record(nemesis, (self._name(node_id),), {"action": "restart", **done})
 
     async def _pause(self, fault: Fault) -> None:
         node_id = await self.resolve(fault)
         before = await self._leaders_led_by(node_id)
-        node = await self._signal(node_id, signal.SIGSTOP)
-        self.record(fault.nemesis, (node.name,), {"action": "pause", "signal": "SIGSTOP",
-                    "pid": node.pid, "selector": fault.selector.value,
-                    "partition": fault.partition, "leads": sorted(before)})  # fmt: skip
+        done = await self._stop(node_id, self.control.pause)
+        self.record(fault.nemesis, (self._name(node_id),), {"action": "pause", **done,
+                    "selector": fault.selector.value, "partition": fault.partition,
+                    "leads": sorted(before)})  # fmt: skip
         await trio.sleep(fault.duration_s)
         moved = await self._moved(before, node_id)
         await self._verify_moved(fault, node_id, before, "paused")
-        await self._signal(node_id, signal.SIGCONT)
-        self.record(fault.nemesis, (node.name,), {"action": "resume", "signal": "SIGCONT",
-                    "pid": node.pid, "leadership_moved": sorted(moved)})  # fmt: skip
+        done = await self._resume(node_id)
+        self.record(fault.nemesis, (self._name(node_id),), {"action": "resume", **done,
+                    "leadership_moved": sorted(moved)})  # fmt: skip
 
     async def _leaders_led_by(self, node_id: int) -> set[int]:
         try:
@@ -308,8 +365,8 @@ class LocalNemesis:
         self.record(fault.nemesis, ("brokers",), {"action": "no-delay", "frames_delayed": delayed})
 
     async def _unclean(self, fault: Fault) -> None:
-        """Followers of the partition SIGSTOPped until the ISR is the leader alone, writes the
-        leader alone acknowledges, the leader SIGKILLed, the followers resumed: with
+        """Followers of the partition paused until the ISR is the leader alone, writes the
+        leader alone acknowledges, the leader killed, the followers resumed: with
         unclean.leader.election.enable=true one of them becomes leader without those writes."""
         assert fault.partition is not None
         info = await self._partition(fault.partition)
@@ -317,11 +374,10 @@ class LocalNemesis:
         if leader < 0:
             raise HarnessError(f"{self.topic}-{fault.partition} has no leader now")
         followers = [r for r in info.replicas if r != leader]
-        names = []
+        names = tuple(self._name(f) for f in followers)
         for f in followers:
-            node = await self._signal(f, signal.SIGSTOP)
-            names.append(node.name)
-        self.record(fault.nemesis, tuple(names), {"action": "pause-followers",
+            await self._stop(f, self.control.pause)
+        self.record(fault.nemesis, names, {"action": "pause-followers",
                     "partition": fault.partition, "leader": leader,
                     "isr": list(info.isr)})  # fmt: skip
         try:
@@ -330,16 +386,16 @@ class LocalNemesis:
             if self.acks is None:
                 raise HarnessError("nemesis 'unclean-kill' needs the workload's acknowledgements")
             await self._writes_taken_alone(fault.partition)
-            node = await self._signal(leader, signal.SIGKILL)
-            self.record(fault.nemesis, (node.name,), {"action": "kill-leader",
-                        "partition": fault.partition, "pid": node.pid})  # fmt: skip
+            done = await self._stop(leader, self.control.kill)
+            self.record(fault.nemesis, (self._name(leader),), {"action": "kill-leader",
+                        "partition": fault.partition, **done})  # fmt: skip
         finally:
             for f in followers:
-                await self._signal(f, signal.SIGCONT)
-            self.record(fault.nemesis, tuple(names), {"action": "resume-followers"})
+                await self._resume(f)
+            self.record(fault.nemesis, names, {"action": "resume-followers"})
         new_leader = await self._wait_new_leader(fault.partition, leader, 60)
         self.verified("unclean-election")
-        self.record(fault.nemesis, (f"broker-{new_leader}",), {"action": "elected",
+        self.record(fault.nemesis, (self._name(new_leader),), {"action": "elected",
                     "partition": fault.partition, "old_leader": leader})  # fmt: skip
         await self._restart(fault.nemesis, leader)
 
@@ -375,9 +431,8 @@ class LocalNemesis:
 
     async def _sides(self, fault: Fault) -> tuple[list[int], list[int]]:
         """(the cut-off side, the other side) of a CUT fault, by node id (0: ZooKeeper)."""
-        state = self.state()
-        brokers = [b.node_id for b in state.brokers]
-        metadata = [0] if state.mode == "zk" else [c.node_id for c in state.controllers]
+        brokers = self.control.brokers()
+        metadata = self.control.metadata_nodes()
         selector = fault.selector
         if selector is Selector.LEADER_FROM_FOLLOWERS:
             assert fault.partition is not None
@@ -385,12 +440,12 @@ class LocalNemesis:
             if info.leader < 0:
                 raise HarnessError(f"{self.topic}-{fault.partition} has no leader now")
             return [info.leader], [r for r in info.replicas if r != info.leader]
-        if selector is Selector.CONTROLLER_FROM_METADATA and state.mode == "zk":
+        if selector is Selector.CONTROLLER_FROM_METADATA and self.control.mode == "zk":
             # ZK mode's controller broker losing its session: the zombie-controller case.
             active = await self._active_controller()
             broker = active if active in brokers else self.rng.choice(brokers)
             return [broker], metadata
-        broker = self.rng.choice(self._live_brokers() or brokers)
+        broker = self.rng.choice(await self._live(brokers) or brokers)
         if selector is Selector.BROKER_FROM_BROKERS:
             return [broker], [b for b in brokers if b != broker]
         if selector in (Selector.BROKER_FROM_METADATA, Selector.CONTROLLER_FROM_METADATA):
@@ -398,32 +453,33 @@ class LocalNemesis:
         raise HarnessError(f"{selector} is not a network partition")
 
     async def _cut(self, fault: Fault) -> None:
-        """Cut one side from the other (deploy.cluster_network: iptables in the nodes'
-        namespaces), checked with a TCP probe across; heal after the duration, probed again.
-        Past the session timeout the cut-off broker is expected out of the live brokers."""
+        """Cut one side from the other (the backend: iptables in the nodes' namespaces, or the
+        container off the compose network), checked with a TCP probe across; heal after the
+        duration, probed again. Past the session timeout the cut-off broker is expected out of
+        the live brokers."""
         side, other = await self._sides(fault)
-        state = await _thread(partition_nodes, self.dir, side, other)
-        names = tuple(state.node(n).name for n in (*side, *other))
-        cut = not await _thread(probe_nodes, self.dir, side[0], other[0])
+        done = await self.control.cut(side, other)
+        names = tuple(self._name(n) for n in (*side, *other))
+        cut = not await self.control.probe(side[0], other[0])
         if cut:
             self.verified("cut")
         self.record(fault.nemesis, names, {"action": "cut", "side": side, "other": other,
                     "selector": fault.selector.value, "partition": fault.partition,
-                    "probe_cut": cut})  # fmt: skip
+                    "probe_cut": cut, **done})  # fmt: skip
         try:
             await trio.sleep(fault.duration_s)
-            gone = await self._out_of_metadata(side[0], other)
+            gone = await self._out_of_metadata(side[0])
         finally:
-            await _thread(heal_network, self.dir)
+            await self.control.heal_network()
         if gone:
             self.verified("out-of-live-brokers")
-        healed = await _thread(probe_nodes, self.dir, side[0], other[0])
+        healed = await self.control.probe(side[0], other[0])
         if healed:
             self.verified("healed")
         self.record(fault.nemesis, names, {"action": "heal", "probe_ok": healed,
                     "was_out_of_live_brokers": gone})  # fmt: skip
 
-    async def _out_of_metadata(self, broker: int, other: list[int]) -> bool:
+    async def _out_of_metadata(self, broker: int) -> bool:
         """Whether the live side no longer lists `broker` (its ZooKeeper session expired, or
         the controllers fenced it), asking brokers that are not cut off."""
         try:
@@ -436,22 +492,18 @@ class LocalNemesis:
     # -- healing -----------------------------------------------------------------------------
 
     async def heal_all(self) -> list[str]:
-        """Undo whatever a cancelled fault left: SIGCONT every live process, start every dead
-        one, no proxy delay. Returns what it did."""
+        """Undo whatever a cancelled fault left: heal the network, resume every live broker
+        and controller, start every dead one, no proxy delay. Returns what it did."""
         done: list[str] = []
         if self.proxies is not None:
             self.proxies.set_policy(ProxyPolicy())
-        state = self.state()
-        if state.network is not None and state.cuts:
-            await _thread(heal_network, self.dir)
+        if await self.control.heal_network():
             done.append("healed the network")
-        for node in state.nodes:
-            if node.name == "zookeeper":
-                continue
-            if node_alive(node):
-                await self._signal(node.node_id, signal.SIGCONT)
+        for node_id in [*self.control.controllers(), *self.control.brokers()]:
+            if await self.control.alive(node_id):
+                await self._resume(node_id)
             else:
-                await self._restart("heal", node.node_id)
-                done.append(f"restarted {node.name}")
+                await self._restart("heal", node_id)
+                done.append(f"restarted {self._name(node_id)}")
         self.record("heal", (), {"action": "heal-all", "done": done})
         return done

@@ -1,17 +1,20 @@
-"""`trioka chaos run`: one chaos run against a local cluster of its own, start to verdict.
+"""`trioka chaos run`: one chaos run, start to verdict, against a local cluster of its own or
+(`docker=DockerSettings(...)`) the compose cluster (deploy.chaos_docker).
 
     result = trio.run(run_chaos, RunConfig(mode="raft", nemeses=("kill", "pause"),
                                            time_limit_s=30, seed=7))
     result.exit_code      # 0 valid, 1 anomalies, 2 harness error
     result.verdict        # what verdict.json holds
 
-The run: the schedule (printed), a cluster (deploy.cluster; behind fault proxies when a nemesis
-or --drop-produce-responses needs them), the topic (RF 3, min.insync.replicas=2 unless told
+The run: the schedule (printed), a cluster (deploy.chaos_local.LocalCluster, behind fault
+proxies when a nemesis or --drop-produce-responses needs them; or the compose cluster), the topic (RF 3, min.insync.replicas=2 unless told
 otherwise), workload + nemesis until the time limit, everything healed, a wait (with a
 deadline) until every partition has a leader and its full ISR, final reads from the beginning,
 then history.jsonl and verdict.json in the output directory, the human summary, the history
-shipped to `__trioka_chaos_history`, and the cluster torn down (unless keep). One nursery: a
-Ctrl-C or an error cancels the clients and the nemesis, and the cluster still goes down.
+shipped to `__trioka_chaos_history`, and the cluster torn down (unless keep; a compose cluster
+that was already up stays up). One nursery: a Ctrl-C or an error cancels the clients and the
+nemesis, and the cluster still goes down. The nemesis is deploy.chaos_nemesis.Nemesis over the
+cluster's backend (processes or containers): one scheduler for both.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from __future__ import annotations
 import json
 import random
 import tempfile
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 import trio
@@ -42,10 +46,15 @@ from deploy.chaos.schedule import (
     parse_nemeses,
     plan_schedule,
 )
-from deploy.chaos_nemesis import HarnessError, LocalNemesis, check_nemeses_available
+from deploy.chaos_docker import DOCKER_UNSUPPORTED, DockerCluster, DockerSettings
+from deploy.chaos_local import LocalCluster
+from deploy.chaos_nemesis import (
+    Acknowledgements,
+    HarnessError,
+    Nemesis,
+    check_nemeses_available,
+)
 from deploy.chaos_workload import Workload, WorkloadConfig, final_reads
-from deploy.cluster import cluster_down, cluster_up, wait_until_ready
-from deploy.cluster_state import ClusterState
 from deploy.proxy import ProxySet
 from deploy.proxy_policy import ProxyPolicy
 from deploy.zookeeper_process import free_port
@@ -93,6 +102,28 @@ class RunConfig:
     heal_timeout_s: float = 90.0
     final_read_timeout_s: float = 60.0
     cluster_timeout_s: float = 90.0
+    docker: DockerSettings | None = None
+    """Run against the compose cluster (its profile: `mode`) instead of a local one."""
+
+
+class ChaosCluster(Protocol):
+    """Where a run's cluster comes from (deploy.chaos_local.LocalCluster,
+    deploy.chaos_docker.DockerCluster)."""
+
+    @property
+    def where(self) -> str: ...
+
+    async def up(self) -> str:
+        """Ready to serve; returns the brokers' bootstrap.servers."""
+        ...
+
+    async def down(self) -> None:
+        """Take down what up() started."""
+        ...
+
+    def nemesis(self, history: History, *, topic: str, seed: int,
+                acks: Acknowledgements | None = None,
+                proxies: ProxySet | None = None) -> Nemesis: ...  # fmt: skip
 
 
 @dataclass
@@ -120,9 +151,25 @@ def _needs_netns(config: RunConfig) -> bool:
     return bool(NETNS_NEMESES & set(config.nemeses))
 
 
+def _check_docker(config: RunConfig, nemeses: tuple[str, ...]) -> None:
+    for name in nemeses:
+        if name in DOCKER_UNSUPPORTED:
+            raise HarnessError(f"nemesis {name!r} is not available with --docker: "
+                               f"{DOCKER_UNSUPPORTED[name]}")  # fmt: skip
+    if config.drop_produce_responses > 0:
+        raise HarnessError(
+            "--drop-produce-responses is not available with --docker: it needs the fault "
+            "proxies in front of the brokers"
+        )
+
+
 def plan(config: RunConfig) -> Schedule:
     """The run's schedule; ValueError / HarnessError naming what cannot be done."""
     nemeses = parse_nemeses(config.nemeses, config.mode)
+    if config.docker is not None:
+        # Containers are cut by Docker's network API: no namespaces, no proxies.
+        _check_docker(config, nemeses)
+        return plan_schedule(config.seed, nemeses, config.time_limit_s, _shape(config))
     if NETNS_NEMESES & set(nemeses) and _needs_proxies(config):
         raise HarnessError(
             "a run cannot have network nemeses (partition, zk-expiry) and the fault proxies "
@@ -133,22 +180,34 @@ def plan(config: RunConfig) -> Schedule:
         netns=not (NETNS_NEMESES & set(nemeses)) or netns_available(),
         proxies=True,
     )
-    shape = ClusterShape(config.mode, config.brokers, config.controllers, config.partitions,
-                         config.session_timeout_ms / 1000)  # fmt: skip
-    return plan_schedule(config.seed, nemeses, config.time_limit_s, shape)
+    return plan_schedule(config.seed, nemeses, config.time_limit_s, _shape(config))
+
+
+def _shape(config: RunConfig) -> ClusterShape:
+    return ClusterShape(config.mode, config.brokers, config.controllers, config.partitions,
+                        config.session_timeout_ms / 1000)  # fmt: skip
 
 
 async def run_chaos(config: RunConfig, say: Callable[[str], None] = print) -> RunResult:
     """One run; harness errors (bad settings, a cluster that never came up or healed) are a
     RunResult with exit code 2, never an exception (Ctrl-C still cancels)."""
+    docker: DockerCluster | None = None
     try:
+        if config.docker is not None:
+            _check_docker(config, parse_nemeses(config.nemeses, config.mode))  # before the daemon
+            docker = DockerCluster(config.docker, mode=config.mode, say=say,
+                                   session_timeout_ms=config.session_timeout_ms,
+                                   timeout=max(config.cluster_timeout_s, 180.0))  # fmt: skip
+            await docker.inspect()
+            # A compose cluster already up keeps its own session timeout: the pauses follow it.
+            config = replace(config, session_timeout_ms=docker.session_timeout_ms)
         schedule = plan(config)
     except (ValueError, HarnessError) as exc:
         return RunResult(2, {"error": str(exc)}, f"chaos run refused: {exc}")
     say(schedule.describe())
     base = Path(config.dir) if config.dir else Path(tempfile.mkdtemp(prefix="trioka-chaos-"))
     out = Path(config.out) if config.out else base / "results"
-    run = _Run(config, schedule, base.resolve(), out, say)
+    run = _Run(config, schedule, base.resolve(), out, say, docker)
     try:
         return await run.run()
     except Exception as exc:  # any harness failure: exit code 2, with the reason
@@ -159,9 +218,11 @@ async def run_chaos(config: RunConfig, say: Callable[[str], None] = print) -> Ru
 
 class _Run:
     def __init__(self, config: RunConfig, schedule: Schedule, base: Path, out: Path,
-                 say: Callable[[str], None]) -> None:  # fmt: skip
+                 say: Callable[[str], None], docker: DockerCluster | None) -> None:  # fmt: skip
         self.config, self.schedule, self.base, self.out, self.say = (
             config, schedule, base, out, say)  # fmt: skip
+        self.docker = docker
+        self.topic = config.topic
         self.history = History()
         self.proxies: ProxySet | None = None
         self.stats: dict[str, Any] = {
@@ -174,19 +235,33 @@ class _Run:
             "topic_configs": dict(config.topic_configs),
             "overrides": dict(config.overrides),
             "cluster_dir": str(base),
+            "session_timeout_ms": config.session_timeout_ms,
         }
+        if docker is not None:
+            self.stats["docker"] = {"project": docker.project, "profile": config.mode,
+                                    "reused": docker.reused}  # fmt: skip
 
     async def run(self) -> RunResult:
         async with trio.open_nursery() as nursery:
             per_broker = await self._start_proxies(nursery) if _needs_proxies(self.config) else {}
-            state = await self._cluster_up(per_broker)
+            cluster = self._cluster(per_broker)
             try:
-                result = await self._run_on(state)
+                bootstrap = await cluster.up()
+                result = await self._run_on(cluster, bootstrap)
             finally:
                 with trio.CancelScope(shield=True):
-                    await self._teardown()
+                    await self._teardown(cluster)
             nursery.cancel_scope.cancel()  # the proxies
         return result
+
+    def _cluster(self, per_broker: Mapping[int, Mapping[str, str]]) -> ChaosCluster:
+        if self.docker is not None:
+            return self.docker
+        c = self.config
+        return LocalCluster(self.base, mode=c.mode, brokers=c.brokers, controllers=c.controllers,
+                            session_timeout_ms=c.session_timeout_ms, overrides=c.overrides,
+                            broker_overrides=per_broker, netns=_needs_netns(c),
+                            timeout=c.cluster_timeout_s, say=self.say)  # fmt: skip
 
     async def _start_proxies(self, nursery: trio.Nursery) -> dict[int, dict[str, str]]:
         ports = {n: free_port(HOST) for n in range(1, self.config.brokers + 1)}
@@ -198,56 +273,35 @@ class _Run:
             for n, adv in self.proxies.advertised_overrides().items()
         }
 
-    async def _cluster_up(self, per_broker: Mapping[int, Mapping[str, str]]) -> ClusterState:
-        c = self.config
-        self.say(f"cluster: {c.mode} mode in {self.base}")
-        return await trio.to_thread.run_sync(
-            lambda: cluster_up(
-                self.base,
-                mode=c.mode,
-                brokers=c.brokers,
-                controllers=c.controllers,
-                session_timeout_ms=c.session_timeout_ms,
-                overrides=dict(c.overrides),
-                timeout=c.cluster_timeout_s,
-                broker_overrides=per_broker,
-                netns=_needs_netns(c),
-            )
-        )
-
-    async def _teardown(self) -> None:
+    async def _teardown(self, cluster: ChaosCluster) -> None:
         if self.config.keep:
-            self.say(f"cluster kept running in {self.base} (`trioka cluster down --dir ...`)")
+            self.say(f"cluster kept running: {cluster.where}")
             return
-        await trio.to_thread.run_sync(lambda: cluster_down(self.base, timeout=10.0))
+        await cluster.down()
 
-    async def _run_on(self, state: ClusterState) -> RunResult:
+    async def _run_on(self, cluster: ChaosCluster, bootstrap: str) -> RunResult:
         c = self.config
-        await wait_until_ready(state.bootstrap, c.brokers, within=60,
-                               controller_bootstrap=state.controller_bootstrap)  # fmt: skip
-        await self._create_topic(state.bootstrap)
-        await self._wait_healthy(state.bootstrap, 60)
-        epochs_start = {
-            p: i.leader_epoch for p, i in (await self._partitions(state.bootstrap)).items()
-        }
-        workload = Workload(state.bootstrap, self.history, WorkloadConfig(
-            topic=c.topic, partitions=c.partitions, producers=c.producers, rate=c.rate,
+        await self._create_topic(bootstrap)
+        await self._wait_healthy(bootstrap, 60)
+        epochs_start = {p: i.leader_epoch for p, i in (await self._partitions(bootstrap)).items()}
+        workload = Workload(bootstrap, self.history, WorkloadConfig(
+            topic=self.topic, partitions=c.partitions, producers=c.producers, rate=c.rate,
             assigned_consumers=c.readers, group_consumers=c.group_members,
             idempotence=c.idempotence, session_timeout_ms=max(6000, c.session_timeout_ms * 2),
         ))  # fmt: skip
-        nemesis = LocalNemesis(self.base, self.history, topic=c.topic, seed=c.seed,
-                               acks=workload, proxies=self.proxies)  # fmt: skip
+        nemesis = cluster.nemesis(self.history, topic=self.topic, seed=c.seed, acks=workload,
+                                  proxies=self.proxies)  # fmt: skip
         self._drop_responses(on=True)
         await self._chaos(workload, nemesis)
         self._drop_responses(on=False)
-        await self._heal(nemesis, state.bootstrap)
-        ends = await final_reads(state.bootstrap, self.history, c.topic, c.partitions,
+        await self._heal(nemesis, bootstrap)
+        ends = await final_reads(bootstrap, self.history, self.topic, c.partitions,
                                  within=c.final_read_timeout_s)  # fmt: skip
-        partitions_end = await self._partitions(state.bootstrap)
+        partitions_end = await self._partitions(bootstrap)
         self._record_cluster_stats(epochs_start, partitions_end, ends, workload, nemesis)
-        return await self._verdict(state.bootstrap)
+        return await self._verdict(bootstrap)
 
-    async def _chaos(self, workload: Workload, nemesis: LocalNemesis) -> None:
+    async def _chaos(self, workload: Workload, nemesis: Nemesis) -> None:
         self.say(f"workload + nemesis for {self.config.time_limit_s:g} s")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(workload.run)
@@ -264,7 +318,7 @@ class _Run:
         policy = ProxyPolicy(drop_responses=frozenset({int(ApiKey.PRODUCE)}), drop_probability=p)
         self.proxies.set_policy(policy if on else ProxyPolicy())
 
-    async def _heal(self, nemesis: LocalNemesis, bootstrap: str) -> None:
+    async def _heal(self, nemesis: Nemesis, bootstrap: str) -> None:
         self.say("healing")
         done = await nemesis.heal_all()
         start = trio.current_time()
@@ -288,14 +342,20 @@ class _Run:
                       "socket.connection.setup.timeout.ms": 1000})  # fmt: skip
 
     async def _create_topic(self, bootstrap: str) -> None:
+        """The run's topic; a cluster that already has one of that name (a compose cluster
+        used before) gets a new one, so the history holds this run's values only."""
         c = self.config
         async with self._admin(bootstrap) as admin:
-            await admin.create_topics([NewTopic(c.topic, c.partitions, c.replication_factor,
+            if self.topic in await admin.list_topics():
+                self.topic = f"{c.topic}-{time.time_ns() // 1_000_000}"
+                self.say(f"topic {c.topic} exists already: this run writes {self.topic}")
+            await admin.create_topics([NewTopic(self.topic, c.partitions, c.replication_factor,
                                                 dict(c.topic_configs))])  # fmt: skip
+        self.stats["topic"] = self.topic
 
     async def _partitions(self, bootstrap: str) -> dict[int, PartitionInfo]:
         async with self._admin(bootstrap) as admin:
-            (topic,) = await admin.describe_topics([self.config.topic])
+            (topic,) = await admin.describe_topics([self.topic])
         return {p.partition: p for p in topic.partitions}
 
     async def _wait_healthy(self, bootstrap: str, within: float) -> None:
@@ -314,7 +374,7 @@ class _Run:
 
     def _record_cluster_stats(self, epochs_start: Mapping[int, int],
                               end: Mapping[int, PartitionInfo], ends: Mapping[Any, int],
-                              workload: Workload, nemesis: LocalNemesis) -> None:  # fmt: skip
+                              workload: Workload, nemesis: Nemesis) -> None:  # fmt: skip
         changed = {p: end[p].leader_epoch - e for p, e in epochs_start.items()
                    if end[p].leader_epoch > e}  # fmt: skip
         self.stats.update(

@@ -1,5 +1,6 @@
-"""`trioka chaos run`: a chaos run against a local cluster of its own (deploy.chaos_run).
-Exit status: 0 the history is valid, 1 the checker found anomalies, 2 a harness error."""
+"""`trioka chaos run`: a chaos run against a local cluster of its own, or with `--docker` the
+compose cluster (deploy.chaos_run). Exit status: 0 the history is valid, 1 the checker found
+anomalies, 2 a harness error."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import click
 import trio
 
 from deploy.chaos.schedule import NEMESES
+from deploy.chaos_docker import DockerSettings
 from deploy.chaos_run import RunConfig, run_chaos
 from deploy.cluster import MODES
 from deploy.config import ConfigError, parse_overrides
@@ -34,7 +36,8 @@ def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
 @click.option("--seed", type=int, default=0, show_default=True,
               help="the nemesis schedule and its target picks follow from it")  # fmt: skip
 @click.option("--dir", "cluster_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="the cluster's directory (default: a new temporary one)")  # fmt: skip
+              help="the cluster's directory (default: a new temporary one; with --docker only "
+                   "the results go there)")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="where history.jsonl and verdict.json go (default: DIR/results)")  # fmt: skip
 @click.option("--partitions", type=click.IntRange(min=1), default=6, show_default=True)
@@ -56,14 +59,29 @@ def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
 @click.option("--drop-produce-responses", type=click.FloatRange(0, 1), default=0.0,
               help="share of produce responses the brokers' proxies swallow all run long")  # fmt: skip
 @click.option("--keep", is_flag=True, help="leave the cluster running at the end")
+@click.option("--docker", is_flag=True,
+              help="against the compose cluster (profile = --mode): one already up is used "
+                   "and left up, else docker-compose brings it up and down")  # fmt: skip
+@click.option("--compose-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("docker-compose.yml"), show_default=True, help="with --docker")  # fmt: skip
+@click.option("--project-name", "project",
+              help="with --docker: the compose project (default: as docker-compose names it)")  # fmt: skip
+@click.option("--docker-host",
+              help="with --docker: the daemon (default: DOCKER_HOST, else "
+                   "unix:///run/trioka-docker/docker.sock)")  # fmt: skip
 def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path | None,
         out: Path | None, partitions: int, producers: int, readers: int, group_members: int,
         rate: float, idempotence: bool,
         overrides: tuple[str, ...], topic_configs: tuple[str, ...], session_timeout_ms: int,
-        drop_produce_responses: float, keep: bool) -> None:  # fmt: skip
-    """Run producers (acks=all) and consumers against a new local cluster while a seeded
-    nemesis kills, pauses and cuts it; then heal, read everything back and check the history
-    (lost writes, duplicates, ...). Prints the schedule and the verdict."""
+        drop_produce_responses: float, keep: bool, docker: bool, compose_file: Path,
+        project: str | None, docker_host: str | None) -> None:  # fmt: skip
+    """Run producers (acks=all) and consumers against a new local cluster (or the compose
+    cluster: --docker) while a seeded nemesis kills, pauses and cuts it; then heal, read
+    everything back and check the history (lost writes, duplicates, ...). Prints the schedule
+    and the verdict."""
+    if docker and overrides:
+        raise click.BadParameter("the compose cluster's settings are docker-compose.yml's",
+                                 param_hint="--override")  # fmt: skip
     config = RunConfig(
         mode=mode,
         nemeses=tuple(n for n in nemeses.split(",") if n.strip()),
@@ -82,6 +100,7 @@ def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path
         session_timeout_ms=session_timeout_ms,
         drop_produce_responses=drop_produce_responses,
         keep=keep,
+        docker=DockerSettings(compose_file, project, docker_host) if docker else None,
     )
     # The runner's own events (nemesis operations, ...) say they come from it, not the CLI.
     configure_logging(role="chaos", level=os.environ.get("TRIOKA_LOG_LEVEL", "WARNING"))

@@ -10,21 +10,28 @@
 #   3. The base image trioka-base:bookworm from debootstrap (cached by name).
 #   4. A wheelhouse of the project and its runtime dependencies, built on the host.
 #   5. `docker build` of trioka:dev with --network none: the image installs from the wheelhouse.
-# Usage: scripts/docker-setup.sh [--no-build] [--zk]
-#   --no-build  stop after starting dockerd;  --zk  also build trioka-zookeeper:bookworm.
+#   6. With --analytics: trioka-analytics-base:bookworm (debootstrap: python3, python3-venv, Java 17
+#      headless), a wheelhouse with the analytics extra (pyspark, ...: build/wheelhouse-analytics)
+#      and trioka-analytics:dev (deploy/Dockerfile.analytics), for the one-shot `analytics` service.
+# Usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics]
+#   --no-build  stop after starting dockerd;  --zk  also build trioka-zookeeper:bookworm;
+#   --analytics  also build trioka-analytics:dev.
 # The environment: TRIOKA_DOCKER_DIR (run dir, default /run/trioka-docker), TRIOKA_DOCKER_DATA
 # (default /var/lib/trioka-docker), BASE_IMAGE (build from this image instead of the debootstrap
-# one, e.g. python:3.11-slim where a registry is reachable), TRIOKA_IMAGE (default trioka:dev).
+# one, e.g. python:3.11-slim where a registry is reachable), TRIOKA_IMAGE (default trioka:dev),
+# ANALYTICS_BASE_IMAGE (python3 + venv + Java 17; default: the debootstrap one) and
+# TRIOKA_ANALYTICS_IMAGE (default trioka-analytics:dev).
 # Afterwards: export DOCKER_HOST=unix://$TRIOKA_DOCKER_DIR/docker.sock (printed at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 zk=0
+build=1 zk=0 analytics=0
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --zk) zk=1 ;;
-    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk]" >&2; exit 2 ;;
+    --analytics) analytics=1 ;;
+    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics]" >&2; exit 2 ;;
   esac
 done
 
@@ -34,7 +41,9 @@ socket="$run_dir/docker.sock"
 pidfile="$run_dir/dockerd.pid"
 base_image="trioka-base:bookworm"
 zk_image="trioka-zookeeper:bookworm"
+analytics_base="trioka-analytics-base:bookworm"
 image="${TRIOKA_IMAGE:-trioka:dev}"
+analytics_image="${TRIOKA_ANALYTICS_IMAGE:-trioka-analytics:dev}"
 export DOCKER_HOST="unix://$socket"
 sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
 say() { echo "docker-setup: $*"; }
@@ -95,24 +104,26 @@ debootstrap_image() {
   say "$name built in $(took "$t0")"
 }
 
+# $1: the wheelhouse directory under build/, $2: what to wheel (the project, with extras).
 build_wheelhouse() {
-  local t0 python=.venv/bin/python
+  local dir="build/$1" what="$2" t0 python=.venv/bin/python
   [ -x "$python" ] || python=python3
   t0=$(now)
-  rm -rf build/wheelhouse && mkdir -p build/wheelhouse
-  # The project and its runtime dependencies only (no dev or analytics extras).
-  "$python" -m pip wheel -q --wheel-dir build/wheelhouse . >build/wheelhouse.log 2>&1 ||
-    { cat build/wheelhouse.log >&2; exit 1; }
-  say "wheelhouse built in $(took "$t0") ($(ls build/wheelhouse | wc -l) wheels)"
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$python" -m pip wheel -q --wheel-dir "$dir" "$what" >"$dir.log" 2>&1 ||
+    { cat "$dir.log" >&2; exit 1; }
+  say "$1 built in $(took "$t0") ($(ls "$dir" | wc -l) wheels, $(du -sh "$dir" | cut -f1))"
 }
 
+# $1: the image, $2: the Dockerfile, $3: its BASE_IMAGE build argument (may be empty).
 build_image() {
   local t0 args=()
-  [ -n "${BASE_IMAGE:-}" ] && args+=(--build-arg "BASE_IMAGE=$BASE_IMAGE")
+  [ -n "$3" ] && args+=(--build-arg "BASE_IMAGE=$3")
   t0=$(now)
   # --network none: nothing inside the build reaches a network; pip reads the wheelhouse.
-  docker build -q --network none -f deploy/Dockerfile -t "$image" "${args[@]}" . >/dev/null
-  say "$image built in $(took "$t0")"
+  docker build -q --network none -f "$2" -t "$1" "${args[@]}" . >/dev/null
+  say "$1 built in $(took "$t0") ($(docker image inspect -f '{{.Size}}' "$1" |
+    awk '{ printf "%d MB", $1 / 1e6 }'))"
 }
 
 install_packages
@@ -120,7 +131,15 @@ start_dockerd
 if ((build)); then
   [ -n "${BASE_IMAGE:-}" ] || debootstrap_image "$base_image" python3,python3-venv
   ((zk)) && debootstrap_image "$zk_image" zookeeper,default-jre-headless,netcat-openbsd
-  build_wheelhouse
-  build_image
+  # The project and its runtime dependencies only (no dev or analytics extras).
+  build_wheelhouse wheelhouse .
+  build_image "$image" deploy/Dockerfile "${BASE_IMAGE:-}"
+  if ((analytics)); then
+    # PySpark and Java 17 (MACHINE-FACTS): a base of its own, so the brokers' image stays small.
+    [ -n "${ANALYTICS_BASE_IMAGE:-}" ] ||
+      debootstrap_image "$analytics_base" python3,python3-venv,openjdk-17-jre-headless,procps
+    build_wheelhouse wheelhouse-analytics '.[analytics]'
+    build_image "$analytics_image" deploy/Dockerfile.analytics "${ANALYTICS_BASE_IMAGE:-}"
+  fi
 fi
 say "ready: export DOCKER_HOST=$DOCKER_HOST"

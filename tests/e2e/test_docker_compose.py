@@ -1,25 +1,22 @@
-"""The compose cluster end to end (`make e2e-docker`; marker `docker`, TRIOKA_E2E_DOCKER=1).
+"""The compose cluster end to end (`make e2e-docker`; marker `docker`, TRIOKA_E2E_DOCKER=1),
+in both profiles: raft (3 controllers + 3 brokers) and zk (ZooKeeper + 3 brokers).
 
-scripts/docker-setup.sh starts our dockerd if none answers on its socket (stopped again at the
-end only if this test started it) and builds the images; `docker-compose --profile raft up -d`
-under a project name of its own; once every container is healthy the `trioka` CLI on the host
-creates a topic (3 partitions, RF 3, min.insync.replicas=2) and produces records with acks=all
-through the published 127.0.0.1 ports; the leader of partition 0 is killed with the Docker
-Python SDK (`container.kill()`, SIGKILL); more records are produced; everything is read back
-from the beginning and deploy.chaos's checker must find every acknowledged record, once. The
-project is brought down with `down -v` (containers, network, volumes) whatever happened.
+The `dockerd` fixture (tests/e2e/conftest.py) starts our dockerd if none answers on its socket
+and builds the images; `docker-compose --profile P up -d` under a project name of its own; once
+every container is healthy the `trioka` CLI on the host creates a topic (3 partitions, RF 3,
+min.insync.replicas=2) and produces records with acks=all through the published 127.0.0.1
+ports; the leader of partition 0 is killed with the Docker Python SDK (`container.kill()`,
+SIGKILL); more records are produced; everything is read back from the beginning and
+deploy.chaos's checker must find every acknowledged record, once. The project is brought down
+with `down -v` (containers, network, volumes) whatever happened.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import docker
 import pytest
@@ -27,101 +24,59 @@ import trio
 
 from deploy.chaos.checker import check
 from deploy.chaos.history import History, OpKind, OpType, PolledRecord, SendValue
+from tests.e2e.conftest import ROOT, TRIOKA, docker_env, project_containers, timed
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN_DIR = Path(os.environ.get("TRIOKA_DOCKER_DIR", "/run/trioka-docker"))
-DOCKER_HOST = f"unix://{RUN_DIR / 'docker.sock'}"
 PROJECT = "trioka-e2e"
 COMPOSE = ("docker-compose", "-f", str(ROOT / "docker-compose.yml"), "-p", PROJECT)
 BOOTSTRAP = "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
-TRIOKA = str(Path(sys.executable).parent / "trioka")
 TOPIC = "e2e-docker"
 RECORDS = 300  # per produce round; two rounds, one before and one after the kill
+SERVICES = {"raft": 6, "zk": 4}
+"""Containers per profile."""
+BROKER_PREFIX = {"raft": "broker-", "zk": "zk-broker-"}
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "DOCKER_HOST": DOCKER_HOST, "PYTHONPATH": str(ROOT)}
-
-
-def _daemon_answers() -> bool:
-    if shutil.which("docker") is None:  # a fresh machine: docker-setup.sh installs docker.io
-        return False
-    probe = subprocess.run(
-        ["docker", "version"], env=_env(), capture_output=True, timeout=30, check=False
-    )
-    return probe.returncode == 0
-
-
-def _timed(what: str, timings: dict[str, float], *cmd: str, timeout: float = 900) -> str:
-    started = time.monotonic()
-    out = subprocess.run(
-        cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
-    )
-    timings[what] = time.monotonic() - started
-    assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}"
-    return out.stdout
-
-
-@pytest.fixture(scope="module")
-def timings() -> Iterator[dict[str, float]]:
-    measured: dict[str, float] = {}
-    yield measured
-    print("\ndocker e2e timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in measured.items()))
-
-
-@pytest.fixture(scope="module")
-def dockerd(timings: dict[str, float]) -> Iterator[docker.DockerClient]:
-    """Our dockerd with the images built; stopped afterwards only if this fixture started it."""
-    started_here = not _daemon_answers()
+@pytest.fixture(params=["raft", "zk"])
+def profile(request: pytest.FixtureRequest, dockerd: docker.DockerClient,
+            timings: dict[str, float]) -> Iterator[str]:  # fmt: skip
+    mode: str = request.param
+    compose = (*COMPOSE, "--profile", mode)
     try:
-        _timed("setup (dockerd, images)", timings, "bash", "scripts/docker-setup.sh")
-        client = docker.DockerClient(base_url=DOCKER_HOST)
-        yield client
-        client.close()
-    finally:
-        if started_here:
-            subprocess.run(["bash", "scripts/docker-stop.sh"], cwd=ROOT, env=_env(), timeout=60)
-
-
-@pytest.fixture
-def raft_cluster(dockerd: docker.DockerClient, timings: dict[str, float]) -> Iterator[None]:
-    try:
-        _timed("compose up", timings, *COMPOSE, "--profile", "raft", "up", "-d", timeout=300)
-        yield
+        timed(f"compose up ({mode})", timings, *compose, "up", "-d", timeout=300)
+        yield mode
     finally:
         logs = subprocess.run(
-            [*COMPOSE, "--profile", "raft", "logs", "--no-color", "--tail", "15"],
-            env=_env(), capture_output=True, text=True, timeout=60, check=False,
+            [*compose, "logs", "--no-color", "--tail", "15"],
+            env=docker_env(), capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         print(logs.stdout[-20_000:])  # shown by pytest when the test failed
+        started = time.monotonic()
         subprocess.run(
-            [*COMPOSE, "--profile", "raft", "down", "-v", "--timeout", "10"],
-            env=_env(), capture_output=True, timeout=300, check=False,
+            [*compose, "down", "-v", "--timeout", "10"],
+            env=docker_env(), capture_output=True, timeout=300, check=False,
         )  # fmt: skip
+        timings[f"compose down ({mode})"] = time.monotonic() - started
 
 
 def _containers(client: docker.DockerClient) -> dict[str, docker.models.containers.Container]:
     """This project's containers by compose service name."""
-    found = client.containers.list(
-        all=True, filters={"label": f"com.docker.compose.project={PROJECT}"}
-    )
-    return {c.labels["com.docker.compose.service"]: c for c in found}
+    return {c.labels["com.docker.compose.service"]: c for c in project_containers(client, PROJECT)}
 
 
-def _all_healthy(client: docker.DockerClient) -> bool:
+def _all_healthy(client: docker.DockerClient, count: int) -> bool:
     states = []
     for container in _containers(client).values():
         container.reload()
         states.append(container.attrs["State"].get("Health", {}).get("Status"))
-    return len(states) == 6 and all(s == "healthy" for s in states)
+    return len(states) == count and all(s == "healthy" for s in states)
 
 
 async def _trioka(*args: str, stdin: bytes = b"") -> bytes:
     done = await trio.run_process(
-        [TRIOKA, *args], stdin=stdin, capture_stdout=True, capture_stderr=True, env=_env(),
+        [TRIOKA, *args], stdin=stdin, capture_stdout=True, capture_stderr=True, env=docker_env(),
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, f"trioka {' '.join(args)}: {done.stderr.decode()}"
@@ -142,7 +97,8 @@ async def _produce(history: History, values: list[bytes]) -> None:
     invokes = [history.invoke("cli", OpKind.SEND, SendValue(TOPIC, v)) for v in values]
     done = await trio.run_process(
         [TRIOKA, "produce", TOPIC, "-b", BOOTSTRAP, "--acks", "all"],
-        stdin=b"".join(v + b"\n" for v in values), capture_stderr=True, env=_env(), check=False,
+        stdin=b"".join(v + b"\n" for v in values), capture_stderr=True, env=docker_env(),
+        check=False,
     )  # fmt: skip
     # A failed run may have written any of its records: unknown (info), never "not written".
     result = OpType.OK if done.returncode == 0 else OpType.INFO
@@ -165,14 +121,17 @@ async def _read_all(history: History) -> int:
     return len(polled)
 
 
-async def test_raft_profile_loses_nothing_when_a_broker_container_is_killed(
-    dockerd: docker.DockerClient, raft_cluster: None, timings: dict[str, float]
+async def test_a_profile_loses_nothing_when_a_broker_container_is_killed(
+    dockerd: docker.DockerClient, profile: str, timings: dict[str, float]
 ) -> None:
     started = time.monotonic()
-    await wait_until(lambda: _all_healthy(dockerd), within=180, every=0.5)
-    timings["up to healthy"] = time.monotonic() - started + timings["compose up"]
+    await wait_until(lambda: _all_healthy(dockerd, SERVICES[profile]), within=180, every=0.5)
+    timings[f"up to healthy ({profile})"] = (
+        time.monotonic() - started + timings[f"compose up ({profile})"]
+    )
     for name, container in _containers(dockerd).items():
-        assert container.attrs["Config"]["User"] == "trioka", f"{name} runs as root"
+        if name != "zookeeper":  # Debian's package runs it as its own user, zookeeper
+            assert container.attrs["Config"]["User"] == "trioka", f"{name} runs as root"
     await _trioka(
         "topic", "create", TOPIC, "-p", "3", "-r", "3", "-c", "min.insync.replicas=2",
         "-b", BOOTSTRAP,
@@ -181,10 +140,10 @@ async def test_raft_profile_loses_nothing_when_a_broker_container_is_killed(
     await _produce(history, [f"before-{i}".encode() for i in range(RECORDS)])
 
     victim = await _leader(0)
-    container = _containers(dockerd)[f"broker-{victim}"]
+    container = _containers(dockerd)[f"{BROKER_PREFIX[profile]}{victim}"]
     container.kill()  # SIGKILL through the SDK
     container.reload()
-    assert container.status == "exited", f"broker-{victim} is {container.status} after kill()"
+    assert container.status == "exited", f"broker {victim} is {container.status} after kill()"
     await _produce(history, [f"after-{i}".encode() for i in range(RECORDS)])
     # The fault took effect: partition 0 moved off the killed broker.
     assert await _leader(0) not in (victim, -1)
@@ -195,4 +154,6 @@ async def test_raft_profile_loses_nothing_when_a_broker_container_is_killed(
     assert result.acknowledged == 2 * RECORDS and read == 2 * RECORDS, result.summary()
     assert not result.unread, f"acknowledged, never read: {[s.value for s in result.unread[:10]]}"
     assert not result.duplicates, result.summary()
-    timings["test after setup"] = time.monotonic() - started + timings["compose up"]
+    timings[f"test after setup ({profile})"] = (
+        time.monotonic() - started + timings[f"compose up ({profile})"]
+    )

@@ -30,10 +30,11 @@ PROFILES = {
 EXTERNAL_PORTS = {1: 19092, 2: 19093, 3: 19094}
 
 
-def compose_config(profile: str) -> dict[str, Any]:
+def compose_config(profile: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     exe = shutil.which("docker-compose")
     assert exe, "docker-compose is missing: `make setup` installs it (the Makefile's APT_PACKAGES)"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRIOKA_", "COMPOSE_"))}
+    env.update(extra_env or {})
     out = subprocess.run(
         [exe, "-f", str(COMPOSE_FILE), "--profile", profile, "config"],
         capture_output=True, text=True, env=env, timeout=60, check=False,
@@ -151,3 +152,49 @@ def test_node_configs_are_valid_and_agree(profile: tuple[str, dict[str, Any]]) -
         ids = sorted(load_controller_config(None, overrides(s)).node_id for s in controllers)
         assert ids == [3001, 3002, 3003]
         assert {f"{i}@controller-{i - 3000}:9093" for i in ids} == set(voters.pop().split(","))
+
+
+def test_analytics_is_a_one_shot_report_into_a_named_volume() -> None:
+    config = compose_config("analytics")
+    assert set(config["services"]) == {"analytics"}
+    service = config["services"]["analytics"]
+    assert service["profiles"] == ["analytics"]
+    assert service["restart"] == "no"
+    assert "trioka-analytics" in service["image"]
+    assert service["command"] == ["report", "--bootstrap-server", "broker-1:9092", "--out",
+                                  "/reports"]  # fmt: skip
+    assert published(service) == []
+    (volume,) = service["volumes"]
+    source, target = volume.split(":")[:2]
+    assert target == "/reports" and source in (config.get("volumes") or {})
+
+
+@pytest.mark.parametrize("mode", sorted(PROFILES))
+def test_broker_1_names_a_broker_in_both_profiles(mode: str) -> None:
+    """The analytics service's bootstrap: a service name in raft, a network alias in zk."""
+    config = compose_config(mode)
+    names = {
+        name: {name, *((s.get("networks") or {}).get("default") or {}).get("aliases", [])}
+        for name, s in brokers(config).items()
+    }
+    for node_id in (1, 2, 3):
+        (owner,) = [n for n, known in names.items() if f"broker-{node_id}" in known]
+        assert overrides(config["services"][owner])["node.id"] == str(node_id)
+
+
+def test_session_settings_come_from_the_environment() -> None:
+    """`trioka chaos run --docker` brings the cluster up with short sessions (compose_env)."""
+    from deploy.chaos_docker import compose_env
+
+    for mode, key in (("zk", "zookeeper.session.timeout.ms"),
+                      ("raft", "broker.session.timeout.ms")):  # fmt: skip
+        default = {s: overrides(v).get(key) for s, v in compose_config(mode)["services"].items()}
+        short = compose_config(mode, compose_env(3000))["services"]
+        for name, value in default.items():
+            if value is not None:
+                assert value in ("18000", "9000"), (name, value)  # Kafka's defaults
+                assert overrides(short[name])[key] == "3000", name
+        if mode == "raft":
+            for name in brokers(compose_config(mode)):
+                assert overrides(short[name])["broker.heartbeat.interval.ms"] == "1000"
+                load_broker_config(None, overrides(short[name]))
