@@ -28,7 +28,7 @@ from pyspark import SparkConf
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics.report import ReportSummary, build_report
+from analytics.report import ReportSummary, build_report, headline
 from analytics.schemas import (
     RAW_SCHEMA,
     parse_history,
@@ -239,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"report: {args.out / 'report.html'}")
-    print(summary)
+    for label, value in headline(summary):
+        print(f"  {label}: {value}")
     return 0
 
 

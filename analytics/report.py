@@ -217,7 +217,7 @@ def build_report(
         render.page(
             title=TITLE,
             period=_period_text(period, window),
-            headline=_headline(summary),
+            headline=headline(summary),
             sections=sections,
         ),
         encoding="utf-8",
@@ -307,7 +307,7 @@ def _fmt_count(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
 
-def _headline(summary: ReportSummary) -> list[tuple[str, str]]:
+def headline(summary: ReportSummary) -> list[tuple[str, str]]:
     user_topics = {t: n for t, n in summary.records_in.items() if not t.startswith("__")}
     records = ", ".join(f"{t}: {n:,}" for t, n in sorted(user_topics.items())) or "none"
     causes = ", ".join(f"{c}: {n}" for c, n in summary.elections_by_cause.items()) or "none"
