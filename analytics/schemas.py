@@ -7,7 +7,7 @@ DataFrame -> DataFrame; nothing is inferred).
 - parse_logs(raw) -> events: ts, ts_ms, source, role, node_id, level, event, one typed column
   per field of the protocol.telemetry.LOG_EVENTS catalogue (the union, built from it) and
   `record` (the whole JSON).
-- parse_history(raw) -> ops: one row per chaos history op (deploy/chaos/history_files.py's
+- parse_history(raw) -> ops: one row per chaos history op (deploy/chaos/check/history_files.py's
   JSON) with typed columns per op kind.
 
 Rows whose value is not JSON of the expected kind are dropped (a torn spool line, another

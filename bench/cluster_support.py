@@ -8,9 +8,9 @@ ask it.
         c.events(3001, "brokers fenced")        # a node's JSON log events
     # every process it started is SIGKILLed by pid on exit, also on Ctrl-C or SIGTERM
 
-The cluster is the one `trioka cluster up --mode zk|raft` starts (`deploy.cluster.cluster_up`:
-ZK mode Debian's ZooKeeper, Raft mode 3 `python -m deploy.controller_app` voters; then
-`python -m deploy.broker_app` processes in their own sessions, state and logs in a temporary
+The cluster is the one `trioka cluster up --mode zk|raft` starts (`deploy.cluster.supervisor.cluster_up`:
+ZK mode Debian's ZooKeeper, Raft mode 3 `python -m deploy.node.controller` voters; then
+`python -m deploy.node.broker` processes in their own sessions, state and logs in a temporary
 directory). The benchmark process is the supervisor: on exit, whatever the reason,
 it SIGKILLs each process whose pid and /proc start time are still the ones it started.
 """
@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from deploy.cluster import (  # noqa: E402
+from deploy.cluster.supervisor import (  # noqa: E402
     ClusterState,
     NodeRecord,
     cluster_up,
     node_alive,
     wait_until_ready,
 )
-from deploy.transport import PooledTransport  # noqa: E402
+from deploy.node.transport import PooledTransport  # noqa: E402
 from protocol.messages.metadata import MetadataRequest, MetadataResponse  # noqa: E402
 
 __all__ = [
@@ -123,7 +123,7 @@ class BenchCluster:
 
     def up(self, timeout: float = 120.0) -> ClusterState:
         assert self.dir is not None, "use BenchCluster as a context manager"
-        # The brokers inherit this environment (deploy.cluster adds TRIOKA_LOG_FORMAT=json):
+        # The brokers inherit this environment (deploy.cluster.supervisor adds TRIOKA_LOG_FORMAT=json):
         # at least INFO, which cluster_up needs ("broker listening") and which keeps the
         # controller's timing events.
         os.environ["TRIOKA_LOG_LEVEL"] = self.log_level

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_support import ROOT, BenchCluster, run_json
 
 from client import Admin, NewTopic
-from deploy.cli_options import parse_key_values
-from deploy.logging_config import configure_logging
+from deploy.cli.options import parse_key_values
+from deploy.telemetry.logs import configure_logging
 from protocol.errors import ErrorCode, KafkaError
 
 RECORD_SIZE = 1024

@@ -66,11 +66,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_support import ROOT, BenchCluster, metadata_of, parse_time
 
 from client import Admin, NewTopic
-from deploy.cli_options import parse_key_values
-from deploy.cluster import read_state, start_broker
-from deploy.cluster_raft import quorum_report
-from deploy.logging_config import configure_logging
-from deploy.transport import PooledTransport
+from deploy.cli.options import parse_key_values
+from deploy.cluster.raft import quorum_report
+from deploy.cluster.supervisor import read_state, start_broker
+from deploy.node.transport import PooledTransport
+from deploy.telemetry.logs import configure_logging
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
 

@@ -57,8 +57,8 @@ from cluster_support import ROOT, BenchCluster, parse_time
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from client.consumer_coordinator import ConsumerRebalanceListener
-from deploy.cli_options import parse_key_values
-from deploy.logging_config import configure_logging
+from deploy.cli.options import parse_key_values
+from deploy.telemetry.logs import configure_logging
 from tests.support.waiting import wait_until
 
 COMMIT_TOPIC, COMMIT_PARTITIONS, COMMIT_RECORDS = "bench-commits", 6, 60_000

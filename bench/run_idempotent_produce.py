@@ -5,7 +5,7 @@
         [--latency-seconds 10] [--profile-seconds 0] [--producer-props k=v ...] [--json]
 
 Setups: a 3-broker cluster per metadata mode (`trioka cluster up --mode zk|raft`: RF=3,
-min.insync.replicas=2) and the single combined broker (`python -m deploy.broker_app`, Raft mode's
+min.insync.replicas=2) and the single combined broker (`python -m deploy.node.broker`, Raft mode's
 default one-node process: RF=1). In each, per run, two fresh topics of P partitions get the same
 load from `trioka perf produce --acks all` client processes (never the brokers' event loop), one
 with `enable.idempotence=true` (Kafka 3's default) and one with `false`; odd runs start with
@@ -53,8 +53,8 @@ from cluster_support import ROOT, BenchCluster, run_json
 from run_single_broker import Broker
 
 from client import Admin, NewTopic
-from deploy.cli_options import parse_key_values
-from deploy.logging_config import configure_logging
+from deploy.cli.options import parse_key_values
+from deploy.telemetry.logs import configure_logging
 
 # What counts as "the cost of idempotence" in a leader's profile, by source file or function.
 PROFILE_BUCKETS = {

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_support import ROOT, BenchCluster
 
 from client import Admin, AlterConfigOp, ConfigResource, NewTopic
-from deploy.cli_options import parse_key_values
-from deploy.logging_config import configure_logging
+from deploy.cli.options import parse_key_values
+from deploy.telemetry.logs import configure_logging
 
 WARMUP_PER_CLIENT = 5
 

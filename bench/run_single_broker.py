@@ -3,7 +3,7 @@
     .venv/bin/python bench/run_single_broker.py [--records-100b N] [--records-1k N]
         [--partitions P] [--producer-props k=v ...] [--consumer-props k=v ...] [--json]
 
-Starts one standalone broker (`python -m deploy.broker_app`) on a free loopback port with its
+Starts one standalone broker (`python -m deploy.node.broker`) on a free loopback port with its
 data in a temporary directory, creates one topic per record size, runs the same code as
 `trioka perf produce` / `trioka perf consume` in this process, prints the figures next to the
 issue's targets, and stops the broker (SIGTERM; SIGKILL by pid if it lingers).
@@ -33,9 +33,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from client import Admin  # noqa: E402
-from deploy.cli_options import parse_key_values  # noqa: E402
-from deploy.cli_perf import PerfResult, run_consume_perf, run_produce_perf  # noqa: E402
-from deploy.logging_config import configure_logging  # noqa: E402
+from deploy.cli.options import parse_key_values  # noqa: E402
+from deploy.cli.perf import PerfResult, run_consume_perf, run_produce_perf  # noqa: E402
+from deploy.telemetry.logs import configure_logging  # noqa: E402
 
 TARGETS = {
     ("produce", 100): ("records/s", 300_000),
@@ -55,7 +55,7 @@ class Broker:
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.log = work / "broker.log"
-        cmd = [sys.executable, "-m", "deploy.broker_app",
+        cmd = [sys.executable, "-m", "deploy.node.broker",
                "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
                "--override", f"log.dirs={work / 'data'}"]  # fmt: skip
         for key, value in overrides.items():

@@ -4,7 +4,7 @@
                                        [--value-bytes 200] [--interval-ms 10000]
 
 Each pair runs the same workload on two fresh 3-broker clusters (`trioka cluster up`,
-deploy.cluster), one with `trioka.telemetry.enable=false`, one with it true (every process
+deploy.cluster.supervisor), one with `trioka.telemetry.enable=false`, one with it true (every process
 ships; `metrics.interval.ms` as given), in alternating order (off/on, on/off, ...) so slow
 drifts of this shared 2-core machine hit both sides. Per run: a topic of 3 partitions, RF 3;
 a warm-up; then the broker processes' utime+stime from /proc/<pid>/stat before and after

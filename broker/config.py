@@ -1,7 +1,7 @@
 """The broker's static configuration: Kafka's names and defaults (KafkaConfig), typed.
 
 `BROKER_CONFIGS` defines every key a broker accepts; `BrokerConfig.from_values` parses a mapping
-(TOML file + `--override`s, assembled by `deploy.config`) into a frozen, typed config and keeps
+(TOML file + `--override`s, assembled by `deploy.node.config`) into a frozen, typed config and keeps
 which keys were set explicitly (DescribeConfigs reports STATIC_BROKER_CONFIG for those).
 
 Broker-level `log.*` settings are the defaults of the topic configs, as in Kafka (its
@@ -489,7 +489,7 @@ class BrokerConfig:
             raise ConfigError(
                 f"process.roles: a metadata.mode=raft process needs ['broker'] or ['broker', "
                 f"'controller'] (combined mode), got {list(roles)} (a controller-only process is "
-                "`python -m deploy.controller_app`)"
+                "`python -m deploy.node.controller`)"
             )
         voters = self.voters  # parses: ConfigError naming controller.quorum.voters
         if not voters:
@@ -526,7 +526,7 @@ class BrokerConfig:
                 f"process.roles: combined mode (['broker', 'controller']) is single-node only "
                 f"in trioka, but controller.quorum.voters names {others or sorted(voters)} "
                 f"besides node.id {self.node_id}; run the controllers as separate processes "
-                "(deploy.controller_app) and set process.roles = ['broker'] here"
+                "(deploy.node.controller) and set process.roles = ['broker'] here"
             )
         names = self.controller_listener_names
         if voters:

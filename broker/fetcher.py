@@ -457,7 +457,7 @@ class ReplicaFetcherManager:
         """When given, each fetcher gets its own transport, as Kafka gives each fetcher thread
         its own NetworkClient: a long poll then never holds up another fetcher's or the
         controller channel's requests on a shared, in-order connection. A transport with
-        `async run(task_status=...)` (deploy.transport.PooledTransport) is run by the fetcher
+        `async run(task_status=...)` (deploy.node.transport.PooledTransport) is run by the fetcher
         for its lifetime; one with `aclose()` is closed when the fetcher stops."""
         self.on_high_watermark = on_high_watermark
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

@@ -1,6 +1,6 @@
 """What the broker needs from the rest of the system, as typing.Protocols (wired by deploy).
 
-The broker never imports the controller or raft: `deploy.broker_app` adapts the standalone
+The broker never imports the controller or raft: `deploy.node.broker` adapts the standalone
 controller driver to `ControllerChannel` and the local metadata log to `MetadataSource`; the
 cluster issues will adapt a remote controller and a Raft observer the same way.
 """

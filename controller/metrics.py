@@ -23,7 +23,7 @@ unclean.leader.election.enable -> TopicUncleanLeaderElectionEnableRateAndTimeMs,
 resignation -> ControllerChangeRateAndTimeMs (timed by the ZK driver, not an event here).
 
 Metrics live in a prometheus_client registry; the default instance is created once per process
-on the global registry (served on /metrics by deploy.metrics_server), tests pass their own
+on the global registry (served on /metrics by deploy.telemetry.metrics_server), tests pass their own
 registry. Every ControllerDriver without an explicit `metrics` shares that one instance: a ZK-mode
 broker builds a new driver each time it is elected, and registering the same names again on one
 registry would raise (duplicated timeseries), so terms reuse, never re-create, the metrics; a new

@@ -6,7 +6,7 @@ come back to the controller through the backend's listener as `(offset, record)`
 order (`ControllerDriver.handle_committed`).
 
 `BrokerSender` is how the active controller's per-broker channels (`controller.channel`) reach a
-broker; deploy wires `deploy.transport.PooledTransport` in (the broker's `broker.ports.Transport`
+broker; deploy wires `deploy.node.transport.PooledTransport` in (the broker's `broker.ports.Transport`
 has the same signature).
 """
 

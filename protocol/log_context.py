@@ -16,7 +16,7 @@ from typing import ParamSpec, TypeVar
 import structlog
 
 PROCESS_CONTEXT_KEYS = frozenset({"role", "node_id", "process_roles", "metadata_mode"})
-"""Bound once per process by deploy.logging_config.configure_logging."""
+"""Bound once per process by deploy.telemetry.logs.configure_logging."""
 
 P = ParamSpec("P")
 T = TypeVar("T")

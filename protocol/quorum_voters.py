@@ -1,6 +1,6 @@
 """`controller.quorum.voters` (Kafka's QuorumConfig syntax): `id@host:port[,id@host:port...]`.
 
-Pure, so that the controller's config (deploy.controller_config) and a Raft-mode broker's
+Pure, so that the controller's config (deploy.node.controller_config) and a Raft-mode broker's
 (broker.config) parse it by the same rules.
 """
 

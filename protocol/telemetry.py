@@ -13,7 +13,7 @@ Three internal topics, each record's value a UTF-8 JSON object and its key the s
   event's own fields) plus `"v": 1, "kind": "log", "ts_ms": <epoch ms>`. `LOG_EVENTS` is the
   catalogue of the events analytics/ depends on: their names and typed fields. Other events are
   shipped too; analytics/ keeps their common columns only.
-- `__trioka_chaos_history`: the chaos runner's operations (deploy/chaos/history_files.py's JSON).
+- `__trioka_chaos_history`: the chaos runner's operations (deploy/chaos/check/history_files.py's JSON).
 
 This module is the contract between the shipper (deploy/), the emitters (broker/, controller/,
 raft/, zkstore/) and the readers (analytics/): pure data, no I/O.

@@ -12,7 +12,7 @@
 #   5. `docker build` of trioka:dev with --network none: the image installs from the wheelhouse.
 #   6. With --analytics: trioka-analytics-base:bookworm (debootstrap: python3, python3-venv, Java 17
 #      headless), a wheelhouse with the analytics extra (pyspark, ...: build/wheelhouse-analytics)
-#      and trioka-analytics:dev (deploy/Dockerfile.analytics), for the one-shot `analytics` service.
+#      and trioka-analytics:dev (deploy/docker/Dockerfile.analytics), for the one-shot `analytics` service.
 # Usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics]
 #   --no-build  stop after starting dockerd;  --zk  also build trioka-zookeeper:bookworm;
 #   --analytics  also build trioka-analytics:dev.
@@ -133,13 +133,13 @@ if ((build)); then
   ((zk)) && debootstrap_image "$zk_image" zookeeper,default-jre-headless,netcat-openbsd
   # The project and its runtime dependencies only (no dev or analytics extras).
   build_wheelhouse wheelhouse .
-  build_image "$image" deploy/Dockerfile "${BASE_IMAGE:-}"
+  build_image "$image" deploy/docker/Dockerfile "${BASE_IMAGE:-}"
   if ((analytics)); then
     # PySpark and Java 17 (MACHINE-FACTS): a base of its own, so the brokers' image stays small.
     [ -n "${ANALYTICS_BASE_IMAGE:-}" ] ||
       debootstrap_image "$analytics_base" python3,python3-venv,openjdk-17-jre-headless,procps
     build_wheelhouse wheelhouse-analytics '.[analytics]'
-    build_image "$analytics_image" deploy/Dockerfile.analytics "${ANALYTICS_BASE_IMAGE:-}"
+    build_image "$analytics_image" deploy/docker/Dockerfile.analytics "${ANALYTICS_BASE_IMAGE:-}"
   fi
 fi
 say "ready: export DOCKER_HOST=$DOCKER_HOST"

@@ -1,6 +1,6 @@
 """Chaos history ops on the telemetry's clock (epoch ms).
 
-The chaos recorder stamps ops with a monotonic clock (deploy/chaos/history.py: it orders the
+The chaos recorder stamps ops with a monotonic clock (deploy/chaos/check/history.py: it orders the
 ops of one run), while log events and metric snapshots carry epoch milliseconds. `ts_ms` for an
 op is, in order of preference:
 

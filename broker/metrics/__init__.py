@@ -4,7 +4,7 @@ fetcher-lag metrics of one broker; RequestMetrics belong to the server (every pr
 serves requests, dedicated controllers included).
 
 As controller.metrics: one process-wide instance on the global registry (`default_metrics()`,
-served on /metrics by deploy.metrics_server); tests pass their own CollectorRegistry.
+served on /metrics by deploy.telemetry.metrics_server); tests pass their own CollectorRegistry.
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ NEMESES = ("kill", "pause", "partition", "controller", "zk-expiry", "latency", "
 """Every nemesis `trioka chaos run --nemesis` knows. `unclean-kill` is the one that is meant to
 lose writes (with unclean.leader.election.enable=true): it shows the checker can fail."""
 NETNS_NEMESES = frozenset({"partition", "zk-expiry"})
-"""Nemeses that cut the network: they need per-node network namespaces (deploy.netns)."""
+"""Nemeses that cut the network: they need per-node network namespaces (deploy.cluster.netns)."""
 PROXY_NEMESES = frozenset({"latency"})
-"""Nemeses that need the fault proxies in front of the brokers (deploy.proxy)."""
+"""Nemeses that need the fault proxies in front of the brokers (deploy.cluster.proxy)."""
 
 
 class Action(StrEnum):

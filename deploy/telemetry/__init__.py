@@ -5,5 +5,5 @@ bounded in-memory buffer, and to a bounded local JSONL spool while the cluster c
 Pure parts: `buffer` (what the log tee fills), `spool` (append-only JSONL files and the drain
 position), `policy` (batching and retry backoff), `snapshot` (prometheus registry -> samples).
 The trio driver is `shipper.TelemetryShipper`; `tee.LOG_TEE` is the structlog processor that
-deploy.logging_config puts in every process's chain.
+deploy.telemetry.logs puts in every process's chain.
 """

@@ -1,6 +1,6 @@
 """The structlog processor that copies every log event into the shipper's buffer.
 
-deploy.logging_config puts `LOG_TEE` in every process's chain, just before the renderer (the
+deploy.telemetry.logs puts `LOG_TEE` in every process's chain, just before the renderer (the
 event dict then has its level, ISO timestamp, bound context and, in JSON mode, its traceback as
 a dict). Until a shipper attaches a sink the tee only returns the event; attached, it hands the
 sink the event and the time, and the sink (TelemetryBuffer via the shipper) copies it into a

@@ -1,4 +1,4 @@
-"""Chaos runs (deploy.chaos_run) as tests: each brings up its own local cluster in tmp_path,
+"""Chaos runs (deploy.chaos.run) as tests: each brings up its own local cluster in tmp_path,
 runs a seeded schedule for a bounded time and tears the cluster down. Run them serially (each
 is a 6-7 process cluster on a 2-core machine)."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.chaos_run import RunConfig, RunResult, run_chaos
-from deploy.cluster import cluster_down
-from deploy.cluster_state import state_path
+from deploy.chaos.run import RunConfig, RunResult, run_chaos
+from deploy.cluster.state import state_path
+from deploy.cluster.supervisor import cluster_down
 
 ChaosRun = Callable[[RunConfig], Awaitable[RunResult]]
 
@@ -20,7 +20,7 @@ ChaosRun = Callable[[RunConfig], Awaitable[RunResult]]
 @pytest.fixture
 def chaos_run(tmp_path: Path) -> Iterator[ChaosRun]:
     """`await chaos_run(RunConfig(...))` in tmp_path; the cluster goes down even if the run
-    did not take it down itself (signals by pid, through deploy.cluster)."""
+    did not take it down itself (signals by pid, through deploy.cluster.supervisor)."""
     dirs: list[Path] = []
 
     async def run(config: RunConfig) -> RunResult:

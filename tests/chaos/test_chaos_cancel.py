@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from deploy.chaos_run import RunConfig, run_chaos
-from deploy.cluster import node_alive, read_state
-from deploy.cluster_state import state_path
+from deploy.chaos.run import RunConfig, run_chaos
+from deploy.cluster.state import state_path
+from deploy.cluster.supervisor import node_alive, read_state
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.chaos_run import RunConfig
+from deploy.chaos.run import RunConfig
 from tests.chaos.conftest import ChaosRun
 
 pytestmark = pytest.mark.slow

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy import netns
-from deploy.chaos_run import HISTORY_TOPIC, RunConfig, RunResult
+from deploy.chaos.run import HISTORY_TOPIC, RunConfig, RunResult
+from deploy.cluster import netns
 from tests.chaos.conftest import ChaosRun
 
 pytestmark = pytest.mark.slow

@@ -22,8 +22,8 @@ import docker
 import pytest
 import trio
 
-from deploy.chaos.checker import check
-from deploy.chaos.history import History, OpKind, OpType, PolledRecord, SendValue
+from deploy.chaos.check.checker import check
+from deploy.chaos.check.history import History, OpKind, OpType, PolledRecord, SendValue
 from tests.e2e.conftest import ROOT, TRIOKA, docker_env, project_containers, timed
 from tests.support.waiting import wait_until
 

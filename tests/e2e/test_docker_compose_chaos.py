@@ -16,8 +16,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from deploy.chaos_docker import DockerSettings
-from deploy.chaos_run import HISTORY_TOPIC, RunConfig, run_chaos
+from deploy.chaos.docker import DockerSettings
+from deploy.chaos.run import HISTORY_TOPIC, RunConfig, run_chaos
 from tests.e2e.conftest import DOCKER_HOST, ROOT, docker_env, project_containers
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""Test harness: a real broker process (`python -m deploy.broker_app`) on a free loopback port.
+"""Test harness: a real broker process (`python -m deploy.node.broker`) on a free loopback port.
 
     proc = BrokerProcess(tmp_path, overrides={"num.partitions": "3"})
     proc.start()                 # blocks until the broker answers ApiVersions (deadline: timeout)
@@ -40,7 +40,7 @@ from typing import Any
 
 import trio
 
-from deploy.process import ManagedProcess
+from deploy.cluster.process import ManagedProcess
 from tests.support.wire import api_versions_blocking
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ class BrokerProcess(ManagedProcess):
     """One broker process under test. Not started until `start()`."""
 
     what = "broker"
-    module = "deploy.broker_app"
+    module = "deploy.node.broker"
     """What `python -m` runs."""
 
     def __init__(

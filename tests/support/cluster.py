@@ -12,7 +12,7 @@ mode (on a quorum of real controller processes), with one interface so a test ru
     await cluster.wait_partition("t", 0, lambda p: p.leader != 1, within=30)
     cluster.cleanup()                   # SIGKILL by pid every broker still alive
 
-The brokers are `python -m deploy.broker_app` with `metadata.mode=zk`, node ids 1..N, each with
+The brokers are `python -m deploy.node.broker` with `metadata.mode=zk`, node ids 1..N, each with
 its own log dir; the ZooKeeper is the caller's (usually the `zookeeper` fixture's chroot, so
 clusters of different tests never meet). The session timeout defaults to 3 s (the house rules
 ask for >= 2 s), so a SIGKILLed broker leaves the cluster within seconds.
@@ -48,8 +48,8 @@ import trio
 
 from client import Admin
 from client.metadata import PartitionInfo
-from deploy.cli_quorum import QuorumReport
-from deploy.cluster_raft import (
+from deploy.cluster.quorum import QuorumReport
+from deploy.cluster.raft import (
     CONTROLLER_BASE_ID,
     broker_raft_lines,
     controller_part,
@@ -57,7 +57,7 @@ from deploy.cluster_raft import (
     quorum_report,
     voters_string,
 )
-from deploy.zookeeper_process import free_port
+from deploy.cluster.zookeeper import free_port
 from protocol.errors import KafkaError
 from tests.support.broker_process import BrokerProcess
 from tests.support.controller_process import ControllerProcess

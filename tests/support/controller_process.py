@@ -1,4 +1,4 @@
-"""Test harness: a real controller process (`python -m deploy.controller_app`), one voter of a
+"""Test harness: a real controller process (`python -m deploy.node.controller`), one voter of a
 Raft metadata quorum, on a port chosen before it starts (the voters must know each other).
 
     proc = ControllerProcess(tmp_path, 3001, port, voters="3001@127.0.0.1:P1,...",
@@ -9,7 +9,7 @@ Raft metadata quorum, on a port chosen before it starts (the voters must know ea
     proc.stop(); proc.kill(); proc.restart(); proc.pause(); proc.resume(); proc.cleanup()
     proc.events(); proc.wait_for_event("controller active", timeout=10)
 
-Its config is deploy.cluster_raft.controller_toml (what `trioka cluster up` writes); its
+Its config is deploy.cluster.raft.controller_toml (what `trioka cluster up` writes); its
 metadata log is `<tmp>/metadata`, its JSON log `<tmp>/controller-<id>.log` (appended across
 restarts). Async twins as BrokerProcess: `astart`, `astop`, `arestart`, `akill`.
 """
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from deploy.cluster_raft import controller_toml
+from deploy.cluster.raft import controller_toml
 from tests.support.broker_process import BrokerProcess, BrokerStartError
 from tests.support.wire import api_versions_blocking
 
@@ -39,7 +39,7 @@ class ControllerProcess(BrokerProcess):
     log reading, signals and async twins; only its config and readiness differ."""
 
     what = "controller"
-    module = "deploy.controller_app"
+    module = "deploy.node.controller"
 
     def __init__(
         self,

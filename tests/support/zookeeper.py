@@ -1,6 +1,6 @@
 """Test harness: a real standalone ZooKeeper (Debian's package) on a free loopback port.
 
-The process itself is deploy.zookeeper_process.ZooKeeperProcess (what `trioka cluster up`
+The process itself is deploy.cluster.zookeeper.ZooKeeperProcess (what `trioka cluster up`
 starts); this module adds the tests' short tickTime, async twins and the fixtures.
 
     server = ZooKeeperServer(tmp_dir)          # own zoo.cfg, dataDir and log file under tmp_dir
@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from deploy.zookeeper_process import ZooKeeperProcess, ZooKeeperStartError, ruok
+from deploy.cluster.zookeeper import ZooKeeperProcess, ZooKeeperStartError, ruok
 
 TICK_TIME_MS = 200
 MIN_SESSION_TIMEOUT_MS = 2 * TICK_TIME_MS
@@ -62,7 +62,7 @@ __all__ = [
 
 
 class ZooKeeperServer(ZooKeeperProcess):
-    """deploy.zookeeper_process.ZooKeeperProcess with the tests' short tickTime and async twins
+    """deploy.cluster.zookeeper.ZooKeeperProcess with the tests' short tickTime and async twins
     of the blocking methods. Not started until `start()`."""
 
     def __init__(

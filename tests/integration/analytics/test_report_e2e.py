@@ -26,8 +26,8 @@ import trio
 from analytics.job import JobArgs, run
 from client import Consumer
 from client.sync import SyncAdmin, SyncProducer
-from deploy.chaos.history import History, NemesisValue
-from deploy.chaos.history_files import history_records
+from deploy.chaos.check.history import History, NemesisValue
+from deploy.chaos.check.history_files import history_records
 from protocol.names import TopicPartition
 from protocol.telemetry import CHAOS_HISTORY_TOPIC, LOGS_TOPIC, METRICS_TOPIC
 from tests.support.cluster import RaftCluster

@@ -1,5 +1,5 @@
 """The default broker: KRaft combined mode on one node (metadata.mode=raft, process.roles =
-[broker, controller]; deploy.raft_combined). Real processes; every test can fail.
+[broker, controller]; deploy.node.combined). Real processes; every test can fail.
 
 - admin writes (CreateTopics, configs, DeleteTopics) go through the local QuorumController and
   the broker serves them as soon as it started (clients wait for the initial unfence);
@@ -19,7 +19,7 @@ import trio
 
 from client import Admin, AlterConfigOp
 from client.admin import ConfigResource
-from deploy.zookeeper_process import free_port
+from deploy.cluster.zookeeper import free_port
 from tests.integration.broker.broker_wire import create_topic, fetch, produce
 from tests.integration.cli.test_cli_commands import trioka
 from tests.support.broker_process import BrokerProcess

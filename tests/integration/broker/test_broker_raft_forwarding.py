@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from deploy.zookeeper_process import free_port
+from deploy.cluster.zookeeper import free_port
 from protocol.messages.metadata import MetadataRequest
 from tests.integration.forwarded_answers import check_forwarded_answers
 from tests.support.broker_process import BrokerProcess

@@ -17,7 +17,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.node import Broker
-from deploy.transport import PooledTransport
+from deploy.node.transport import PooledTransport
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
 from protocol.messages.alter_partition import (

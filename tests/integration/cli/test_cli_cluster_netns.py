@@ -17,15 +17,15 @@ import trio
 
 from client import Admin
 from client.metadata import PartitionInfo
-from deploy import netns
-from deploy.cluster import (
+from deploy.cluster import netns
+from deploy.cluster.network import probe_nodes
+from deploy.cluster.supervisor import (
     ClusterError,
     cluster_up,
     describe_cluster,
     plan_cluster_network,
     read_state,
 )
-from deploy.cluster_network import probe_nodes
 from protocol.errors import TriokaError
 from tests.integration.cli.test_cli_cluster import _pid_alive
 from tests.integration.cli.test_cli_commands import one_error_line, trioka

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deploy.cli_perf import make_result, percentile
+from deploy.cli.perf import make_result, percentile
 
 
 def test_percentiles_follow_kafkas_perf_test() -> None:

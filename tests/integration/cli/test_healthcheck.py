@@ -1,4 +1,4 @@
-"""deploy.healthcheck (the compose services' HEALTHCHECK) against a real broker process."""
+"""deploy.docker.healthcheck (the compose services' HEALTHCHECK) against a real broker process."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tests.support.broker_process import BrokerProcess
 
 def healthcheck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "deploy.healthcheck", *args],
+        [sys.executable, "-m", "deploy.docker.healthcheck", *args],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 

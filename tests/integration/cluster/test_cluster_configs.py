@@ -1,6 +1,6 @@
 """Topic configs changed in the cluster reach every broker, on 3 real broker processes: in ZK
 mode through Kafka's `/config/topics/<t>` plus `/config/changes/config_change_<seq>`
-notifications (read by deploy.broker_app.ZkTopicConfigSync) on a real ZooKeeper, in Raft mode
+notifications (read by deploy.node.broker.ZkTopicConfigSync) on a real ZooKeeper, in Raft mode
 as ConfigRecords in the metadata log.
 
 IncrementalAlterConfigs goes to a broker that is not the controller (it forwards it); then each

@@ -1,4 +1,4 @@
-"""3 brokers behind a ProxySet (deploy/proxy.py), both modes: every broker advertises its proxy,
+"""3 brokers behind a ProxySet (deploy/cluster/proxy.py), both modes: every broker advertises its proxy,
 so clients and followers (which dial the registered addresses) go through the proxies.
 
 (a) produce responses dropped (probability 0.3, then the connection is closed) with
@@ -17,11 +17,11 @@ import trio
 
 from client import Consumer, Producer, TopicPartition
 from client.admin import NewTopic
-from deploy.chaos.checker import check
-from deploy.chaos.history import History, OpKind, OpType, PolledRecord, SendValue
-from deploy.proxy import ProxySet
-from deploy.proxy_policy import Delay, ProxyPolicy
-from deploy.zookeeper_process import free_port
+from deploy.chaos.check.checker import check
+from deploy.chaos.check.history import History, OpKind, OpType, PolledRecord, SendValue
+from deploy.cluster.proxy import ProxySet
+from deploy.cluster.proxy_policy import Delay, ProxyPolicy
+from deploy.cluster.zookeeper import free_port
 from protocol.errors import KafkaError
 from protocol.messages import ApiKey
 from tests.integration.cluster.conftest import ClusterFactory

@@ -17,8 +17,8 @@ import trio
 
 from client import Consumer, Producer, TopicPartition
 from client.admin import NewTopic
-from deploy.chaos.checker import check
-from deploy.chaos.history import History, OpKind, OpType, PolledRecord, SendValue
+from deploy.chaos.check.checker import check
+from deploy.chaos.check.history import History, OpKind, OpType, PolledRecord, SendValue
 from protocol.errors import KafkaError
 from tests.integration.cluster.conftest import ClusterFactory
 from tests.support.cluster import Cluster

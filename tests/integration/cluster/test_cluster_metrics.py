@@ -1,4 +1,4 @@
-"""`/metrics` of real ZK-mode broker processes (trioka.metrics.port, deploy.metrics_server).
+"""`/metrics` of real ZK-mode broker processes (trioka.metrics.port, deploy.telemetry.metrics_server).
 
 Every broker serves Prometheus' text format with the default process collectors and the
 controller's metrics (Kafka's names); the active controller's

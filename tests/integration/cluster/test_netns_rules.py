@@ -1,4 +1,4 @@
-"""deploy.netns on real namespaces without a cluster: listeners in namespaces and on the host's
+"""deploy.cluster.netns on real namespaces without a cluster: listeners in namespaces and on the host's
 bridge address (where a proxy would sit), cuts with extra endpoints, heal, and destroy after a
 crashed run. Fast (~3 s): the cluster-level tests are tests/integration/cli/
 test_cli_cluster_netns.py."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy import netns
+from deploy.cluster import netns
 
 WHY_NOT = netns.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces: {WHY_NOT}")

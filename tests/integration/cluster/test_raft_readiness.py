@@ -1,6 +1,6 @@
 """Raft cluster (3 controller processes, 3 brokers), real processes:
 
-- once `deploy.cluster_status.wait_until_ready` (what `trioka cluster up` waits for) says the
+- once `deploy.cluster.status.wait_until_ready` (what `trioka cluster up` waits for) says the
   cluster is ready, the active controller places RF=3 at once. Before the fix a broker not yet
   unfenced listed itself in its own Metadata answer, so readiness counted it while the
   controller did not ("only 2 broker(s) are registered", ~1 start in 4);
@@ -14,7 +14,7 @@ import trio
 
 from client import Admin
 from client.admin import NewTopic
-from deploy.cluster_status import wait_until_ready
+from deploy.cluster.status import wait_until_ready
 from tests.integration.cluster.conftest import RaftClusterFactory
 from tests.integration.forwarded_answers import ANSWER_WITHIN_S, check_forwarded_answers
 

@@ -1,4 +1,4 @@
-"""Three real controller processes (`python -m deploy.controller_app`) on loopback: they elect
+"""Three real controller processes (`python -m deploy.node.controller`) on loopback: they elect
 a leader (DescribeQuorum over a real socket shows it), the leader is SIGKILLed and another is
 elected in a higher epoch, the old one restarts and rejoins as a follower with the same log;
 `trioka quorum describe` as a subprocess. Every process is cleaned up by pid; every wait is a
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import trio
 
-from deploy.process import ManagedProcess
-from deploy.transport import PooledTransport
-from deploy.zookeeper_process import free_port
+from deploy.cluster.process import ManagedProcess
+from deploy.cluster.zookeeper import free_port
+from deploy.node.transport import PooledTransport
 from protocol.errors import KafkaError
 from protocol.messages.describe_quorum import DescribeQuorumPartitionResponse
 from raft import wire
@@ -68,7 +68,7 @@ class ControllerProcess(ManagedProcess):
         offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "deploy.controller_app", "--config", str(self.config_file)],
+                [sys.executable, "-m", "deploy.node.controller", "--config", str(self.config_file)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -285,7 +285,7 @@ async def test_trioka_quorum_describe(controllers: dict[int, ControllerProcess])
 def test_controller_refuses_a_bad_config(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     result = subprocess.run(
-        [sys.executable, "-m", "deploy.controller_app",
+        [sys.executable, "-m", "deploy.node.controller",
          "--override", "node.id=4", "--override", "metadata.log.dir=" + str(tmp_path),
          "--override", "controller.quorum.voters=1@127.0.0.1:1,2@127.0.0.1:2"],
         capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=60,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import trio
 
-from deploy.transport import PooledTransport
-from deploy.zookeeper_process import free_port
+from deploy.cluster.zookeeper import free_port
+from deploy.node.transport import PooledTransport
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response
 from protocol.messages.broker_lifecycle import (

@@ -10,8 +10,8 @@ from typing import Any
 import trio
 
 from controller.config import ControllerConfig
-from deploy.transport import PooledTransport
-from deploy.zk_controller import ZkControllerService
+from deploy.node.transport import PooledTransport
+from deploy.node.zk_controller import ZkControllerService
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionPartition,

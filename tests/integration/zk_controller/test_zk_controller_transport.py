@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from client.errors import KafkaConnectionError, KafkaTimeoutError
-from deploy.transport import PooledTransport, TransportClosedError
+from deploy.node.transport import PooledTransport, TransportClosedError
 from protocol.codec import RequestEnvelope
 from protocol.errors import ErrorCode
 from protocol.messages import Response

@@ -21,8 +21,15 @@ from analytics.schemas import (
     parse_logs,
     parse_metrics,
 )
-from deploy.chaos.history import History, NemesisValue, OpKind, OpType, PolledRecord, SendValue
-from deploy.chaos.history_files import op_to_json
+from deploy.chaos.check.history import (
+    History,
+    NemesisValue,
+    OpKind,
+    OpType,
+    PolledRecord,
+    SendValue,
+)
+from deploy.chaos.check.history_files import op_to_json
 from protocol.names import TopicPartition
 from protocol.telemetry import (
     LOG_EVENTS,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BROKER_CONFIGS, BrokerConfig
-from deploy.config import load_broker_config
+from deploy.node.config import load_broker_config
 from protocol.config_defs import ConfigError
 
 

@@ -98,7 +98,7 @@ def test_combined_mode_with_its_own_controller_listener() -> None:
             {"process.roles": ["broker", "controller"], "controller.quorum.voters": "2@h:9093"},
             "is single-node only",
         ),
-        ({"process.roles": ["controller"]}, "deploy.controller_app"),
+        ({"process.roles": ["controller"]}, "deploy.node.controller"),
         ({"process.roles": ["broker"]}, "controller.quorum.voters: required when process.roles"),
         ({"controller.quorum.voters": "1@h:9093"}, "controller.listener.names: required"),
         ({"controller.listener.names": ["CONTROLLER"]}, "controller.quorum.voters is empty"),

@@ -17,7 +17,7 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.node import Broker
-from deploy.raft_broker import log_manager_for
+from deploy.node.broker_raft import log_manager_for
 from protocol.metadata.records import (
     BrokerEndpoint,
     FenceBrokerRecord,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 
-from deploy.chaos.checker import CheckResult, check
-from deploy.chaos.history import (
+from deploy.chaos.check.checker import CheckResult, check
+from deploy.chaos.check.history import (
     CommitValue,
     History,
     NemesisValue,

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from deploy.chaos.checker import check
-from deploy.chaos.history import History, OpKind, OpType, PolledRecord, SendValue
+from deploy.chaos.check.checker import check
+from deploy.chaos.check.history import History, OpKind, OpType, PolledRecord, SendValue
 from protocol.names import TopicPartition
 
 T = "t"

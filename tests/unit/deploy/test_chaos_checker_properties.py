@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deploy.chaos.checker import check
-from deploy.chaos.history import History, OpKind, OpType, PolledRecord, SendValue
+from deploy.chaos.check.checker import check
+from deploy.chaos.check.history import History, OpKind, OpType, PolledRecord, SendValue
 from protocol.names import TopicPartition
 
 T = "t"

@@ -1,4 +1,4 @@
-"""deploy.chaos_docker without a Docker daemon: what a compose container is (from inspect data
+"""deploy.chaos.docker without a Docker daemon: what a compose container is (from inspect data
 shaped like the daemon's), the compose project and daemon defaults, the session variables, and
 `trioka chaos run --docker` refusing what it cannot do before it starts anything."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from deploy.chaos_docker import (
+from deploy.chaos.docker import (
     DockerSettings,
     compose_env,
     default_docker_host,
@@ -19,7 +19,7 @@ from deploy.chaos_docker import (
     node_of,
     overrides_of,
 )
-from deploy.chaos_run import RunConfig, run_chaos
+from deploy.chaos.run import RunConfig, run_chaos
 
 ROOT = Path(__file__).resolve().parents[3]
 

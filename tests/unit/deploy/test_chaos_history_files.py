@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.chaos.history import (
+from deploy.chaos.check.history import (
     CommitValue,
     History,
     NemesisValue,
@@ -16,7 +16,7 @@ from deploy.chaos.history import (
     PolledRecord,
     SendValue,
 )
-from deploy.chaos.history_files import history_records, read_history, write_history
+from deploy.chaos.check.history_files import history_records, read_history, write_history
 from protocol.names import TopicPartition
 
 TP = TopicPartition("t", 1)

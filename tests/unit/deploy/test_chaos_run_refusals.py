@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.chaos_run import RunConfig, run_chaos
+from deploy.chaos.run import RunConfig, run_chaos
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ async def test_refused_before_any_process_starts(
 async def test_a_network_nemesis_without_namespaces_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("deploy.chaos_run.netns_available", lambda: False)
+    monkeypatch.setattr("deploy.chaos.run.netns_available", lambda: False)
     result = await run_chaos(RunConfig(nemeses=("kill", "partition"), dir=tmp_path), print)
     assert result.exit_code == 2
     assert "network namespaces" in result.summary and "'partition'" in result.summary

@@ -12,8 +12,8 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 
-from deploy.cli import cli
-from deploy.zookeeper_process import free_port
+from deploy.cli.main import cli
+from deploy.cluster.zookeeper import free_port
 from protocol.framing import encode_frame
 
 

@@ -8,8 +8,8 @@ import click
 import pytest
 
 from client import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from deploy.cli import CliError
-from deploy.cli_group import PartitionRow, _parse_datetime, _parse_topic, _plan
+from deploy.cli.common import CliError
+from deploy.cli.group import PartitionRow, _parse_datetime, _parse_topic, _plan
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -1,5 +1,5 @@
-"""deploy.controller_config: Kafka's controller keys, and bad input refused naming the key;
-deploy.cli_quorum's report (Kafka's lag and lag-time arithmetic)."""
+"""deploy.node.controller_config: Kafka's controller keys, and bad input refused naming the key;
+deploy.cli.quorum's report (Kafka's lag and lag-time arithmetic)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cli_quorum import report_from
-from deploy.controller_config import Voter, load_controller_config, parse_voters
+from deploy.cluster.quorum import report_from
+from deploy.node.controller_config import Voter, load_controller_config, parse_voters
 from protocol.config_defs import ConfigError
 from protocol.messages import describe_quorum as dq
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from deploy.config import load_broker_config
-from deploy.controller_config import load_controller_config
+from deploy.node.config import load_broker_config
+from deploy.node.controller_config import load_controller_config
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -95,7 +95,7 @@ def test_broker_healthcheck_asks_for_its_own_node(profile: tuple[str, dict[str, 
     _, config = profile
     for name, service in brokers(config).items():
         test = service["healthcheck"]["test"]
-        assert test[1:5] == ["python", "-m", "deploy.healthcheck", "broker"], name
+        assert test[1:5] == ["python", "-m", "deploy.docker.healthcheck", "broker"], name
         assert test[-1] == overrides(service)["node.id"], f"{name} checks another node's health"
 
 
@@ -184,7 +184,7 @@ def test_broker_1_names_a_broker_in_both_profiles(mode: str) -> None:
 
 def test_session_settings_come_from_the_environment() -> None:
     """`trioka chaos run --docker` brings the cluster up with short sessions (compose_env)."""
-    from deploy.chaos_docker import compose_env
+    from deploy.chaos.docker import compose_env
 
     for mode, key in (("zk", "zookeeper.session.timeout.ms"),
                       ("raft", "broker.session.timeout.ms")):  # fmt: skip

@@ -7,7 +7,7 @@ import json
 
 import structlog
 
-from deploy.logging_config import configure_logging
+from deploy.telemetry.logs import configure_logging
 
 
 def test_json_lines_carry_role_node_and_utc_timestamp() -> None:

@@ -1,4 +1,4 @@
-"""trioka.metrics.port / trioka.metrics.host and the /metrics server (deploy.metrics_server)."""
+"""trioka.metrics.port / trioka.metrics.host and the /metrics server (deploy.telemetry.metrics_server)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from broker.config import BrokerConfig
 from controller.driver import ControllerDriver
 from controller.metrics import default_metrics
-from deploy.metrics_server import serve_metrics
+from deploy.telemetry.metrics_server import serve_metrics
 from protocol.config_defs import ConfigError
 from raft.local_log import LocalMetadataLog
 

@@ -1,4 +1,4 @@
-"""deploy.netns's pure plan (names, addresses, subnet choice, rules) and its place in the
+"""deploy.cluster.netns's pure plan (names, addresses, subnet choice, rules) and its place in the
 supervisor's state file. The I/O half is exercised by tests/integration/cli/
 test_cli_cluster_netns.py on real namespaces."""
 
@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cluster_state import ClusterState, NodeRecord, read_state, write_state
-from deploy.netns import IFNAMSIZ, NetnsError, NetworkPlan, cut_rules, exec_prefix, plan_network
+from deploy.cluster.netns import (
+    IFNAMSIZ,
+    NetnsError,
+    NetworkPlan,
+    cut_rules,
+    exec_prefix,
+    plan_network,
+)
+from deploy.cluster.state import ClusterState, NodeRecord, read_state, write_state
 
 NODES = ["controller-3001", "controller-3002", "broker-1", "broker-2"]
 

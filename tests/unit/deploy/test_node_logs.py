@@ -1,10 +1,10 @@
-"""deploy.node_logs: the tail of a log file and the lines appended after it."""
+"""deploy.cluster.node_logs: the tail of a log file and the lines appended after it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from deploy.node_logs import follow, tail_lines
+from deploy.cluster.node_logs import follow, tail_lines
 
 
 def test_tail_lines_reads_the_last_lines_across_blocks(tmp_path: Path) -> None:

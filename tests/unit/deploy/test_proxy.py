@@ -10,8 +10,8 @@ import msgpack
 import pytest
 import trio
 
-from deploy.proxy import FaultProxy, ProxySet
-from deploy.proxy_policy import Delay, ProxyPolicy
+from deploy.cluster.proxy import FaultProxy, ProxySet
+from deploy.cluster.proxy_policy import Delay, ProxyPolicy
 from protocol.framing import NEED_DATA, FrameDecoder, encode_frame
 from protocol.messages import ApiKey
 

@@ -8,7 +8,7 @@ import random
 import msgpack
 import pytest
 
-from deploy.proxy_policy import (
+from deploy.cluster.proxy_policy import (
     CLOSE,
     ConnectionBook,
     Delay,

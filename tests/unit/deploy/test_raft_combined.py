@@ -1,4 +1,4 @@
-"""deploy.raft_combined's small parts and RaftControllerService(local_broker=) in process:
+"""deploy.node.combined's small parts and RaftControllerService(local_broker=) in process:
 LocalControllerChannel retries NOT_CONTROLLER while the first term starts, UnfenceGate holds
 requests until opened, and a combined node's previous incarnation (an earlier run of the same
 process) does not block the new registration for broker.session.timeout.ms."""
@@ -13,8 +13,8 @@ from typing import Any
 import trio
 import trio.testing
 
-from deploy.raft_combined import LocalControllerChannel, UnfenceGate
-from deploy.raft_controller import RaftControllerService
+from deploy.node.combined import LocalControllerChannel, UnfenceGate
+from deploy.node.raft_controller import RaftControllerService
 from protocol.errors import ErrorCode
 from protocol.messages.broker_lifecycle import (
     BrokerHeartbeatRequest,

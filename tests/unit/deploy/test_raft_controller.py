@@ -1,4 +1,4 @@
-"""deploy.raft_controller.RaftControllerService in process on a real single-voter RaftDriver
+"""deploy.node.raft_controller.RaftControllerService in process on a real single-voter RaftDriver
 (MemoryLogStore, no network): NOT_CONTROLLER before the term starts, a term once leader
 (registration, heartbeat, CreateTopics commit and replay; a record-less heartbeat answered),
 a snapshot written past the byte threshold that moves the log start, and a restart on the same
@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from deploy.raft_controller import RaftControllerService
+from deploy.node.raft_controller import RaftControllerService
 from protocol.errors import ErrorCode
 from protocol.messages.broker_lifecycle import (
     BrokerHeartbeatRequest,

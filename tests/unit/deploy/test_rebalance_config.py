@@ -1,6 +1,6 @@
 """Broker configs -> the controller's rebalance settings: auto.leader.rebalance.enable,
 leader.imbalance.check.interval.seconds and leader.imbalance.per.broker.percentage reach the
-ControllerConfig a ZK-mode broker builds (deploy.broker_app._controller_config) and the
+ControllerConfig a ZK-mode broker builds (deploy.node.broker._controller_config) and the
 ZkControllerService's check interval, with Kafka's defaults and bad values refused by name."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from broker.config import BrokerConfig
 from controller.config import ControllerConfig
-from deploy.broker_app import _controller_config
-from deploy.zk_controller import ZkControllerService
+from deploy.node.broker_base import controller_config as _controller_config
+from deploy.node.zk_controller import ZkControllerService
 from protocol.config_defs import ConfigError
 
 

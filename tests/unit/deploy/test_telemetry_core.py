@@ -13,7 +13,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from broker.config import BrokerConfig
-from deploy.controller_config import ControllerConfig
+from deploy.node.controller_config import ControllerConfig
 from deploy.telemetry.buffer import Entry, TelemetryBuffer
 from deploy.telemetry.policy import Route, ShipPolicy
 from deploy.telemetry.settings import TelemetrySettings
@@ -83,7 +83,7 @@ def test_the_tee_is_a_no_op_detached_or_muted() -> None:
 
 
 def test_the_process_logging_chain_feeds_the_tee() -> None:
-    from deploy.logging_config import configure_logging
+    from deploy.telemetry.logs import configure_logging
     from deploy.telemetry.tee import LOG_TEE
 
     out = io.StringIO()  # not capsys: later tests log through this stream too

@@ -1,15 +1,15 @@
 """docs/telemetry.md lists every catalogued log event and field (protocol.telemetry.LOG_EVENTS),
-as deploy.telemetry_doc generates it: change the catalogue, regenerate the doc."""
+as deploy.telemetry.doc generates it: change the catalogue, regenerate the doc."""
 
 from __future__ import annotations
 
-from deploy.telemetry_doc import BEGIN, DOC, END, main, with_section
+from deploy.telemetry.doc import BEGIN, DOC, END, main, with_section
 from protocol.telemetry import CONTEXT_FIELDS, LOG_EVENTS
 
 
 def test_the_doc_is_generated_from_the_current_catalogue() -> None:
     text = DOC.read_text()
-    assert text == with_section(text), "run: python -m deploy.telemetry_doc"
+    assert text == with_section(text), "run: python -m deploy.telemetry.doc"
     assert main(["--check"]) == 0
 
 

@@ -1,0 +1,481 @@
+"""`trioka produce` and `trioka consume`: stdin lines to records and records to stdout lines,
+in the manner of kafka-console-producer/consumer and kcat."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import click
+import trio
+
+from client import Admin, Consumer, Producer, TopicPartition
+from client.consumer import ConsumerRecord
+from deploy.cli.options import bootstrap_option, parse_key_values, property_option
+
+_READ_CHUNK = 1 << 16
+
+
+async def topic_partitions(bootstrap: str, topic: str, props: dict[str, Any]) -> int:
+    """Partition count of `topic`; a clear error at once when it does not exist (rather than
+    the clients' wait for metadata up to max.block.ms)."""
+    admin_props = {k: v for k, v in props.items() if k in _ADMIN_KEYS}
+    async with Admin(admin_props, bootstrap_servers=bootstrap) as admin:
+        (description,) = await admin.describe_topics([topic])
+    return len(description.partitions)
+
+
+_ADMIN_KEYS = frozenset(
+    {
+        "client.id",
+        "request.timeout.ms",
+        "socket.connection.setup.timeout.ms",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "metadata.max.age.ms",
+        "default.api.timeout.ms",
+    }
+)
+
+
+def _fail(message: str) -> None:
+    from deploy.cli.common import CliError
+
+    raise CliError(message)
+
+
+# -- produce -----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("topic")
+@bootstrap_option
+@click.option(
+    "--file",
+    "-f",
+    "source",
+    type=click.File("rb"),
+    default="-",
+    help="Read records from this file instead of stdin, one per line.",
+)
+@click.option(
+    "--key-separator",
+    "-K",
+    default=None,
+    metavar="SEP",
+    help="Split each line at the first SEP into key and value.",
+)
+@click.option(
+    "--acks",
+    type=click.Choice(["all", "-1", "0", "1"]),
+    default="all",
+    show_default=True,
+    help="Acknowledgements the producer waits for.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["raw", "json"]),
+    default="raw",
+    show_default=True,
+    help="json: each value must be a JSON document (sent compact).",
+)
+@click.option(
+    "--partition",
+    "-p",
+    type=int,
+    default=None,
+    help="Send every record to this partition (default: by key, or sticky).",
+)
+@click.option(
+    "--header",
+    "-H",
+    "headers",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Header added to every record (repeatable).",
+)
+@click.option(
+    "--compression",
+    type=click.Choice(["none", "lz4", "zstd"]),
+    default="none",
+    show_default=True,
+    help="compression.type",
+)
+@property_option
+def produce(topic: str, bootstrap_server: str, source: IO[bytes], key_separator: str | None,
+            acks: str, fmt: str, partition: int | None, headers: tuple[str, ...],
+            compression: str, properties: tuple[str, ...]) -> None:  # fmt: skip
+    """Produce lines of stdin (or --file) to TOPIC, one record per line."""
+    from deploy.cli.common import run
+
+    props = parse_key_values(properties, "--property")
+    record_headers = tuple(
+        (k, v.encode()) for k, v in parse_key_values(headers, "--header").items()
+    )
+    sep = key_separator.encode() if key_separator else None
+    if key_separator == "":
+        raise click.UsageError("--key-separator must not be empty")
+    stats = run(_produce, bootstrap_server, topic, source, sep, acks, fmt, partition,
+                record_headers, compression, props)  # fmt: skip
+    sent, failed, first_error = stats
+    click.echo(f"Produced {sent} record{'s' if sent != 1 else ''} to {topic}.", err=True)
+    if failed:
+        _fail(f"{failed} record(s) failed; first error: {first_error}")
+
+
+async def _produce(
+    bootstrap: str,
+    topic: str,
+    source: IO[bytes],
+    sep: bytes | None,
+    acks: str,
+    fmt: str,
+    partition: int | None,
+    headers: tuple[tuple[str, bytes], ...],
+    compression: str,
+    props: dict[str, Any],
+) -> tuple[int, int, str]:
+    count = await topic_partitions(bootstrap, topic, props)
+    if partition is not None and not 0 <= partition < count:
+        _fail(f"partition {partition} does not exist: topic {topic!r} has {count} partition(s)")
+    config = {
+        **props,
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "compression.type": compression,
+    }
+    sent = failed = 0
+    first_error = ""
+
+    def done(future: Any) -> None:
+        nonlocal failed, first_error
+        error = future.exception()
+        if error is not None:
+            failed += 1
+            first_error = first_error or str(error)
+
+    async with Producer(config) as producer:
+        line_no = 0
+        async for line in _lines(source):
+            line_no += 1
+            key: bytes | None = None
+            value = line
+            if sep is not None:
+                key_part, found, rest = line.partition(sep)
+                if not found:
+                    _fail(f"line {line_no} has no key separator {sep.decode()!r}")
+                key, value = key_part, rest
+            if fmt == "json":
+                if not value.strip():
+                    continue
+                try:
+                    value = json.dumps(json.loads(value), separators=(",", ":")).encode()
+                except ValueError as exc:
+                    _fail(f"line {line_no} is not valid JSON: {exc}")
+            future = await producer.send(topic, value, key, partition=partition, headers=headers)
+            future.add_done_callback(done)
+            sent += 1
+        await producer.flush()
+    return sent - failed, failed, first_error
+
+
+async def _lines(source: IO[bytes]) -> Any:
+    """Lines without their newline; reads in a worker thread so trio keeps sending meanwhile."""
+    pending = b""
+    read = getattr(source, "read1", source.read)
+    while True:
+        chunk = await trio.to_thread.run_sync(read, _READ_CHUNK)
+        if not chunk:
+            break
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line[:-1] if line.endswith(b"\r") else line
+    if pending:
+        yield pending
+
+
+# -- consume -----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("topic")
+@bootstrap_option
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Start at the earliest offset (with --group: where the group has no commit).",
+)
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    help="Consume as a member of this consumer group: share the partitions with its other "
+    "members, start at its committed offsets (else latest, or the beginning with "
+    "--from-beginning) and commit as it goes.",
+)
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Exit when no record arrived for this long.",
+)
+@click.option(
+    "--offset",
+    "-o",
+    default=None,
+    metavar="OFFSET",
+    help="Start at: earliest, latest, an offset, or -N (N records before the end).",
+)
+@click.option(
+    "--partition",
+    "-p",
+    "partitions",
+    type=int,
+    multiple=True,
+    help="Read only this partition (repeatable; default: all).",
+)
+@click.option(
+    "--max-messages",
+    "-c",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Exit after this many records.",
+)
+@click.option(
+    "--follow",
+    "-F",
+    is_flag=True,
+    help="Keep waiting for new records instead of exiting when caught up.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["raw", "json"]),
+    default="raw",
+    show_default=True,
+    help="raw: values, one a line; json: one object a line with topic, partition, "
+    "offset, timestamp, key, value, headers.",
+)
+@click.option("--print-key", is_flag=True, help="raw format: print KEY<separator>VALUE.")
+@click.option(
+    "--key-separator", default="\t", show_default="tab", help="Separator for --print-key."
+)
+@property_option
+def consume(topic: str, bootstrap_server: str, from_beginning: bool, group_id: str | None,
+            timeout_ms: int | None, offset: str | None, partitions: tuple[int, ...],
+            max_messages: int | None, follow: bool, fmt: str, print_key: bool,
+            key_separator: str, properties: tuple[str, ...]) -> None:  # fmt: skip
+    """Print records of TOPIC to stdout; exits once caught up with the end (unless --follow)."""
+    from deploy.cli.common import run
+
+    if from_beginning and offset is not None:
+        raise click.UsageError("use either --from-beginning or --offset, not both")
+    if group_id is not None and (offset is not None or partitions):
+        # as kafka-console-consumer: a group member's partitions come from the group
+        raise click.UsageError("--group cannot be used with --offset or --partition")
+    props = parse_key_values(properties, "--property")
+    writer = RecordWriter(sys.stdout.buffer, fmt, print_key, key_separator.encode())
+    if group_id is not None:
+        group_run = GroupRun(group_id, from_beginning, max_messages, follow, timeout_ms)
+        total = run(_consume_group, bootstrap_server, topic, group_run, writer, props)
+        click.echo(f"Processed a total of {total} message{'s' if total != 1 else ''}.", err=True)
+        return
+    start = "earliest" if from_beginning else (offset or "latest")
+    if start not in ("earliest", "latest"):
+        try:
+            int(start)
+        except ValueError:
+            raise click.UsageError(
+                f"--offset {start!r} is not earliest, latest, an offset or -N"
+            ) from None
+    total = run(_consume, bootstrap_server, topic, start, partitions, max_messages, follow,
+                writer, props, timeout_ms)  # fmt: skip
+    click.echo(f"Processed a total of {total} message{'s' if total != 1 else ''}.", err=True)
+
+
+class RecordWriter:
+    def __init__(self, out: IO[bytes], fmt: str, print_key: bool, key_separator: bytes) -> None:
+        self.out = out
+        self.fmt = fmt
+        self.print_key = print_key
+        self.key_separator = key_separator
+
+    def write(self, records: Sequence[ConsumerRecord]) -> None:
+        out = self.out
+        if self.fmt == "json":
+            out.write(b"".join(json.dumps(_as_json(r)).encode() + b"\n" for r in records))
+        elif self.print_key:
+            sep = self.key_separator
+            out.write(b"".join((r.key or b"") + sep + (r.value or b"") + b"\n" for r in records))
+        else:
+            out.write(b"".join((r.value or b"") + b"\n" for r in records))
+        out.flush()
+
+
+def _text(data: bytes | None) -> tuple[str | None, bool]:
+    if data is None:
+        return None, True
+    try:
+        return data.decode(), True
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode(), False
+
+
+def _as_json(r: ConsumerRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+    }
+    for name, data in (("key", r.key), ("value", r.value)):
+        text, plain = _text(data)
+        out[name if plain else f"{name}_base64"] = text
+    if r.headers:
+        out["headers"] = {k: _text(v)[0] for k, v in r.headers}
+    return out
+
+
+async def _consume(
+    bootstrap: str,
+    topic: str,
+    start: str,
+    partitions: tuple[int, ...],
+    max_messages: int | None,
+    follow: bool,
+    writer: RecordWriter,
+    props: dict[str, Any],
+    timeout_ms: int | None = None,
+) -> int:
+    count = await topic_partitions(bootstrap, topic, props)
+    for p in partitions:
+        if not 0 <= p < count:
+            _fail(f"partition {p} does not exist: topic {topic!r} has {count} partition(s)")
+    tps = [TopicPartition(topic, p) for p in (sorted(set(partitions)) or range(count))]
+    config = {"auto.offset.reset": "earliest", **props, "bootstrap.servers": bootstrap}
+    total = 0
+    async with Consumer(config) as consumer:
+        consumer.assign(tps)
+        if start == "earliest":
+            consumer.seek_to_beginning()
+        elif start == "latest":
+            consumer.seek_to_end()
+        else:
+            n = int(start)
+            if n >= 0:
+                for tp in tps:
+                    consumer.seek(tp, n)
+            else:
+                begin = await consumer.beginning_offsets(tps)
+                end = await consumer.end_offsets(tps)
+                for tp in tps:
+                    consumer.seek(tp, max(begin[tp], end[tp] + n))
+        end_offsets = {} if follow else await consumer.end_offsets(tps)
+
+        async def caught_up() -> bool:
+            for tp in tps:
+                if await consumer.position(tp) < end_offsets[tp]:
+                    return False
+            return True
+
+        idle = _IdleTimer(timeout_ms)
+        while True:
+            if not follow and await caught_up():
+                break
+            limit = None if max_messages is None else max_messages - total
+            records = await consumer.poll(1000, max_records=limit)
+            if records:
+                writer.write(records)
+                total += len(records)
+            if max_messages is not None and total >= max_messages:
+                break
+            if idle.expired(bool(records)):
+                break
+    return total
+
+
+class _IdleTimer:
+    """--timeout-ms: exit when no record arrived for that long."""
+
+    def __init__(self, timeout_ms: int | None) -> None:
+        self.timeout_s = None if timeout_ms is None else timeout_ms / 1000
+        self.last = trio.current_time()
+
+    def expired(self, got_records: bool) -> bool:
+        now = trio.current_time()
+        if got_records:
+            self.last = now
+        return self.timeout_s is not None and now - self.last >= self.timeout_s
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRun:
+    group_id: str
+    from_beginning: bool
+    max_messages: int | None
+    follow: bool
+    timeout_ms: int | None
+
+
+async def _consume_group(
+    bootstrap: str, topic: str, spec: GroupRun, writer: RecordWriter, props: dict[str, Any]
+) -> int:
+    """kafka-console-consumer --group: subscribe, print, commit (auto-commit, and on close).
+    Without --follow it exits once its partitions are caught up with their ends as of when
+    they were assigned."""
+    await topic_partitions(bootstrap, topic, props)
+    config = {
+        "auto.offset.reset": "earliest" if spec.from_beginning else "latest",
+        **props,
+        "bootstrap.servers": bootstrap,
+        "group.id": spec.group_id,
+    }
+    total = 0
+    ends: dict[TopicPartition, int] = {}
+    # As kafka-console-consumer's shutdown hook: SIGINT/SIGTERM end the loop, then close()
+    # commits and leaves the group (a KeyboardInterrupt could land in any task instead).
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with Consumer(config) as consumer, trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_signal, signals, nursery.cancel_scope)
+            consumer.subscribe([topic])
+            idle = _IdleTimer(spec.timeout_ms)
+            while True:
+                limit = None if spec.max_messages is None else spec.max_messages - total
+                records = await consumer.poll(1000, max_records=limit)
+                if records:
+                    writer.write(records)
+                    total += len(records)
+                if spec.max_messages is not None and total >= spec.max_messages:
+                    break
+                if idle.expired(bool(records)):
+                    break
+                if not spec.follow and await _caught_up(consumer, ends):
+                    break
+            nursery.cancel_scope.cancel()
+    return total
+
+
+async def _cancel_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
+
+
+async def _caught_up(consumer: Consumer, ends: dict[TopicPartition, int]) -> bool:
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    new = [tp for tp in assigned if tp not in ends]
+    if new:
+        ends.update(await consumer.end_offsets(new))
+    for tp in assigned:
+        if await consumer.position(tp) < ends[tp]:
+            return False
+    return True

@@ -1,0 +1,81 @@
+"""What every broker process kind shares: the endpoints it registers, its cluster id, and\nwaiting for a graceful shutdown.\n"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from collections.abc import Sequence
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig
+from broker.node import Broker
+from broker.server import BoundListener
+from controller.config import ControllerConfig
+from protocol.metadata.records import BrokerEndpoint
+from protocol.metadata.topic_ids import random_uuid
+from storage.meta_properties import read_meta_properties
+
+log = structlog.get_logger("deploy.node.broker")
+
+
+def registered_endpoints(
+    config: BrokerConfig, bound: Sequence[BoundListener]
+) -> tuple[BrokerEndpoint, ...]:
+    """The endpoints to register: advertised.listeners (default: listeners), where a port 0 or
+    an empty host is replaced by what was actually bound (a wildcard bind advertises the
+    machine's name, as Kafka does)."""
+    by_name = {b.name: b for b in bound}
+    out = []
+    for a in config.effective_advertised_listeners:
+        b = by_name.get(a.name)
+        port = a.port or (b.port if b is not None else 0)
+        # A wildcard listener (no advertised.listeners) is not an address others can dial.
+        host = a.host if a.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+        out.append(BrokerEndpoint(name=a.name, host=host, port=port))
+    return tuple(out)
+
+
+def resolve_cluster_id(config: BrokerConfig) -> str:
+    """cluster.id if set, else the one in an existing meta.properties, else a new one (what
+    `kafka-storage format` would have written)."""
+    if config["cluster.id"]:
+        return str(config["cluster.id"])
+    for d in config.log_dirs:
+        try:
+            props = read_meta_properties(str(d))
+        except OSError:
+            props = None
+        if props is not None and props.cluster_id:
+            return props.cluster_id
+    return random_uuid()
+
+
+async def serve_until_stopped(broker: Broker, handle_signals: bool) -> None:
+    """Until SIGTERM/SIGINT (when handling signals) asks for a graceful shutdown, or something
+    else stops the broker; returns once it has stopped."""
+    if handle_signals:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                break
+        broker.request_shutdown()
+    await broker.stopped.wait()
+
+
+def controller_config(config: BrokerConfig, *, max_partitions_per_request: int) -> ControllerConfig:
+    return ControllerConfig(
+        num_partitions=int(config["num.partitions"]),
+        default_replication_factor=int(config["default.replication.factor"]),
+        delete_topic_enable=bool(config["delete.topic.enable"]),
+        max_partitions_per_request=max_partitions_per_request,
+        auto_leader_rebalance_enable=bool(config["auto.leader.rebalance.enable"]),
+        leader_imbalance_check_interval_seconds=int(
+            config["leader.imbalance.check.interval.seconds"]
+        ),
+        leader_imbalance_per_broker_percentage=int(
+            config["leader.imbalance.per.broker.percentage"]
+        ),
+        topic_defaults=config.static_topic_defaults(),
+    )

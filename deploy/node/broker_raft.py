@@ -1,0 +1,430 @@
+"""A Raft-mode broker (metadata.mode=raft, process.roles=broker): KRaft's BrokerServer wiring.
+
+- The metadata observer: a RaftDriver (raft.driver) whose node id is not a voter, so the core
+  runs it as an observer (it asks a voter who leads, then fetches from the leader), on a
+  DiskLogStore + FileQuorumStateStore under `metadata.log.dir`, over `VoterTransport` to the
+  voters' `controller.quorum.voters` addresses. `RaftMetadataSource` turns the driver's
+  committed entries into `(offset, record)` pairs and its snapshots into images for the
+  broker's MetadataPublisher.
+- The metadata log stays bounded as KRaft brokers keep theirs: the broker writes a snapshot of
+  its own image once more than `metadata.log.max.record.bytes.between.snapshots` bytes of
+  records arrived since the last one and deletes the log below it (`MetadataSnapshotter`); when
+  it falls behind the leader's log start it fetches the leader's snapshot instead (the core's
+  FetchSnapshot), and the store restarts there.
+- `RaftControllerChannel` (broker.ports.ControllerChannel): requests to the active controller
+  = the observer's leader, at its voter address (the voters' addresses are the CONTROLLER
+  listener, as in Kafka); unknown leader, NOT_CONTROLLER or no answer -> retried with backoff
+  (the refusal's message names the leader; else another voter is asked) for up to
+  `controller_wait_s`, then NOT_CONTROLLER.
+- broker.lifecycle.BrokerLifecycleManager: registration, heartbeats, the initial catch-up
+  (then the publisher applies its first full image and the broker asks to be unfenced),
+  controlled shutdown through the heartbeat on SIGTERM, bounded by broker.session.timeout.ms
+  (past it the controller fences the broker anyway).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig
+from broker.lifecycle import (
+    BrokerLifecycle,
+    BrokerLifecycleManager,
+    Registration,
+    registration_listeners,
+)
+from broker.metadata_publisher import MetadataPublisher
+from broker.node import Broker
+from broker.server import BoundListener
+from controller.operations import failed_response
+from deploy.node.broker_base import (
+    registered_endpoints,
+    resolve_cluster_id,
+    serve_until_stopped,
+)
+from deploy.node.raft_transport import VoterTransport
+from deploy.node.transport import PooledTransport
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Request, Response
+from protocol.metadata.image import MetadataImage
+from protocol.metadata.records import InvalidRecordError, decode_record
+from protocol.metadata.snapshot import encode_snapshot, image_from_snapshot
+from protocol.metadata.topic_ids import random_uuid
+from protocol.quorum_voters import Voter
+from raft.core import RaftConfig
+from raft.disk_log_store import DiskLogStore
+from raft.driver import RaftDriver
+from raft.log_store import Entry, SnapshotId
+from raft.quorum_state import FileQuorumStateStore
+from storage.log_manager import LogManager
+
+log = structlog.get_logger("deploy.node.broker_raft")
+
+_LEADER_IN_MESSAGE = re.compile(r"active controller is (\d+)")
+
+
+class RaftMetadataSource:
+    """broker.ports.MetadataSource over the observer driver's listener: committed entries as
+    `(offset, record)` (control entries never arrive: the offsets have holes), a loaded
+    snapshot as one MetadataImage item that replaces everything queued before it."""
+
+    def __init__(self, cluster_id: str = "") -> None:
+        self.cluster_id = cluster_id
+        self._pending: list[Any] = []
+        self._committed = -1
+        self._arrived = trio.Event()
+        self.bytes_since_snapshot = 0
+        """Record bytes committed since the last snapshot (the snapshotter's trigger)."""
+        self.grew = trio.Event()
+
+    async def on_committed(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            if entry.offset <= self._committed:
+                continue
+            self._committed = entry.offset
+            self.bytes_since_snapshot += len(entry.data)
+            try:
+                self._pending.append((entry.offset, decode_record(entry.data)))
+            except InvalidRecordError as exc:
+                # A record this broker cannot read: skip it loudly rather than stop following.
+                log.error("unreadable metadata record skipped", offset=entry.offset, error=str(exc))
+        self._wake()
+
+    async def on_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        image = image_from_snapshot(
+            data, snapshot_id.end_offset, snapshot_id.epoch, self.cluster_id
+        )
+        self._pending = [image]
+        self._committed = snapshot_id.end_offset - 1
+        self.bytes_since_snapshot = 0
+        self._wake()
+
+    def _wake(self) -> None:
+        self._arrived.set()
+        self.grew.set()
+        self.grew = trio.Event()
+
+    def committed_offset(self) -> int:
+        return self._committed
+
+    async def read_committed(self, after_offset: int) -> Sequence[Any]:
+        while True:
+            out = [p for p in self._pending if isinstance(p, MetadataImage) or p[0] > after_offset]
+            self._pending = []
+            if out:
+                return out
+            self._arrived = trio.Event()
+            await self._arrived.wait()
+
+
+MAX_RETRY_BACKOFF_S = 0.25
+"""The channel's backoff cap between tries without a leader hint (was 1 s)."""
+
+
+class RaftControllerChannel:
+    """ControllerChannel of a Raft-mode broker (KRaft's NodeToControllerChannelManager)."""
+
+    def __init__(
+        self,
+        driver: RaftDriver,
+        voters: Mapping[int, Voter],
+        transport: Any,
+        *,
+        timeout_s: float = 30.0,
+        controller_wait_s: float = 10.0,
+        retry_backoff_s: float = 0.05,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.driver = driver
+        self.voters = dict(voters)
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.controller_wait_s = controller_wait_s
+        self.retry_backoff_s = retry_backoff_s
+        self._rng = rng or random.Random()
+
+    def _known_leader(self) -> int:
+        try:
+            return self.driver.leader_id
+        except RuntimeError:  # the driver is not running yet
+            return -1
+
+    def _target(self, hint: int | None) -> int:
+        leader = self._known_leader()
+        if leader in self.voters:
+            return leader
+        if hint is not None and hint in self.voters:
+            return hint
+        return self._rng.choice(sorted(self.voters))
+
+    async def submit(self, request: Request) -> Response:
+        deadline = trio.current_time() + self.controller_wait_s
+        backoff = self.retry_backoff_s
+        hint: int | None = None
+        while True:
+            target = self._target(hint)
+            response = await self._submit_once(target, request)
+            if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                return response
+            named = _LEADER_IN_MESSAGE.search(getattr(response, "error_message", None) or "")
+            hint = int(named.group(1)) if named else None
+            if hint == target:
+                hint = None  # it names itself yet refused: ask another next time
+            fresh = hint is not None or self._known_leader() not in (-1, target)
+            # A fresh leader hint (the refusal named the controller, or the observer learned
+            # a new leader) is tried after the base backoff, as NodeToControllerChannelManager
+            # re-resolves the controller at once; without one the backoff grows, capped low so
+            # that the controller elected meanwhile is found within a fraction of a second.
+            wait = self.retry_backoff_s if fresh else backoff
+            if trio.current_time() + wait > deadline:
+                return response
+            await trio.sleep(wait)
+            if not fresh:
+                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
+
+    async def _submit_once(self, target: int, request: Request) -> Response:
+        voter = self.voters[target]
+        try:
+            response: Response = await self.transport.send(
+                voter.host, voter.port, request, timeout_s=self.timeout_s
+            )
+        except (KafkaError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            log.info("controller request failed", controller=target, error=str(exc))
+            return failed_response(
+                request,
+                ErrorCode.NOT_CONTROLLER,
+                f"controller {target} at {voter.host}:{voter.port} did not answer: {exc}",
+            )
+        return response
+
+
+class MetadataSnapshotter:
+    """Keeps the broker's metadata log bounded: a snapshot of the publisher's image once more
+    than `max_bytes` of records arrived since the last one, then the log below it deleted."""
+
+    def __init__(
+        self,
+        driver: RaftDriver,
+        source: RaftMetadataSource,
+        publisher: MetadataPublisher,
+        *,
+        max_bytes: int,
+    ) -> None:
+        self.driver = driver
+        self.source = source
+        self.publisher = publisher
+        self.max_bytes = max_bytes
+
+    async def snapshot_once(self) -> SnapshotId | None:
+        """A snapshot at the publisher's image, if it is beyond the log start."""
+        end_offset = self.publisher.applied_offset + 1
+        if end_offset <= self.driver.store.start_offset or end_offset > self.driver.applied_offset:
+            return None
+        data = encode_snapshot(self.publisher.image)
+        snapshot_id = await self.driver.create_snapshot(end_offset, data)
+        start = await self.driver.delete_before_snapshot()
+        self.source.bytes_since_snapshot = 0
+        log.info(
+            "metadata snapshot written",
+            end_offset=snapshot_id.end_offset,
+            epoch=snapshot_id.epoch,
+            bytes=len(data),
+            log_start_offset=start,
+        )
+        return snapshot_id
+
+    async def run(self) -> None:
+        while True:
+            while self.source.bytes_since_snapshot <= self.max_bytes:
+                await self.source.grew.wait()
+            # The publisher applies what arrived in its own task: let it catch up first.
+            await self.publisher.wait_for(self.source.committed_offset())
+            try:
+                await self.snapshot_once()
+            except (ValueError, KafkaError, OSError) as exc:
+                log.warning("metadata snapshot failed; retrying later", error=str(exc))
+                self.source.bytes_since_snapshot = 0
+
+
+def raft_config(config: BrokerConfig) -> RaftConfig:
+    """The observer's RaftConfig: this broker's id (not a voter) and the quorum."""
+    return RaftConfig(
+        node_id=config.node_id,
+        voters=frozenset(config.voters),
+        fetch_timeout_ms=int(config["controller.quorum.fetch.timeout.ms"]),
+        request_timeout_ms=int(config["controller.quorum.request.timeout.ms"]),
+        retry_backoff_ms=int(config["controller.quorum.retry.backoff.ms"]),
+    )
+
+
+def lifecycle_for(
+    config: BrokerConfig,
+    cluster_id: str,
+    bound: Sequence[BoundListener],
+    now_ms: int,
+    incarnation_id: str | None = None,
+) -> BrokerLifecycle:
+
+    endpoints = registered_endpoints(config, bound)
+    return BrokerLifecycle(
+        Registration(
+            broker_id=config.node_id,
+            cluster_id=cluster_id,
+            incarnation_id=incarnation_id or random_uuid(),
+            listeners=registration_listeners([(e.name, e.host, e.port) for e in endpoints]),
+            rack=config["broker.rack"] or None,
+        ),
+        heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
+        retry_backoff_ms=max(int(config["controller.quorum.retry.backoff.ms"]), 50),
+        now_ms=now_ms,
+    )
+
+
+def log_manager_for(config: BrokerConfig, cluster_id: str) -> LogManager:
+    return LogManager(
+        list(config.log_dirs),
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        max_open_files=int(config["trioka.max.open.files"]),
+    )
+
+
+class LifecycleHolder:
+    """The broker's lifecycle manager, made once the listeners are bound (registration needs
+    their ports) but needed by the broker's controlled-shutdown hook made before that."""
+
+    def __init__(self) -> None:
+        self.manager: BrokerLifecycleManager | None = None
+
+
+def start_lifecycle(
+    nursery: trio.Nursery,
+    config: BrokerConfig,
+    broker: Broker,
+    channel: Any,
+    bound: Sequence[BoundListener],
+    *,
+    cluster_id: str,
+    request_timeout_s: float,
+    holder: LifecycleHolder,
+    incarnation_id: str | None = None,
+) -> BrokerLifecycleManager:
+    """KRaft's BrokerLifecycleManager started: registration and heartbeats over `channel`, the
+    publisher reporting what it applied, and the first full image applied once caught up."""
+
+    def on_epoch(epoch: int) -> None:
+        broker.broker_epoch = epoch
+
+    manager = BrokerLifecycleManager(
+        lifecycle_for(config, cluster_id, bound, int(trio.current_time() * 1000), incarnation_id),
+        channel,
+        lambda: broker.publisher.applied_offset,
+        request_timeout_s=request_timeout_s,
+        on_epoch=on_epoch,
+    )
+    holder.manager = manager
+    broker.publisher.on_published = manager.metadata_applied
+    nursery.start_soon(manager.run)
+    nursery.start_soon(_apply_once_caught_up, broker, manager)
+    return manager
+
+
+async def run_raft_broker(
+    config: BrokerConfig,
+    *,
+    task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    handle_signals: bool = True,
+) -> None:
+    """A Raft-mode broker in KRaft's BrokerServer order: metadata observer, log manager,
+    socket server, registration and heartbeats, initial catch-up, then the first full image
+    applied and the broker unfenced. SIGTERM: controlled shutdown through the heartbeat, then
+    drain and close as the other modes."""
+
+    cluster_id = resolve_cluster_id(config)
+    voters = config.voters
+    store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
+    quorum = FileQuorumStateStore(
+        store.directory, voters=tuple(sorted(voters)), cluster_id=config["cluster.id"] or ""
+    )
+    log_manager = log_manager_for(config, cluster_id)
+    request_timeout_s = int(config["request.timeout.ms"]) / 1000
+    session_timeout_s = int(config["broker.session.timeout.ms"]) / 1000
+    try:
+        async with trio.open_nursery() as nursery:
+            raft_pooled = PooledTransport(client_id=f"trioka-raft-{config.node_id}")
+            await nursery.start(raft_pooled.run)
+            transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
+            await nursery.start(transport.run)
+            controller_pooled = PooledTransport(client_id=f"trioka-broker-{config.node_id}-ctl")
+            await nursery.start(controller_pooled.run)
+            driver = RaftDriver(
+                raft_config(config),
+                store,
+                quorum,
+                VoterTransport(voters, raft_pooled),
+                cluster_id=config["cluster.id"] or None,
+            )
+            source = RaftMetadataSource(cluster_id)
+            driver.add_listener(source.on_committed, source.on_snapshot)
+            await nursery.start(driver.run)
+            channel = RaftControllerChannel(
+                driver,
+                voters,
+                controller_pooled,
+                timeout_s=int(config["controller.quorum.request.timeout.ms"]) / 1000,
+                controller_wait_s=min(request_timeout_s, session_timeout_s),
+            )
+            holder = LifecycleHolder()
+
+            async def controlled_shutdown() -> None:
+                if holder.manager is not None and bool(config["controlled.shutdown.enable"]):
+                    await holder.manager.controlled_shutdown(session_timeout_s)
+
+            broker = Broker(
+                config,
+                log_manager=log_manager,
+                controller=channel,
+                metadata_source=source,
+                cluster_id=cluster_id,
+                transport=transport,
+                controlled_shutdown=controlled_shutdown,
+            )
+            bound = await nursery.start(broker.run)
+            start_lifecycle(
+                nursery,
+                config,
+                broker,
+                channel,
+                bound,
+                cluster_id=cluster_id,
+                request_timeout_s=channel.controller_wait_s + channel.timeout_s,
+                holder=holder,
+            )
+            nursery.start_soon(
+                MetadataSnapshotter(
+                    driver,
+                    source,
+                    broker.publisher,
+                    max_bytes=int(config["metadata.log.max.record.bytes.between.snapshots"]),
+                ).run
+            )
+            task_status.started(bound)
+            await serve_until_stopped(broker, handle_signals)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(store.close)
+
+
+async def _apply_once_caught_up(broker: Broker, manager: BrokerLifecycleManager) -> None:
+    """KRaft's initial catch-up: the first full image is applied once the metadata offset
+    reached the broker epoch; then the broker asks to be unfenced."""
+    await manager.wait_caught_up()
+    broker.publisher.apply_full()
+    manager.set_ready_to_unfence()

@@ -1,0 +1,130 @@
+"""The standalone broker (`metadata.mode=standalone`): a single-node local metadata log, the\ncontroller driver on top of it and the broker, in one process.\n"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig
+from broker.node import Broker
+from broker.server import BoundListener
+from controller.brokers import RegisterBroker
+from controller.config import ControllerConfig
+from controller.context import ControllerContext
+from controller.driver import ControllerDriver
+from deploy.node.broker_base import (
+    resolve_cluster_id,
+    serve_until_stopped,
+)
+from protocol.messages import Request, Response
+from protocol.metadata.records import BrokerEndpoint
+from protocol.metadata.topic_ids import random_uuid
+from raft.local_log import LocalMetadataLog
+from storage.log_manager import LogManager
+
+log = structlog.get_logger("deploy.node.broker")
+
+
+class LocalMetadataSource:
+    """MetadataSource over the local metadata log's commit listener: committed records are
+    queued here in order until the broker's publisher takes them."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[int, Any]] = []
+        self._committed = -1
+        self._arrived = trio.Event()
+
+    async def on_commit(self, records: Sequence[tuple[int, Any]]) -> None:
+        """The LocalMetadataLog listener: (offset, record) pairs in offset order."""
+        for offset, record in records:
+            if offset > self._committed:
+                self._pending.append((offset, record))
+                self._committed = offset
+        self._arrived.set()
+
+    def committed_offset(self) -> int:
+        return self._committed
+
+    async def read_committed(self, after_offset: int) -> Sequence[tuple[int, Any]]:
+        while True:
+            # One consumer (the publisher): what it has not asked for again is applied.
+            out = [p for p in self._pending if p[0] > after_offset]
+            self._pending = []
+            if out:
+                return out
+            self._arrived = trio.Event()
+            await self._arrived.wait()
+
+
+class DriverChannel:
+    """ControllerChannel over the in-process controller driver."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    async def submit(self, request: Request) -> Response:
+        return await self.driver.submit(request)
+
+
+async def run_standalone_broker(
+    config: BrokerConfig,
+    task_status: trio.TaskStatus[list[BoundListener]],
+    handle_signals: bool,
+) -> None:
+    cluster_id = resolve_cluster_id(config)
+    log_manager = LogManager(
+        list(config.log_dirs),
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        max_open_files=int(config["trioka.max.open.files"]),
+    )
+    controller_config = ControllerConfig(
+        num_partitions=int(config["num.partitions"]),
+        default_replication_factor=int(config["default.replication.factor"]),
+        delete_topic_enable=bool(config["delete.topic.enable"]),
+        # The local single-node log has no batch limit to respect; a standalone broker may
+        # create one topic with tens of thousands of partitions.
+        max_partitions_per_request=1_000_000,
+        topic_defaults=config.static_topic_defaults(),
+    )
+    source = LocalMetadataSource()
+    metadata_log = LocalMetadataLog(config.metadata_log_dir)
+    driver = ControllerDriver(metadata_log, ctx=ControllerContext(config=controller_config))
+    metadata_log.add_listener(driver.handle_committed)
+    metadata_log.add_listener(source.on_commit)
+    broker = Broker(
+        config,
+        log_manager=log_manager,
+        controller=DriverChannel(driver),
+        metadata_source=source,
+        cluster_id=cluster_id,
+    )
+    await metadata_log.open()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(driver.run)
+            advertised = config.advertised_listeners or config.listeners
+            registered = await driver.register_broker(
+                RegisterBroker(
+                    broker_id=config.node_id,
+                    incarnation_id=random_uuid(),
+                    endpoints=tuple(
+                        BrokerEndpoint(name=a.name, host=a.host, port=a.port) for a in advertised
+                    ),
+                    rack=config["broker.rack"] or None,
+                    unfence=True,
+                )
+            )
+            # AllocateProducerIds names the broker epoch the controller registered.
+            broker.broker_epoch = registered.broker_epoch
+            bound = await nursery.start(broker.run)
+            task_status.started(bound)
+            await serve_until_stopped(broker, handle_signals)
+            # The broker shuts down gracefully first; then the controller and the rest stop.
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await metadata_log.aclose()

@@ -1,0 +1,368 @@
+"""A ZK-mode broker process (`metadata.mode=zk`): ZooKeeper session, registration, the\ncontroller election it takes part in, topic-config notifications, and the broker.\n"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig
+from broker.node import Broker
+from broker.server import BoundListener
+from controller.operations import failed_response
+from deploy.node.broker_base import (
+    controller_config,
+    registered_endpoints,
+    resolve_cluster_id,
+    serve_until_stopped,
+)
+from deploy.node.transport import PooledTransport
+from deploy.node.zk_controller import ZkControllerService
+from protocol.config_defs import ConfigError
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Request, Response
+from storage.log_manager import LogManager
+from zkstore import (
+    BrokerIdInUseError,
+    BrokerInfo,
+    BrokerRegistrar,
+    ZkClient,
+    ensure_persistent_paths,
+    get_or_create_cluster_id,
+)
+from zkstore.znodes import (
+    BrokerIdZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+)
+
+log = structlog.get_logger("deploy.node.broker")
+
+
+FORWARDED_CLIENT_ID = "trioka-forwarded"
+"""client_id of requests a broker forwards to the active controller: the receiver answers them
+itself or with NOT_CONTROLLER, never forwards them again (at most one hop)."""
+
+
+ZK_GIL_SWITCH_INTERVAL_S = 0.001
+"""sys.setswitchinterval in a ZK-mode broker (see run_zk_broker; bench/run_failover.py)."""
+
+ControllerLocator = Callable[[int], Awaitable[tuple[str, int] | None]]
+"""`await locate(broker_id) -> (host, port)` of that broker's inter-broker listener, or None."""
+
+
+class ForwardingControllerChannel:
+    """ControllerChannel of a ZK-mode broker (Kafka's ForwardingManager and
+    BrokerToControllerChannelManager in one): submits locally while this broker's controller
+    service is active, otherwise forwards the request over the transport to the active
+    controller's broker. While no controller is known (an election is under way), or the one
+    asked answers NOT_CONTROLLER or does not answer, it retries with backoff for up to
+    `controller_wait_s` (Kafka's channel manager also queues until a controller is known);
+    then the answer is NOT_CONTROLLER, which clients and brokers retry."""
+
+    def __init__(
+        self,
+        service: Any,
+        transport: Any,
+        locate: ControllerLocator,
+        *,
+        timeout_s: float = 30.0,
+        controller_wait_s: float = 10.0,
+        retry_backoff_s: float = 0.05,
+    ) -> None:
+        self.service = service
+        self.transport = transport
+        self.locate = locate
+        self.timeout_s = timeout_s
+        self.controller_wait_s = controller_wait_s
+        self.retry_backoff_s = retry_backoff_s
+
+    async def submit(self, request: Request) -> Response:
+        deadline = trio.current_time() + self.controller_wait_s
+        backoff = self.retry_backoff_s
+        while True:
+            response = await self._submit_once(request)
+            if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                return response
+            if trio.current_time() + backoff > deadline:
+                return response
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def _submit_once(self, request: Request) -> Response:
+        if self.service.is_active:
+            response: Response = await self.service.submit(request)
+            return response
+        active = self.service.active_id
+        if active is None or active < 0 or active == self.service.broker_id:
+            # None: an election is under way; ourselves: our term is starting or ending.
+            return failed_response(request, ErrorCode.NOT_CONTROLLER, "no active controller")
+        address = await self.locate(active)
+        if address is None:
+            return failed_response(
+                request,
+                ErrorCode.NOT_CONTROLLER,
+                f"the active controller {active} is not registered",
+            )
+        try:
+            response = await self.transport.send(
+                address[0], address[1], request, timeout_s=self.timeout_s
+            )
+        except (KafkaError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            # The controller went away meanwhile: the next attempt finds the next one.
+            log.info("forwarding to the controller failed", controller=active, error=str(exc))
+            return failed_response(
+                request,
+                ErrorCode.NOT_CONTROLLER,
+                f"the active controller {active} did not answer: {exc}",
+            )
+        return response
+
+    async def submit_forwarded(self, request: Request) -> Response:
+        """A request another broker forwarded here: answered only if this broker's controller is
+        active (NOT_CONTROLLER otherwise: the sender looks for the new controller)."""
+        if self.service.is_active:
+            return await self.service.submit(request)
+        return failed_response(
+            request,
+            ErrorCode.NOT_CONTROLLER,
+            f"broker {self.service.broker_id} is not the controller",
+        )
+
+
+def zk_broker_locator(zk: Any, listener: str) -> ControllerLocator:
+    """A ControllerLocator reading /brokers/ids/<id> (cached per registration czxid)."""
+    cache: dict[int, tuple[int, tuple[str, int] | None]] = {}
+
+    async def locate(broker_id: int) -> tuple[str, int] | None:
+        found = await zk.get_or_none(BrokerIdZNode.path(broker_id))
+        if found is None:
+            return None
+        data, stat = found
+        cached = cache.get(broker_id)
+        if cached is not None and cached[0] == stat.czxid:
+            return cached[1]
+        info = BrokerIdZNode.decode(broker_id, data)
+        endpoints = {e.name: e for e in info.endpoints}
+        endpoint = endpoints.get(listener) or (info.endpoints[0] if info.endpoints else None)
+        address = (endpoint.host, endpoint.port) if endpoint is not None else None
+        cache[broker_id] = (stat.czxid, address)
+        return address
+
+    return locate
+
+
+class ZkTopicConfigSync:
+    """Topic configs from ZooKeeper into a ZK-mode broker's metadata image (Kafka's
+    ZkConfigManager + the config read at log creation): every /config/topics/<t> at start, a new
+    topic's config as soon as its znode appears (children watch on /config/topics), and the
+    topics named by new /config/changes/config_change_<seq> notifications (children watch).
+    Configs reach the live logs through `set_topic_configs` (Broker.set_topic_configs,
+    min.insync.replicas included)."""
+
+    def __init__(
+        self,
+        zk: ZkClient,
+        set_topic_configs: Callable[[str, dict[str, str]], None],
+        *,
+        retry_backoff_s: float = 1.0,
+    ) -> None:
+        self.zk = zk
+        self.set_topic_configs = set_topic_configs
+        self.retry_backoff_s = retry_backoff_s
+        self.configs: dict[str, dict[str, str]] = {}
+        self._last_change = -1
+        self._wake_send, self._wake_receive = trio.open_memory_channel[object](math.inf)
+
+    def _watch(self, event: object) -> None:
+        self._wake_send.send_nowait(event)
+
+    def _apply(self, topic: str, configs: dict[str, str]) -> None:
+        if self.configs.get(topic, {}) == configs:
+            return
+        if configs:
+            self.configs[topic] = configs
+        else:
+            self.configs.pop(topic, None)
+        self.set_topic_configs(topic, configs)
+        log.info("topic config from zookeeper", topic=topic, configs=configs)
+
+    async def _read(self, topics: Sequence[str]) -> None:
+        paths = [ConfigEntityZNode.path("topics", t) for t in topics]
+        for topic, path, found in zip(topics, paths, await self.zk.get_many(paths), strict=True):
+            self._apply(topic, ConfigEntityZNode.decode(found[0], path) if found else {})
+
+    async def sync_once(self) -> None:
+        """Read what changed since the last round and set the watches again."""
+        topics = await self.zk.get_children("/config/topics", watch=self._watch)
+        changes = await self.zk.get_children(
+            ConfigEntityChangeNotificationZNode.PATH, watch=self._watch
+        )
+        prefix = ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_PREFIX
+        numbered = sorted(
+            (int(c[len(prefix) :]), c)
+            for c in changes
+            if c.startswith(prefix) and c[len(prefix) :].isdigit()
+        )
+        first_round = self._last_change < 0 and not self.configs
+        wanted = set(topics) - set(self.configs) if not first_round else set(topics)
+        wanted |= set(self.configs) - set(topics)  # removed: read as absent
+        if not first_round:
+            paths = [
+                f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"
+                for seq, name in numbered
+                if seq > self._last_change
+            ]
+            for found in await self.zk.get_many(paths):
+                if found is None:
+                    continue  # purged meanwhile
+                entity = ConfigEntityChangeNotificationSequenceZNode.decode(found[0])
+                kind, _, name = entity.partition("/")
+                if kind == "topics" and name:
+                    wanted.add(name)
+        if numbered:
+            self._last_change = max(self._last_change, numbered[-1][0])
+        await self._read(sorted(wanted))
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        while True:
+            try:
+                await self.sync_once()
+            except Exception as exc:  # disconnected: kazoo errors; the next round reads again
+                log.warning("reading topic configs from zookeeper failed", error=repr(exc))
+                await trio.sleep(self.retry_backoff_s)
+                continue
+            if not started:
+                task_status.started()
+                started = True
+            await self._wake_receive.receive()
+            # Several watches may fire for one change: one round reads them all.
+            while True:
+                try:
+                    self._wake_receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+
+
+async def _connect_zookeeper(config: BrokerConfig) -> ZkClient:
+    zk = ZkClient(
+        str(config["zookeeper.connect"]),
+        session_timeout_s=int(config["zookeeper.session.timeout.ms"]) / 1000,
+        connection_timeout_s=config.zookeeper_connection_timeout_ms / 1000,
+    )
+    try:
+        await zk.start()
+    except Exception as exc:  # kazoo's timeout and connection errors
+        raise ConfigError(
+            f"zookeeper.connect: cannot reach ZooKeeper at {config['zookeeper.connect']!r} "
+            f"within zookeeper.connection.timeout.ms: {exc or type(exc).__name__}"
+        ) from None
+    return zk
+
+
+async def _register(
+    nursery: trio.Nursery, registrar: BrokerRegistrar, session_timeout_s: float
+) -> int:
+    """Register in /brokers/ids. A broker restarted soon after a crash finds its previous
+    registration still held by the old session: wait (up to twice the session timeout) for
+    ZooKeeper to expire it rather than fail the start."""
+    deadline = trio.current_time() + 2 * session_timeout_s
+    while True:
+        try:
+            epoch: int = await nursery.start(registrar.run)
+            return epoch
+        except BrokerIdInUseError as exc:
+            if trio.current_time() > deadline:
+                raise
+            log.info("waiting for the previous registration to expire", reason=str(exc))
+            await trio.sleep(min(0.5, session_timeout_s / 4))
+
+
+async def run_zk_broker(
+    config: BrokerConfig,
+    *,
+    task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    handle_signals: bool = True,
+) -> None:
+    """A ZK-mode broker (metadata.mode=zk), in Kafka's KafkaServer.startup order: ZooKeeper
+    session and persistent paths, cluster id from /cluster/id, log manager, the socket server,
+    the registration in /brokers/ids (its czxid is the broker epoch), then the controller
+    candidate. SIGTERM: controlled shutdown (in the broker), drain, then the ZooKeeper session
+    is closed, which removes the registration at once."""
+    session_timeout_s = int(config["zookeeper.session.timeout.ms"]) / 1000
+    # kazoo reads ZooKeeper's answers in its own threads, which wait for the GIL while the trio
+    # thread is busy (replicating thousands of partitions). 25,000 znode reads with a CPU-busy
+    # trio thread: 26-96 s at Python's default 5 ms switch interval, ~18 s at 1 ms (~6 s idle).
+    sys.setswitchinterval(ZK_GIL_SWITCH_INTERVAL_S)
+    zk = await _connect_zookeeper(config)
+    try:
+        await ensure_persistent_paths(zk)
+        cluster_id = await get_or_create_cluster_id(zk, resolve_cluster_id(config))
+        log_manager = LogManager(
+            list(config.log_dirs),
+            node_id=config.node_id,
+            cluster_id=cluster_id,
+            max_open_files=int(config["trioka.max.open.files"]),
+        )
+        listener = config.inter_broker_listener_name
+        request_timeout_s = int(config["request.timeout.ms"]) / 1000
+        async with trio.open_nursery() as nursery:
+            transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
+            await nursery.start(transport.run)
+            forwarding = PooledTransport(client_id=FORWARDED_CLIENT_ID)
+            await nursery.start(forwarding.run)
+            service = ZkControllerService(
+                zk,
+                config.node_id,
+                transport,
+                # ZooKeeper writes are split under jute.maxbuffer, so no batch limit applies.
+                config=controller_config(config, max_partitions_per_request=1_000_000),
+                inter_broker_listener=listener,
+            )
+            channel = ForwardingControllerChannel(
+                service,
+                forwarding,
+                zk_broker_locator(zk, listener),
+                timeout_s=request_timeout_s,
+                # A new controller is elected once the old one's session expired.
+                controller_wait_s=min(request_timeout_s, 1.5 * session_timeout_s),
+            )
+            broker = Broker(
+                config,
+                log_manager=log_manager,
+                controller=channel,
+                metadata_source=None,
+                cluster_id=cluster_id,
+                transport=transport,
+                local_controller=service,
+            )
+            bound = await nursery.start(broker.run)
+            registrar = BrokerRegistrar(
+                zk,
+                BrokerInfo(
+                    broker_id=config.node_id,
+                    endpoints=registered_endpoints(config, bound),
+                    rack=config["broker.rack"] or None,
+                ),
+            )
+
+            def on_registered(epoch: int) -> None:
+                broker.broker_epoch = epoch
+
+            registrar.on_registered(on_registered)
+            await nursery.start(ZkTopicConfigSync(zk, broker.set_topic_configs).run)
+            await _register(nursery, registrar, session_timeout_s)
+            await nursery.start(service.run)
+            task_status.started(bound)
+            await serve_until_stopped(broker, handle_signals)
+            # The broker shuts down gracefully first; then the controller and the rest stop.
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await zk.close()

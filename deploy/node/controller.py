@@ -1,0 +1,260 @@
+"""A controller process (process.roles=controller): one voter of the Raft metadata quorum.
+
+    python -m deploy.node.controller --config controller.toml [--override key=value ...]
+
+Opens the metadata log (raft.disk_log_store.DiskLogStore in <metadata.log.dir>/
+__cluster_metadata-0) and its quorum-state file, runs raft.driver.RaftDriver, and serves the
+quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of the metadata partition,
+FetchSnapshot, DescribeQuorum, ApiVersions) on its listeners through broker.server.BrokerServer.
+Peers are reached through deploy.node.transport.PooledTransport at their controller.quorum.voters
+address. The QuorumController is deploy.node.raft_controller.RaftControllerService over
+raft.metadata_log.RaftMetadataLog: it answers BrokerRegistration, BrokerHeartbeat,
+UnregisterBroker and the requests brokers forward (CreateTopics, DeleteTopics,
+IncrementalAlterConfigs, DescribeConfigs, CreatePartitions, ElectLeaders,
+Alter/ListPartitionReassignments, AlterPartition) when active, NOT_CONTROLLER naming the active
+controller otherwise.
+
+SIGTERM/SIGINT: a leader resigns (EndQuorumEpoch) before the process exits.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from dataclasses import replace
+
+import structlog
+import trio
+
+from broker.server import BrokerServer, ConnectionInfo
+from deploy.node.controller_config import ControllerConfig, load_controller_config
+from deploy.node.raft_controller import RaftControllerService
+from deploy.node.raft_transport import VoterTransport
+from deploy.node.startup import exit_on_user_error, run_process, startup_parser
+from deploy.node.transport import PooledTransport
+from deploy.telemetry.logs import configure_logging
+from deploy.telemetry.metrics_server import serve_metrics
+from deploy.telemetry.settings import TelemetrySettings
+from deploy.telemetry.shipper import TelemetryShipper, local_source
+from deploy.telemetry.wiring import registered_brokers_bootstrap
+from protocol.codec import RequestEnvelope, api_versions_response
+from protocol.errors import ErrorCode, KafkaError, TriokaError
+from protocol.messages import ApiKey, Response, error_response
+from protocol.messages.alter_partition import AlterPartitionRequest
+from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.broker_lifecycle import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    UnregisterBrokerRequest,
+)
+from protocol.messages.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from protocol.messages.create_partitions import CreatePartitionsRequest
+from protocol.messages.describe_quorum import (
+    DescribeQuorumListener,
+    DescribeQuorumNode,
+    DescribeQuorumRequest,
+)
+from protocol.messages.elect_leaders import ElectLeadersRequest
+from protocol.messages.producer_ids import AllocateProducerIdsRequest
+from protocol.messages.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+)
+from protocol.messages.topics import CreateTopicsRequest, DeleteTopicsRequest
+from raft import wire
+from raft.core import Role
+from raft.disk_log_store import DiskLogStore
+from raft.driver import RaftDriver
+from raft.metadata_log import RaftMetadataLog
+from raft.quorum_state import FileQuorumStateStore
+
+log = structlog.get_logger("deploy.node.controller")
+
+QUORUM_APIS = {
+    ApiKey.API_VERSIONS,
+    ApiKey.VOTE,
+    ApiKey.BEGIN_QUORUM_EPOCH,
+    ApiKey.END_QUORUM_EPOCH,
+    ApiKey.FETCH,
+    ApiKey.FETCH_SNAPSHOT,
+    ApiKey.DESCRIBE_QUORUM,
+}
+CONTROLLER_REQUESTS = (
+    BrokerRegistrationRequest,
+    BrokerHeartbeatRequest,
+    UnregisterBrokerRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    IncrementalAlterConfigsRequest,
+    DescribeConfigsRequest,
+    CreatePartitionsRequest,
+    ElectLeadersRequest,
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    AllocateProducerIdsRequest,
+)
+"""What the QuorumController answers (brokers' lifecycle, and the requests they forward)."""
+SERVED = QUORUM_APIS | {r.API_KEY for r in CONTROLLER_REQUESTS}
+
+
+class ControllerHandler:
+    """broker.server's RequestHandler for a controller: the quorum APIs (the RaftDriver) and
+    the controller's requests (the RaftControllerService; NOT_CONTROLLER naming the active
+    controller on a standby)."""
+
+    def __init__(self, driver: RaftDriver, service: RaftControllerService) -> None:
+        self.driver = driver
+        self.service = service
+
+    async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        body = request.body
+        if isinstance(body, ApiVersionsRequest):
+            full = api_versions_response()
+            return replace(full, api_keys=tuple(r for r in full.api_keys if r.api_key in SERVED))
+        if isinstance(body, (*wire.QUORUM_WIRE_REQUESTS, DescribeQuorumRequest)):
+            await self.driver.started.wait()
+            return await self.driver.handle_request(body)
+        if isinstance(body, CONTROLLER_REQUESTS):
+            await self.driver.started.wait()
+            response: Response = await self.service.submit(body)
+            if isinstance(body, BrokerRegistrationRequest) and response.error_code == 0:
+                log.info(
+                    "broker registered",
+                    broker_id=body.broker_id,
+                    broker_epoch=response.broker_epoch,  # type: ignore[attr-defined]
+                    incarnation_id=body.incarnation_id,
+                )
+            return response
+        return error_response(
+            type(body),
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"{request.api_key.name} is not served by this controller",
+        )
+
+
+def voter_endpoints(config: ControllerConfig) -> tuple[DescribeQuorumNode, ...]:
+    """The voters' addresses on the first controller listener (controller.quorum.voters)."""
+    name = config.controller_listener_names[0]
+    return tuple(
+        DescribeQuorumNode(
+            node_id=v.node_id,
+            listeners=(DescribeQuorumListener(name=name, host=v.host, port=v.port),),
+        )
+        for v in sorted(config.voters.values(), key=lambda v: v.node_id)
+    )
+
+
+async def run_controller(
+    config: ControllerConfig,
+    *,
+    handle_signals: bool = True,
+    task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run one voter until SIGTERM/SIGINT (or cancellation), with /metrics served meanwhile
+    when trioka.metrics.port is set ("metrics serving" is logged before "controller started")
+    and the telemetry shipper running when trioka.telemetry.enable is on."""
+    shipper = controller_shipper(config)
+    if shipper is not None:
+        shipper.capture()  # start-up events are shipped too
+    try:
+        with serve_metrics(config):
+            await _run_controller(
+                config, shipper, handle_signals=handle_signals, task_status=task_status
+            )
+    finally:
+        if shipper is not None:
+            shipper.release()
+
+
+def controller_shipper(config: ControllerConfig) -> TelemetryShipper | None:
+    """The telemetry shipper of a controller process (None when trioka.telemetry.enable is
+    off); it ships through trioka.telemetry.bootstrap.servers or the registered brokers."""
+    settings = TelemetrySettings.from_values(config.values, config.metadata_log_dir)
+    if not settings.enable:
+        return None
+    return TelemetryShipper(settings, local_source("controller", config.node_id))
+
+
+async def _run_controller(
+    config: ControllerConfig,
+    shipper: TelemetryShipper | None,
+    *,
+    handle_signals: bool,
+    task_status: trio.TaskStatus[list[object]],
+) -> None:
+    store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
+    quorum = FileQuorumStateStore(
+        store.directory, voters=tuple(sorted(config.voters)), cluster_id=config.cluster_id or ""
+    )
+    try:
+        async with PooledTransport.open(client_id=f"trioka-raft-{config.node_id}") as pooled:
+            driver = RaftDriver(
+                config.raft_config(),
+                store,
+                quorum,
+                VoterTransport(dict(config.voters), pooled),
+                cluster_id=config.cluster_id,
+                voter_endpoints=voter_endpoints(config),
+            )
+            metadata_log = RaftMetadataLog(driver, cluster_id=config.cluster_id or "")
+            service = RaftControllerService(
+                driver,
+                metadata_log,
+                config.controller_config(),
+                session_timeout_ms=config.broker_session_timeout_ms,
+                idle_interval_ms=config.metadata_max_idle_interval_ms,
+                snapshot_max_record_bytes=config.snapshot_max_record_bytes,
+                cluster_id=config.cluster_id,
+            )
+            server = BrokerServer(ControllerHandler(driver, service), config.listeners)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(driver.run)
+                await nursery.start(service.run)
+                bound = await nursery.start(server.serve)
+                log.info(
+                    "controller started",
+                    node_id=config.node_id,
+                    voters=sorted(config.voters),
+                    listeners=[f"{b.name}://{b.host}:{b.port}" for b in bound],
+                )
+                if shipper is not None:
+                    if not shipper.settings.bootstrap_servers:
+                        shipper.bootstrap = registered_brokers_bootstrap(
+                            lambda: service.state.image.cluster
+                        )
+                    await nursery.start(shipper.run)
+                task_status.started(bound)
+                if handle_signals:
+                    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for signum in signals:
+                            log.info("shutdown signal received", signal=signal.Signals(signum).name)
+                            break
+                    if driver.role is Role.LEADER:
+                        # Graceful resignation: EndQuorumEpoch lets a successor start at once.
+                        await driver.resign()
+                        with trio.move_on_after(1):
+                            while driver.role is Role.LEADER:
+                                await driver.role_changed.wait()
+                    nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(store.close)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = startup_parser("python -m deploy.node.controller", "Run one Raft controller.")
+    args = parser.parse_args(argv)
+    with exit_on_user_error(config_exit_code=2):
+        config = load_controller_config(args.config, args.override)
+        configure_logging(role="controller", node_id=config.node_id)
+        run_process(
+            run_controller,
+            config,
+            what="the controller",
+            user_errors=(TriokaError, KafkaError, OSError),
+        )
+
+
+if __name__ == "__main__":
+    main()
