@@ -1,13 +1,14 @@
-"""What the broker needs from the rest of the system, as typing.Protocols (wired by deploy).
+"""What the broker needs from the rest of the system, as typing.Protocols (wired by deploy.node).
 
-The broker never imports the controller or raft: `deploy.node.broker` adapts the standalone
-controller driver to `ControllerChannel` and the local metadata log to `MetadataSource`; the
-cluster issues will adapt a remote controller and a Raft observer the same way.
-"""
+The broker never imports the controller or raft: deploy.node gives it a ControllerRoute per kind
+of node (deploy.node.controller_routes) behind the one broker.controller_channel, and a
+MetadataSource (the standalone local log, the Raft observer) or, in ZK mode, the controller's
+LeaderAndIsr/UpdateMetadata requests."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol.messages import Request, Response
@@ -17,11 +18,51 @@ class ControllerChannel(Protocol):
     """Forwards admin requests (CreateTopics, DeleteTopics, IncrementalAlterConfigs,
     CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments) and the broker's own
     AlterPartition and ControlledShutdown requests to the active controller (Kafka's
-    ForwardingManager / BrokerToControllerChannelManager)."""
+    ForwardingManager / BrokerToControllerChannelManager). broker.controller_channel is the
+    implementation; tests may use a fake."""
 
     async def submit(self, request: Request) -> Response:
         """The controller's response once its records are committed. May raise KafkaError
         (e.g. NOT_CONTROLLER, REQUEST_TIMED_OUT) when the controller cannot answer."""
+        ...
+
+
+@dataclass(frozen=True)
+class Local:
+    """The active controller runs in this process: submit to it directly."""
+
+    submit: Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Remote:
+    """The active controller (or the one to try) listens at host:port."""
+
+    node_id: int
+    host: str
+    port: int
+    description: str
+    """How refusals name it ("controller 3001", "the active controller 2")."""
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """No controller to ask now (an election is under way); `reason` says why."""
+
+    reason: str
+
+
+class ControllerRoute(Protocol):
+    """Where the active controller is, for broker.controller_channel: one adapter per metadata
+    mode (ZooKeeper's /controller, the Raft observer's leader, the controller in this process)."""
+
+    async def resolve(self, hint: int | None) -> Local | Remote | Unknown:
+        """The controller to ask; `hint` is the node a refusal just named, if any."""
+        ...
+
+    def learned_new_leader(self, asked: int | None) -> bool:
+        """True when the route has learned of an active controller other than `asked` since
+        (a fresh lead, tried after the base backoff rather than a growing one)."""
         ...
 
 

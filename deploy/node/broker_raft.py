@@ -24,15 +24,14 @@
 
 from __future__ import annotations
 
-import random
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 import trio
 
 from broker.config import BrokerConfig
+from broker.controller_channel import ControllerChannel
 from broker.lifecycle import (
     BrokerLifecycle,
     BrokerLifecycleManager,
@@ -48,15 +47,14 @@ from deploy.node.broker_base import (
     resolve_cluster_id,
     serve_until_stopped,
 )
+from deploy.node.controller_routes import RaftControllerRoute
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.transport import PooledTransport
-from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import Request, Response
+from protocol.errors import KafkaError
 from protocol.metadata.image import MetadataImage
 from protocol.metadata.records import InvalidRecordError, decode_record
 from protocol.metadata.snapshot import encode_snapshot, image_from_snapshot
 from protocol.metadata.topic_ids import random_uuid
-from protocol.quorum_voters import Voter
 from raft.core import RaftConfig
 from raft.disk_log_store import DiskLogStore
 from raft.driver import RaftDriver
@@ -65,8 +63,6 @@ from raft.quorum_state import FileQuorumStateStore
 from storage.log_manager import LogManager
 
 log = structlog.get_logger("deploy.node.broker_raft")
-
-_LEADER_IN_MESSAGE = re.compile(r"active controller is (\d+)")
 
 
 class RaftMetadataSource:
@@ -121,87 +117,6 @@ class RaftMetadataSource:
                 return out
             self._arrived = trio.Event()
             await self._arrived.wait()
-
-
-MAX_RETRY_BACKOFF_S = 0.25
-"""The channel's backoff cap between tries without a leader hint (was 1 s)."""
-
-
-class RaftControllerChannel:
-    """ControllerChannel of a Raft-mode broker (KRaft's NodeToControllerChannelManager)."""
-
-    def __init__(
-        self,
-        driver: RaftDriver,
-        voters: Mapping[int, Voter],
-        transport: Any,
-        *,
-        timeout_s: float = 30.0,
-        controller_wait_s: float = 10.0,
-        retry_backoff_s: float = 0.05,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.driver = driver
-        self.voters = dict(voters)
-        self.transport = transport
-        self.timeout_s = timeout_s
-        self.controller_wait_s = controller_wait_s
-        self.retry_backoff_s = retry_backoff_s
-        self._rng = rng or random.Random()
-
-    def _known_leader(self) -> int:
-        try:
-            return self.driver.leader_id
-        except RuntimeError:  # the driver is not running yet
-            return -1
-
-    def _target(self, hint: int | None) -> int:
-        leader = self._known_leader()
-        if leader in self.voters:
-            return leader
-        if hint is not None and hint in self.voters:
-            return hint
-        return self._rng.choice(sorted(self.voters))
-
-    async def submit(self, request: Request) -> Response:
-        deadline = trio.current_time() + self.controller_wait_s
-        backoff = self.retry_backoff_s
-        hint: int | None = None
-        while True:
-            target = self._target(hint)
-            response = await self._submit_once(target, request)
-            if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
-                return response
-            named = _LEADER_IN_MESSAGE.search(getattr(response, "error_message", None) or "")
-            hint = int(named.group(1)) if named else None
-            if hint == target:
-                hint = None  # it names itself yet refused: ask another next time
-            fresh = hint is not None or self._known_leader() not in (-1, target)
-            # A fresh leader hint (the refusal named the controller, or the observer learned
-            # a new leader) is tried after the base backoff, as NodeToControllerChannelManager
-            # re-resolves the controller at once; without one the backoff grows, capped low so
-            # that the controller elected meanwhile is found within a fraction of a second.
-            wait = self.retry_backoff_s if fresh else backoff
-            if trio.current_time() + wait > deadline:
-                return response
-            await trio.sleep(wait)
-            if not fresh:
-                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
-
-    async def _submit_once(self, target: int, request: Request) -> Response:
-        voter = self.voters[target]
-        try:
-            response: Response = await self.transport.send(
-                voter.host, voter.port, request, timeout_s=self.timeout_s
-            )
-        except (KafkaError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.info("controller request failed", controller=target, error=str(exc))
-            return failed_response(
-                request,
-                ErrorCode.NOT_CONTROLLER,
-                f"controller {target} at {voter.host}:{voter.port} did not answer: {exc}",
-            )
-        return response
 
 
 class MetadataSnapshotter:
@@ -373,10 +288,13 @@ async def run_raft_broker(
             source = RaftMetadataSource(cluster_id)
             driver.add_listener(source.on_committed, source.on_snapshot)
             await nursery.start(driver.run)
-            channel = RaftControllerChannel(
-                driver,
-                voters,
-                controller_pooled,
+            channel = ControllerChannel(
+                RaftControllerRoute(driver, voters),
+                refuse=failed_response,
+                transport=controller_pooled,
+                # Capped low: the controller elected meanwhile is found within a fraction of
+                # a second.
+                max_backoff_s=0.25,
                 timeout_s=int(config["controller.quorum.request.timeout.ms"]) / 1000,
                 controller_wait_s=min(request_timeout_s, session_timeout_s),
             )

@@ -19,7 +19,7 @@ from deploy.node.broker_base import (
     resolve_cluster_id,
     serve_until_stopped,
 )
-from protocol.messages import Request, Response
+from deploy.node.controller_routes import local_controller_channel
 from protocol.metadata.records import BrokerEndpoint
 from protocol.metadata.topic_ids import random_uuid
 from raft.local_log import LocalMetadataLog
@@ -59,16 +59,6 @@ class LocalMetadataSource:
             await self._arrived.wait()
 
 
-class DriverChannel:
-    """ControllerChannel over the in-process controller driver."""
-
-    def __init__(self, driver: Any) -> None:
-        self.driver = driver
-
-    async def submit(self, request: Request) -> Response:
-        return await self.driver.submit(request)
-
-
 async def run_standalone_broker(
     config: BrokerConfig,
     task_status: trio.TaskStatus[list[BoundListener]],
@@ -98,7 +88,7 @@ async def run_standalone_broker(
     broker = Broker(
         config,
         log_manager=log_manager,
-        controller=DriverChannel(driver),
+        controller=local_controller_channel(driver.submit),
         metadata_source=source,
         cluster_id=cluster_id,
     )

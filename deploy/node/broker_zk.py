@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 import trio
 
 from broker.config import BrokerConfig
+from broker.controller_channel import ControllerChannel
 from broker.node import Broker
 from broker.server import BoundListener
 from controller.operations import failed_response
@@ -20,11 +21,10 @@ from deploy.node.broker_base import (
     resolve_cluster_id,
     serve_until_stopped,
 )
+from deploy.node.controller_routes import ControllerLocator, ZkControllerRoute
 from deploy.node.transport import PooledTransport
 from deploy.node.zk_controller import ZkControllerService
 from protocol.config_defs import ConfigError
-from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import Request, Response
 from storage.log_manager import LogManager
 from zkstore import (
     BrokerIdInUseError,
@@ -51,88 +51,6 @@ itself or with NOT_CONTROLLER, never forwards them again (at most one hop)."""
 
 ZK_GIL_SWITCH_INTERVAL_S = 0.001
 """sys.setswitchinterval in a ZK-mode broker (see run_zk_broker; bench/run_failover.py)."""
-
-ControllerLocator = Callable[[int], Awaitable[tuple[str, int] | None]]
-"""`await locate(broker_id) -> (host, port)` of that broker's inter-broker listener, or None."""
-
-
-class ForwardingControllerChannel:
-    """ControllerChannel of a ZK-mode broker (Kafka's ForwardingManager and
-    BrokerToControllerChannelManager in one): submits locally while this broker's controller
-    service is active, otherwise forwards the request over the transport to the active
-    controller's broker. While no controller is known (an election is under way), or the one
-    asked answers NOT_CONTROLLER or does not answer, it retries with backoff for up to
-    `controller_wait_s` (Kafka's channel manager also queues until a controller is known);
-    then the answer is NOT_CONTROLLER, which clients and brokers retry."""
-
-    def __init__(
-        self,
-        service: Any,
-        transport: Any,
-        locate: ControllerLocator,
-        *,
-        timeout_s: float = 30.0,
-        controller_wait_s: float = 10.0,
-        retry_backoff_s: float = 0.05,
-    ) -> None:
-        self.service = service
-        self.transport = transport
-        self.locate = locate
-        self.timeout_s = timeout_s
-        self.controller_wait_s = controller_wait_s
-        self.retry_backoff_s = retry_backoff_s
-
-    async def submit(self, request: Request) -> Response:
-        deadline = trio.current_time() + self.controller_wait_s
-        backoff = self.retry_backoff_s
-        while True:
-            response = await self._submit_once(request)
-            if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
-                return response
-            if trio.current_time() + backoff > deadline:
-                return response
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-
-    async def _submit_once(self, request: Request) -> Response:
-        if self.service.is_active:
-            response: Response = await self.service.submit(request)
-            return response
-        active = self.service.active_id
-        if active is None or active < 0 or active == self.service.broker_id:
-            # None: an election is under way; ourselves: our term is starting or ending.
-            return failed_response(request, ErrorCode.NOT_CONTROLLER, "no active controller")
-        address = await self.locate(active)
-        if address is None:
-            return failed_response(
-                request,
-                ErrorCode.NOT_CONTROLLER,
-                f"the active controller {active} is not registered",
-            )
-        try:
-            response = await self.transport.send(
-                address[0], address[1], request, timeout_s=self.timeout_s
-            )
-        except (KafkaError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            # The controller went away meanwhile: the next attempt finds the next one.
-            log.info("forwarding to the controller failed", controller=active, error=str(exc))
-            return failed_response(
-                request,
-                ErrorCode.NOT_CONTROLLER,
-                f"the active controller {active} did not answer: {exc}",
-            )
-        return response
-
-    async def submit_forwarded(self, request: Request) -> Response:
-        """A request another broker forwarded here: answered only if this broker's controller is
-        active (NOT_CONTROLLER otherwise: the sender looks for the new controller)."""
-        if self.service.is_active:
-            return await self.service.submit(request)
-        return failed_response(
-            request,
-            ErrorCode.NOT_CONTROLLER,
-            f"broker {self.service.broker_id} is not the controller",
-        )
 
 
 def zk_broker_locator(zk: Any, listener: str) -> ControllerLocator:
@@ -325,10 +243,10 @@ async def run_zk_broker(
                 config=controller_config(config, max_partitions_per_request=1_000_000),
                 inter_broker_listener=listener,
             )
-            channel = ForwardingControllerChannel(
-                service,
-                forwarding,
-                zk_broker_locator(zk, listener),
+            channel = ControllerChannel(
+                ZkControllerRoute(service, zk_broker_locator(zk, listener)),
+                refuse=failed_response,
+                transport=forwarding,
                 timeout_s=request_timeout_s,
                 # A new controller is elected once the old one's session expired.
                 controller_wait_s=min(request_timeout_s, 1.5 * session_timeout_s),

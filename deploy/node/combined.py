@@ -48,10 +48,11 @@ from deploy.node.broker_raft import (
     start_lifecycle,
 )
 from deploy.node.controller import ControllerHandler
+from deploy.node.controller_routes import local_controller_channel
 from deploy.node.raft_controller import RaftControllerService
 from deploy.node.transport import PooledTransport
 from protocol.codec import RequestEnvelope
-from protocol.errors import ErrorCode, TriokaError
+from protocol.errors import TriokaError
 from protocol.messages import Request, Response
 from protocol.messages.describe_quorum import DescribeQuorumListener, DescribeQuorumNode
 from protocol.metadata.topic_ids import random_uuid
@@ -76,35 +77,6 @@ of records per operation; here no follower has to take the batch)."""
 
 class UnfenceTimeoutError(TriokaError):
     """The combined node's broker was not unfenced by its own controller in time."""
-
-
-class LocalControllerChannel:
-    """The broker's ControllerChannel in combined mode: the controller service in this process.
-    NOT_CONTROLLER only while its first term is starting (the sole voter's NoOp not yet
-    committed): retried with backoff for up to `controller_wait_s`."""
-
-    def __init__(
-        self,
-        service: RaftControllerService,
-        *,
-        controller_wait_s: float = 30.0,
-        retry_backoff_s: float = 0.01,
-    ) -> None:
-        self.service = service
-        self.controller_wait_s = controller_wait_s
-        self.retry_backoff_s = retry_backoff_s
-
-    async def submit(self, request: Request) -> Response:
-        deadline = trio.current_time() + self.controller_wait_s
-        backoff = self.retry_backoff_s
-        while True:
-            response: Response = await self.service.submit(request)
-            if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
-                return response
-            if trio.current_time() + backoff > deadline:
-                return response
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, 0.5)
 
 
 class UnfenceGate:
@@ -229,7 +201,7 @@ async def run_combined_broker(
                     ControllerHandler(driver, service), config.controller_listeners
                 )
                 await nursery.start(controller_server.serve)
-            channel = LocalControllerChannel(service, controller_wait_s=request_timeout_s)
+            channel = local_controller_channel(service.submit, controller_wait_s=request_timeout_s)
             # Raft mode's replica fetchers need a transport (a single node never fetches).
             transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
             await nursery.start(transport.run)

@@ -1,5 +1,5 @@
 """deploy.node.combined's small parts and RaftControllerService(local_broker=) in process:
-LocalControllerChannel retries NOT_CONTROLLER while the first term starts, UnfenceGate holds
+the local controller channel retries NOT_CONTROLLER while the first term starts, UnfenceGate holds
 requests until opened, and a combined node's previous incarnation (an earlier run of the same
 process) does not block the new registration for broker.session.timeout.ms."""
 
@@ -13,7 +13,8 @@ from typing import Any
 import trio
 import trio.testing
 
-from deploy.node.combined import LocalControllerChannel, UnfenceGate
+from deploy.node.combined import UnfenceGate
+from deploy.node.controller_routes import local_controller_channel
 from deploy.node.raft_controller import RaftControllerService
 from protocol.errors import ErrorCode
 from protocol.messages.broker_lifecycle import (
@@ -54,14 +55,14 @@ def registration(incarnation: str) -> BrokerRegistrationRequest:
 
 async def test_local_channel_waits_for_the_first_term() -> None:
     service = _Refusing(refusals=3)
-    channel = LocalControllerChannel(service, controller_wait_s=5)  # type: ignore[arg-type]
+    channel = local_controller_channel(service.submit, controller_wait_s=5)  # type: ignore[arg-type]
     with trio.fail_after(5):
         response = await channel.submit(registration("a"))
     assert response.error_code == 0 and service.calls == 4
 
 
 async def test_local_channel_gives_up_after_its_wait() -> None:
-    channel = LocalControllerChannel(_Refusing(10**6), controller_wait_s=0.05)  # type: ignore[arg-type]
+    channel = local_controller_channel(_Refusing(10**6).submit, controller_wait_s=0.05)  # type: ignore[arg-type]
     with trio.fail_after(5):
         response = await channel.submit(registration("a"))
     assert response.error_code == ErrorCode.NOT_CONTROLLER
