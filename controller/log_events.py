@@ -3,7 +3,7 @@
 The operations stay as they are, `(state, request) -> (records, response)`; these functions read
 an event's records next to the images around it and say which brokers it found failed
 (`broker_failures`) and which leaders it elected, with the cause (`leader_elections`). The
-driver (controller.driver) logs them: failures when the event runs, elections once its records
+driver (controller.service.driver) logs them: failures when the event runs, elections once its records
 are committed. Both modes go through here, so ZK and Raft report the same events the same way.
 
 Only the partitions and brokers the records name are looked at: an event costs what it wrote,

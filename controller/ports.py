@@ -5,7 +5,7 @@ Raft metadata log) implement `MetadataLog` structurally; deploy wires one in. Co
 come back to the controller through the backend's listener as `(offset, record)` pairs in offset
 order (`ControllerDriver.handle_committed`).
 
-`BrokerSender` is how the active controller's per-broker channels (`controller.channel`) reach a
+`BrokerSender` is how the active controller's per-broker channels (`controller.service.channel`) reach a
 broker; deploy wires `deploy.node.transport.PooledTransport` in (the broker's `broker.ports.Transport`
 has the same signature).
 """

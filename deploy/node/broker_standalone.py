@@ -14,7 +14,7 @@ from broker.server import BoundListener
 from controller.brokers import RegisterBroker
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
-from controller.driver import ControllerDriver
+from controller.service.driver import ControllerDriver
 from deploy.node.broker_base import (
     resolve_cluster_id,
     serve_until_stopped,

@@ -22,8 +22,8 @@ from deploy.node.broker_base import (
     serve_until_stopped,
 )
 from deploy.node.controller_routes import ControllerLocator, ZkControllerRoute
+from deploy.node.controller_services import zk_controller_service
 from deploy.node.transport import PooledTransport
-from deploy.node.zk_controller import ZkControllerService
 from protocol.config_defs import ConfigError
 from storage.log_manager import LogManager
 from zkstore import (
@@ -235,7 +235,7 @@ async def run_zk_broker(
             await nursery.start(transport.run)
             forwarding = PooledTransport(client_id=FORWARDED_CLIENT_ID)
             await nursery.start(forwarding.run)
-            service = ZkControllerService(
+            service = zk_controller_service(
                 zk,
                 config.node_id,
                 transport,

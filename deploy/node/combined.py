@@ -6,7 +6,7 @@ Kafka 4 runs for a single dev node, from wave 1's pieces:
 - one RaftDriver whose node id is the sole voter (raft.core elects it at once, also after a
   restart: a restarted leader comes back resigned and stands again) on a DiskLogStore +
   FileQuorumStateStore in `<metadata.log.dir>/__cluster_metadata-0`;
-- the QuorumController on it (deploy.node.raft_controller.RaftControllerService over
+- the QuorumController on it (deploy.node.controller_services.raft_controller_service over
   raft.metadata_log.RaftMetadataLog): it replays, writes, fences, and snapshots the metadata
   log every metadata.log.max.record.bytes.between.snapshots bytes (the only snapshot writer
   here: the broker-only MetadataSnapshotter does not run, both would snapshot one store);
@@ -25,7 +25,7 @@ Kafka 4 runs for a single dev node, from wave 1's pieces:
 - SIGTERM: no controlled shutdown through the heartbeat (no other broker could take over, and
   the controller stops with the process); the broker drains and closes as in every mode. A
   restart registers a new incarnation: the controller treats the previous one as expired at
-  once (`RaftControllerService(local_broker=...)`), fences it, and unfences the new one.
+  once (`raft_controller_service(local_broker=...)`), fences it, and unfences the new one.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from deploy.node.broker_raft import (
 )
 from deploy.node.controller import ControllerHandler
 from deploy.node.controller_routes import local_controller_channel
-from deploy.node.raft_controller import RaftControllerService
+from deploy.node.controller_services import raft_controller_service
 from deploy.node.transport import PooledTransport
 from protocol.codec import RequestEnvelope
 from protocol.errors import TriokaError
@@ -180,7 +180,7 @@ async def run_combined_broker(
                 voter_endpoints=_voter_endpoints(config),
             )
             metadata_log = RaftMetadataLog(driver, cluster_id=cluster_id)
-            service = RaftControllerService(
+            service = raft_controller_service(
                 driver,
                 metadata_log,
                 controller_config(config, max_partitions_per_request=MAX_PARTITIONS_PER_REQUEST),

@@ -7,7 +7,7 @@ __cluster_metadata-0) and its quorum-state file, runs raft.driver.RaftDriver, an
 quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of the metadata partition,
 FetchSnapshot, DescribeQuorum, ApiVersions) on its listeners through broker.server.BrokerServer.
 Peers are reached through deploy.node.transport.PooledTransport at their controller.quorum.voters
-address. The QuorumController is deploy.node.raft_controller.RaftControllerService over
+address. The QuorumController is deploy.node.controller_services.raft_controller_service over
 raft.metadata_log.RaftMetadataLog: it answers BrokerRegistration, BrokerHeartbeat,
 UnregisterBroker and the requests brokers forward (CreateTopics, DeleteTopics,
 IncrementalAlterConfigs, DescribeConfigs, CreatePartitions, ElectLeaders,
@@ -27,8 +27,9 @@ import structlog
 import trio
 
 from broker.server import BrokerServer, ConnectionInfo
+from controller.service.terms import ControllerService
 from deploy.node.controller_config import ControllerConfig, load_controller_config
-from deploy.node.raft_controller import RaftControllerService
+from deploy.node.controller_services import raft_controller_service
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
 from deploy.node.transport import PooledTransport
@@ -100,10 +101,10 @@ SERVED = QUORUM_APIS | {r.API_KEY for r in CONTROLLER_REQUESTS}
 
 class ControllerHandler:
     """broker.server's RequestHandler for a controller: the quorum APIs (the RaftDriver) and
-    the controller's requests (the RaftControllerService; NOT_CONTROLLER naming the active
+    the controller's requests (the ControllerService; NOT_CONTROLLER naming the active
     controller on a standby)."""
 
-    def __init__(self, driver: RaftDriver, service: RaftControllerService) -> None:
+    def __init__(self, driver: RaftDriver, service: ControllerService) -> None:
         self.driver = driver
         self.service = service
 
@@ -198,7 +199,7 @@ async def _run_controller(
                 voter_endpoints=voter_endpoints(config),
             )
             metadata_log = RaftMetadataLog(driver, cluster_id=config.cluster_id or "")
-            service = RaftControllerService(
+            service = raft_controller_service(
                 driver,
                 metadata_log,
                 config.controller_config(),

@@ -46,7 +46,7 @@ class ZkControllerRoute:
         if self.service.is_active:
             return Local(self.service.submit)
         active = self.service.active_id
-        if active is None or active < 0 or active == self.service.broker_id:
+        if active is None or active < 0 or active == self.service.node_id:
             # None: an election is under way; ourselves: our term is starting or ending.
             return Unknown("no active controller")
         address = await self.locate(active)

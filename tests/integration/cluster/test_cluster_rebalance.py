@@ -15,7 +15,7 @@ Each broker is the preferred leader of one partition. A broker that is not the c
   controllers above ran theirs) and the timer's count stays 0 throughout.
 
 Raft mode (`raft_cluster_factory`): the active controller process runs the same check
-(deploy.node.raft_controller, 5 s after activation, then every interval), and its election comes to
+(controller.service.terms, 5 s after activation, then every interval), and its election comes to
 the brokers as PartitionChangeRecords. Enabled: leadership goes back, and the active
 controller's own log names the partition it moved; disabled: nothing moves during the same
 bounded window. The imbalance-percentage case stays ZK-only: it is observable only by counting
@@ -38,7 +38,7 @@ TOPIC = "balanced"
 ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 CHECKS = "kafka_controller_ControllerStats_AutoLeaderBalanceRateAndTimeMs_count"
 INTERVAL_S = 1
-FIRST_CHECK_DELAY_S = 5  # deploy.node.zk_controller.REBALANCE_INITIAL_DELAY_S, Kafka's 5 s
+FIRST_CHECK_DELAY_S = 5  # controller.service.terms.REBALANCE_INITIAL_DELAY_S, Kafka's 5 s
 
 
 def overrides(**extra: Any) -> dict[str, Any]:

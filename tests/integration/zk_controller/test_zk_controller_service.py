@@ -1,4 +1,4 @@
-"""ZkControllerService on a real ZooKeeper with fake brokers (loopback servers that record what
+"""ControllerService on a real ZooKeeper with fake brokers (loopback servers that record what
 they receive): election, failover propagation, BrokerChange, fencing, resignation, rebalance."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 import trio
 
 from controller.config import ControllerConfig
+from controller.service.terms import ControllerService
+from deploy.node.controller_services import zk_controller_service
 from deploy.node.transport import PooledTransport
-from deploy.node.zk_controller import ZkControllerService
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionPartition,
@@ -56,7 +57,7 @@ class Node:
         self.fake = FakeBroker(broker_id)
         self.zk: ZkClient | None = None
         self.registrar: BrokerRegistrar | None = None
-        self.service: ZkControllerService | None = None
+        self.service: ControllerService | None = None
         self.scope: trio.CancelScope | None = None
 
     async def start(
@@ -71,7 +72,7 @@ class Node:
         )
         service_kwargs.setdefault("config", ControllerConfig(auto_leader_rebalance_enable=False))
         self.service = (
-            ZkControllerService(
+            zk_controller_service(
                 self.zk,
                 self.broker_id,
                 self.transport,
@@ -266,7 +267,8 @@ async def test_broker_change_when_a_registration_goes_and_comes_back(
             )
         parts = service.image.topics.by_name["t"].partitions
         assert all(3 not in s.isr and s.leader != 3 for s in parts.values())
-        assert service.channels is not None and service.channels.broker_ids == [1, 2]
+        assert service.term_state is not None
+        assert service.term_state.channels.broker_ids == [1, 2]
 
         # It registers again (a new session: a new czxid, the broker epoch).
         three.fake.received.clear()
@@ -321,8 +323,8 @@ async def test_resigns_when_another_controller_takes_over(zookeeper: ZooKeeperCh
         await wait_until(lambda: service.is_active, within=WITHIN)
         await wait_until(lambda: len(service.image.cluster.brokers) == 2, within=WITHIN)
         assert (await service.submit(create("t", partitions=2, rf=2))).topics[0].error_code == 0
-        assert service.channels is not None
-        await service.channels.wait_idle()
+        assert service.term_state is not None
+        await service.term_state.channels.wait_idle()
 
         # Broker 9 takes over (as if elected while broker 1's session hung).
         data, stat = await observer.get(ControllerEpochZNode.PATH)
@@ -338,7 +340,7 @@ async def test_resigns_when_another_controller_takes_over(zookeeper: ZooKeeperCh
         assert not [r for r in results if isinstance(r, Exception)], results
 
         await wait_until(lambda: not service.is_active and service.active_id == 9, within=WITHIN)
-        assert service.driver is None and service.channels is None and service.image is None
+        assert service.driver is None and service.term_state is None and service.image is None
         refused = await service.submit(create("u"))
         assert refused.topics[0].error_code == ErrorCode.NOT_CONTROLLER
         assert "broker 9" in (refused.topics[0].error_message or "")

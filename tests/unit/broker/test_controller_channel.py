@@ -92,7 +92,7 @@ async def test_a_controller_that_does_not_answer_is_not_controller() -> None:
 
 @dataclass
 class ZkService:
-    broker_id: int = 1
+    node_id: int = 1
     is_active: bool = False
     active_id: int | None = None
 

@@ -7,8 +7,8 @@ from collections import defaultdict
 import pytest
 import trio
 
-from controller.channel import BrokerAddress, ControllerChannelManager, broker_addresses
 from controller.propagation import BrokerRequests
+from controller.service.channel import BrokerAddress, ControllerChannelManager, broker_addresses
 from protocol.errors import ErrorCode, KafkaError, LocalProtocolError
 from protocol.messages import Request, Response
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse

@@ -11,12 +11,12 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from controller.brokers import RegisterBroker
-from controller.channel import ControllerChannelManager
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
-from controller.driver import ControllerDriver
 from controller.metrics import ControllerMetrics
 from controller.propagation import ControllerIdentity, plan_propagation
+from controller.service.channel import ControllerChannelManager
+from controller.service.driver import ControllerDriver
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response

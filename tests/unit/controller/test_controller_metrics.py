@@ -10,9 +10,9 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry
 
-from controller.driver import ControllerDriver
 from controller.elect_leaders import AutoLeaderRebalance
 from controller.metrics import ControllerMetrics, ControllerStateName
+from controller.service.driver import ControllerDriver
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.elect_leaders import ElectionType, ElectLeadersRequest
 from protocol.messages.topics import DeleteTopicsRequest

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from controller.brokers import RegisterBroker
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
-from controller.driver import ControllerDriver
 from controller.metrics import ControllerMetrics
+from controller.service.driver import ControllerDriver
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource

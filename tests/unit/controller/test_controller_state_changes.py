@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from controller import topics as topics_module
-from controller.driver import ControllerDriver
 from controller.metrics import ControllerMetrics
+from controller.service.driver import ControllerDriver
 from controller.state_machines import (
     IllegalStateTransition,
     PartitionState,

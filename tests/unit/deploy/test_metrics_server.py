@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
-from controller.driver import ControllerDriver
 from controller.metrics import default_metrics
+from controller.service.driver import ControllerDriver
 from deploy.telemetry.metrics_server import serve_metrics
 from protocol.config_defs import ConfigError
 from raft.local_log import LocalMetadataLog

@@ -1,4 +1,4 @@
-"""deploy.node.combined's small parts and RaftControllerService(local_broker=) in process:
+"""deploy.node.combined's small parts and raft_controller_service(local_broker=) in process:
 the local controller channel retries NOT_CONTROLLER while the first term starts, UnfenceGate holds
 requests until opened, and a combined node's previous incarnation (an earlier run of the same
 process) does not block the new registration for broker.session.timeout.ms."""
@@ -13,9 +13,10 @@ from typing import Any
 import trio
 import trio.testing
 
+from controller.service.terms import ControllerService
 from deploy.node.combined import UnfenceGate
 from deploy.node.controller_routes import local_controller_channel
-from deploy.node.raft_controller import RaftControllerService
+from deploy.node.controller_services import raft_controller_service
 from protocol.errors import ErrorCode
 from protocol.messages.broker_lifecycle import (
     BrokerHeartbeatRequest,
@@ -89,9 +90,9 @@ async def test_unfence_gate_holds_requests_until_opened() -> None:
 @asynccontextmanager
 async def service_on(
     store: MemoryLogStore, quorum: MemoryQuorumState, local_broker: tuple[int, str] | None
-) -> AsyncIterator[RaftControllerService]:
+) -> AsyncIterator[ControllerService]:
     driver = RaftDriver(config(), store, quorum, NoNetwork(), rng=random.Random(3))
-    service = RaftControllerService(
+    service = raft_controller_service(
         driver,
         RaftMetadataLog(driver),
         session_timeout_ms=600_000,
@@ -107,7 +108,7 @@ async def service_on(
         nursery.cancel_scope.cancel()
 
 
-async def _register_unfenced(service: RaftControllerService, incarnation: str) -> Any:
+async def _register_unfenced(service: ControllerService, incarnation: str) -> Any:
     registered = await service.submit(registration(incarnation))
     if registered.error_code:
         return registered

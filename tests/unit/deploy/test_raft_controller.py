@@ -1,4 +1,4 @@
-"""deploy.node.raft_controller.RaftControllerService in process on a real single-voter RaftDriver
+"""deploy.node.controller_services.raft_controller_service in process on a real single-voter RaftDriver
 (MemoryLogStore, no network): NOT_CONTROLLER before the term starts, a term once leader
 (registration, heartbeat, CreateTopics commit and replay; a record-less heartbeat answered),
 a snapshot written past the byte threshold that moves the log start, and a restart on the same
@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from deploy.node.raft_controller import RaftControllerService
+from controller.service.terms import ControllerService
+from deploy.node.controller_services import raft_controller_service
 from protocol.errors import ErrorCode
 from protocol.messages.broker_lifecycle import (
     BrokerHeartbeatRequest,
@@ -30,10 +31,10 @@ from tests.unit.raft.test_raft_metadata_log import MemoryQuorumState, NoNetwork,
 @asynccontextmanager
 async def service_on(
     store: MemoryLogStore, quorum: MemoryQuorumState, snapshot_bytes: int = 20 * 1024 * 1024
-) -> AsyncIterator[tuple[RaftDriver, RaftControllerService]]:
+) -> AsyncIterator[tuple[RaftDriver, ControllerService]]:
     driver = RaftDriver(config(), store, quorum, NoNetwork(), rng=random.Random(3))
     metadata_log = RaftMetadataLog(driver)
-    service = RaftControllerService(
+    service = raft_controller_service(
         driver,
         metadata_log,
         snapshot_max_record_bytes=snapshot_bytes,
@@ -53,7 +54,7 @@ def create(name: str) -> CreateTopicsRequest:
     )
 
 
-async def register_unfenced(service: RaftControllerService, broker_id: int = 1) -> None:
+async def register_unfenced(service: ControllerService, broker_id: int = 1) -> None:
     registered = await service.submit(
         BrokerRegistrationRequest(
             broker_id=broker_id,

@@ -1,7 +1,7 @@
 """Broker configs -> the controller's rebalance settings: auto.leader.rebalance.enable,
 leader.imbalance.check.interval.seconds and leader.imbalance.per.broker.percentage reach the
 ControllerConfig a ZK-mode broker builds (deploy.node.broker._controller_config) and the
-ZkControllerService's check interval, with Kafka's defaults and bad values refused by name."""
+ControllerService's check interval, with Kafka's defaults and bad values refused by name."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from broker.config import BrokerConfig
 from controller.config import ControllerConfig
 from deploy.node.broker_base import controller_config as _controller_config
-from deploy.node.zk_controller import ZkControllerService
+from deploy.node.controller_services import zk_controller_service
 from protocol.config_defs import ConfigError
 
 
@@ -73,8 +73,8 @@ def test_broker_configs_reach_the_controller_config(
 
 def test_the_check_interval_drives_the_zk_controllers_rebalance_task() -> None:
     config = controller_config(**{"leader.imbalance.check.interval.seconds": 3})
-    service = ZkControllerService(object(), 1, object(), config=config)  # type: ignore[arg-type]
-    assert service._rebalance_interval_s == 3.0
+    service = zk_controller_service(object(), 1, object(), config=config)  # type: ignore[arg-type]
+    assert service.rebalance_interval_s == 3.0
 
 
 @pytest.mark.parametrize(

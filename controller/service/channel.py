@@ -33,7 +33,7 @@ from protocol.errors import KafkaError, ProtocolError
 from protocol.messages import Request, Response
 from protocol.metadata.image import BrokerRegistration, MetadataImage
 
-log = structlog.get_logger("controller.channel")
+log = structlog.get_logger("controller.service.channel")
 
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 """Kafka's controller.socket.timeout.ms (30000)."""

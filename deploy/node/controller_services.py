@@ -1,0 +1,103 @@
+"""The controller service of each metadata mode, wired: controller.service.terms.ControllerService
+over its Leadership adapter (zkstore.leadership on ZooKeeper, raft.leadership on the quorum) and
+its term mode (controller.service.zk_mode, kraft_mode).
+
+    service = zk_controller_service(zk, broker_id, transport, config=ControllerConfig(...),
+                                    inter_broker_listener="INTERNAL")   # every ZK-mode broker
+    service = raft_controller_service(raft_driver, metadata_log, settings,
+                                      session_timeout_ms=9000)        # every Raft controller
+    await nursery.start(service.run)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from controller.config import ControllerConfig
+from controller.context import ControllerContext
+from controller.heartbeats import BROKER_SESSION_TIMEOUT_MS_DEFAULT
+from controller.metrics import ControllerMetrics
+from controller.ports import BrokerSender
+from controller.service.channel import DEFAULT_REQUEST_TIMEOUT_S
+from controller.service.kraft_mode import (
+    IDLE_INTERVAL_MS_DEFAULT,
+    SNAPSHOT_BYTES_DEFAULT,
+    KRaftMode,
+)
+from controller.service.terms import REBALANCE_INITIAL_DELAY_S, ControllerService
+from controller.service.zk_mode import ZkMode
+from raft.driver import RaftDriver, monotonic_ms
+from raft.leadership import RaftLeadership
+from raft.metadata_log import RaftMetadataLog
+from zkstore import ControllerElection, ZkClient
+from zkstore.leadership import ZkLeadership
+
+
+def zk_controller_service(
+    zk: ZkClient,
+    broker_id: int,
+    sender: BrokerSender,
+    *,
+    config: ControllerConfig | None = None,
+    ctx: ControllerContext | None = None,
+    inter_broker_listener: str = "PLAINTEXT",
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    rebalance_initial_delay_s: float = REBALANCE_INITIAL_DELAY_S,
+    rebalance_interval_s: float | None = None,
+    channel_retry_backoff_s: float = 0.1,
+    metrics: ControllerMetrics | None = None,
+    election: ControllerElection | None = None,
+) -> ControllerService:
+    """A ZK-mode broker's controller candidate (Kafka's KafkaController)."""
+    leadership = ZkLeadership(zk, broker_id, election=election)
+    mode = ZkMode(
+        leadership,
+        sender,
+        inter_broker_listener=inter_broker_listener,
+        request_timeout_s=request_timeout_s,
+        channel_retry_backoff_s=channel_retry_backoff_s,
+    )
+    return ControllerService(
+        leadership,
+        mode,
+        ctx if ctx is not None else ControllerContext(config=config or ControllerConfig()),
+        metrics=metrics,
+        rebalance_initial_delay_s=rebalance_initial_delay_s,
+        rebalance_interval_s=rebalance_interval_s,
+    )
+
+
+def raft_controller_service(
+    raft: RaftDriver,
+    metadata_log: RaftMetadataLog,
+    settings: ControllerConfig | None = None,
+    *,
+    session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+    idle_interval_ms: int = IDLE_INTERVAL_MS_DEFAULT,
+    snapshot_max_record_bytes: int = SNAPSHOT_BYTES_DEFAULT,
+    cluster_id: str | None = None,
+    rebalance_initial_delay_s: float = REBALANCE_INITIAL_DELAY_S,
+    clock_ms: Callable[[], int] = monotonic_ms,
+    metrics: ControllerMetrics | None = None,
+    rng: random.Random | None = None,
+    local_broker: tuple[int, str] | None = None,
+) -> ControllerService:
+    """A Raft controller (KRaft's QuorumController): construct it before the driver delivers
+    committed records (it replays them all). `local_broker`: combined mode's (broker id,
+    incarnation id) of the broker in this process."""
+    leadership = RaftLeadership(raft, metadata_log)
+    mode = KRaftMode(
+        leadership,
+        session_timeout_ms=session_timeout_ms,
+        clock_ms=clock_ms,
+        idle_interval_ms=idle_interval_ms,
+        snapshot_max_record_bytes=snapshot_max_record_bytes,
+        cluster_id=cluster_id,
+        local_broker=local_broker,
+    )
+    settings = settings or ControllerConfig()
+    ctx = ControllerContext(config=settings, rng=rng or random.Random(), clock_ms=clock_ms)
+    return ControllerService(
+        leadership, mode, ctx, metrics=metrics, rebalance_initial_delay_s=rebalance_initial_delay_s
+    )
