@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-zk test setup setup-dev lint unit bench clean
+.PHONY: demo demo-zk test setup setup-dev lint bench clean
 
 # The ZK-mode demo and the tests run a real ZooKeeper (Debian's package, with its Java runtime);
 # `make demo` (Raft mode: controller processes, no ZooKeeper) needs only Python. `trioka cluster up

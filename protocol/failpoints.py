@@ -42,7 +42,7 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | Fetch to broker ID (as if cut off from |
 |                                       |                       | it); its partitions wait               |
 | `controller.zk.ignore_session_loss`   | zkstore.election,     | an active controller whose ZooKeeper   |
-|                                       | deploy.node.zk_controller  | session expired does not resign at     |
+|                                       | controller.service.zk_mode | session expired does not resign at     |
 |                                       |                       | once: on the new session it first acts |
 |                                       |                       | on its stale state (one LeaderAndIsr / |
 |                                       |                       | UpdateMetadata round, one BrokerChange |

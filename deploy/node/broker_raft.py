@@ -11,8 +11,8 @@
   records arrived since the last one and deletes the log below it (`MetadataSnapshotter`); when
   it falls behind the leader's log start it fetches the leader's snapshot instead (the core's
   FetchSnapshot), and the store restarts there.
-- `RaftControllerChannel` (broker.ports.ControllerChannel): requests to the active controller
-  = the observer's leader, at its voter address (the voters' addresses are the CONTROLLER
+- broker.controller_channel over deploy.node.controller_routes.RaftControllerRoute: requests to
+  the active controller = the observer's leader, at its voter address (the voters' addresses are the CONTROLLER
   listener, as in Kafka); unknown leader, NOT_CONTROLLER or no answer -> retried with backoff
   (the refusal's message names the leader; else another voter is asked) for up to
   `controller_wait_s`, then NOT_CONTROLLER.

@@ -11,8 +11,8 @@ Kafka 4 runs for a single dev node, from wave 1's pieces:
   log every metadata.log.max.record.bytes.between.snapshots bytes (the only snapshot writer
   here: the broker-only MetadataSnapshotter does not run, both would snapshot one store);
 - the broker's MetadataSource over the same driver (deploy.node.broker_raft.RaftMetadataSource,
-  another listener: no network fetch), its ControllerChannel the local service
-  (`LocalControllerChannel`), and the BrokerLifecycleManager registering and heartbeating
+  another listener: no network fetch), its controller channel the local service
+  (`controller_routes.local_controller_channel`), and the BrokerLifecycleManager registering and heartbeating
   through it, so the broker goes fenced -> caught up -> unfenced exactly as a separate one.
 - Client listeners serve requests only once the broker is unfenced (KRaft's BrokerServer
   enables request processing after the initial unfence): the sockets are bound first (the
