@@ -2,6 +2,6 @@
 
 `router.ApiRouter` is what the TCP server calls: it maps each ApiKey to the handler of its
 family. The families (produce, fetch, offsets, metadata, admin, configs, inter_broker; the group
-APIs live in broker.group) each take only the collaborators they use; `factory.make_apis` wires
-them for broker.node.
+APIs live in broker.group) each take only the collaborators they use and register their
+`handlers()`; broker.node wires them (`Broker._add_api_handlers`).
 """
