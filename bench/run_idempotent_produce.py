@@ -66,7 +66,7 @@ PROFILE_BUCKETS = {
     "producer ids": ("producer_ids.py",),
     "Log.append_as_leader": ("Log.append_as_leader",),
     "Log.append_as_follower": ("Log.append_as_follower",),
-    "KafkaApis.produce": ("KafkaApis.produce",),
+    "ProduceHandler.produce": ("ProduceHandler.produce",),
     "replica fetcher": ("ReplicaFetcher",),
 }
 

@@ -20,11 +20,20 @@ import structlog
 import trio
 
 from broker.alter_partition import AlterPartitionManager
-from broker.apis import KafkaApis, request_client_id
 from broker.config import BrokerConfig
 from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shutdown
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager, SourceBroker
 from broker.group.factory import make_group_coordinator
+from broker.handlers.admin import AdminHandler, TopicDefaults
+from broker.handlers.configs import ConfigsHandler
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.forwarding import ControllerForwarder
+from broker.handlers.inter_broker import InterBrokerHandler
+from broker.handlers.metadata import LiveBrokers, MetadataHandler
+from broker.handlers.offsets import OffsetsHandler
+from broker.handlers.partition_reads import PartitionReader
+from broker.handlers.produce import ProduceHandler, ProducerIdHandler
+from broker.handlers.router import ApiFamily, ApiRouter, request_client_id
 from broker.leader_and_isr import ControllerRequestHandler
 from broker.log_cleaner import CleanerConfig, LogCleaner
 from broker.metadata_cache import with_topic_configs
@@ -200,33 +209,23 @@ class Broker:
             lambda: self.broker_epoch_fn(),
             timeout_s=int(config["request.timeout.ms"]) / 1000,
         )
-        self.apis = KafkaApis(
-            producer_ids=self.producer_ids,
-            config=config,
-            partitions=self.partitions,
-            publisher=self.publisher,
-            # Raft mode: the observer's commit lags the controller's answer, so forwarded
-            # requests wait for their effect in the image (as ZK mode), not for an offset.
-            metadata_source=None if config.raft_mode else metadata_source,
-            controller=controller,
-            purgatory=self.purgatory,
-            cluster_id=cluster_id,
-            produce_purgatory=self.produce_purgatory,
-            fetch_sessions=FetchSessionCache(
-                int(config["max.incremental.fetch.session.cache.slots"])
-            ),
-            alter_partition=self.alter_partition,
-            controller_requests=self.controller_requests,
-            local_controller=local_controller,
-            controller_id=self._image_controller_id if config.raft_mode else None,
-            topic_metrics=self.metrics.topics,
+        self.fetch_sessions: FetchSessionCache[TopicPartition] = FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"])
+        )
+        self.bound: list[BoundListener] = []
+        """The listeners serving, with their real ports (empty until `run` listens)."""
+        self.apis = ApiRouter()
+        # Raft mode: the observer's commit lags the controller's answer, so forwarded requests
+        # wait for their effect in the image (as ZK mode), not for an offset.
+        metadata_handler = self._add_api_handlers(
+            None if config.raft_mode else metadata_source, local_controller
         )
         self.group_coordinator, group_apis = make_group_coordinator(
             config,
             partitions=self.partitions,
             notify=self._notify,
             hw_purgatory=self.produce_purgatory,
-            cluster=self.apis,
+            cluster=metadata_handler,
             client_id=request_client_id,
         )
         self.apis.add_handlers(group_apis.handlers())
@@ -251,6 +250,84 @@ class Broker:
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
         """Set once run() has shut down gracefully."""
+
+    def _add_api_handlers(
+        self, metadata_source: MetadataSource | None, local_controller: ControllerChannel | None
+    ) -> MetadataHandler:
+        """Register every API family's handlers on `self.apis` (the group APIs come after);
+        the Metadata handler is also what the group coordinator sees of the cluster."""
+        config = self.config
+        forwarder = ControllerForwarder(
+            controller=self.controller,
+            publisher=self.publisher,
+            metadata_source=metadata_source,
+            effect_timeout_s=int(config["request.timeout.ms"]) / 1000,
+            local_controller=local_controller,
+        )
+        admin = AdminHandler(
+            forwarder,
+            TopicDefaults(
+                num_partitions=int(config["num.partitions"]),
+                replication_factor=int(config["default.replication.factor"]),
+                delete_topic_enable=bool(config["delete.topic.enable"]),
+            ),
+        )
+        metadata = MetadataHandler(
+            brokers=LiveBrokers(
+                node_id=config.node_id,
+                rack=config["broker.rack"] or None,
+                advertised=config.effective_advertised_listeners,
+                raft_mode=config.raft_mode,
+                image=self._image,
+                bound=lambda: self.bound,
+            ),
+            image=self._image,
+            create_topics=admin.create_topics,
+            auto_create_topics=bool(config["auto.create.topics.enable"]),
+            cluster_id=self.cluster_id,
+            controller_id=self._controller_id,
+        )
+        reader = PartitionReader(
+            self.partitions, on_high_watermark=self._notify, alter_partition=self.alter_partition
+        )
+        families: list[ApiFamily] = [
+            ProduceHandler(
+                partitions=self.partitions,
+                fetch_purgatory=self.purgatory,
+                produce_purgatory=self.produce_purgatory,
+                topic_metrics=self.metrics.topics,
+            ),
+            ProducerIdHandler(self.producer_ids),
+            FetchHandler(
+                reader=reader,
+                purgatory=self.purgatory,
+                sessions=self.fetch_sessions,
+                fetch_max_bytes=int(config["fetch.max.bytes"]),
+                topic_metrics=self.metrics.topics,
+            ),
+            OffsetsHandler(self.partitions),
+            metadata,
+            admin,
+            ConfigsHandler(config=config, image=self._image, forward=forwarder.forward),
+        ]
+        if self.controller_requests is not None:
+            families.append(InterBrokerHandler(self.controller_requests, forwarder.relay))
+        for family in families:
+            self.apis.add_handlers(family.handlers())
+        return metadata
+
+    def _image(self) -> MetadataImage:
+        return self.publisher.image
+
+    def _controller_id(self) -> int:
+        """The controller id Metadata and DescribeCluster report: Raft mode, the image's
+        (`_image_controller_id`); ZK mode, the last controller that sent LeaderAndIsr or
+        UpdateMetadata; standalone, this broker (its controller is local)."""
+        if self.config.raft_mode:
+            return self._image_controller_id()
+        if self.controller_requests is not None:
+            return self.controller_requests.controller_id
+        return self.config.node_id
 
     # -- Raft mode: the image's changes through the LeaderAndIsr code ----------------------
 
@@ -464,7 +541,7 @@ class Broker:
             nursery.start_soon(background)
             await background_ready.wait()
             bound = await nursery.start(self.server.serve)
-            self.apis.bound = bound
+            self.bound = bound
             log.info(
                 "broker started",
                 node_id=self.config.node_id,

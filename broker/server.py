@@ -72,7 +72,7 @@ class ConnectionInfo:
 
 
 class RequestHandler(Protocol):
-    """What the server calls for each decoded request (the broker's KafkaApis)."""
+    """What the server calls for each decoded request (broker.handlers.router.ApiRouter)."""
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
         """The response body, or None when no response is sent (Produce with acks=0)."""

@@ -54,7 +54,7 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | closes its ZooKeeper session: process  |
 |                                       |                       | and registration stay up while a test  |
 |                                       |                       | looks at the leaders that moved        |
-| `broker.produce.exit_before_response` | broker.apis           | the leader exits (os._exit) once an    |
+| `broker.produce.exit_before_response` | broker.handlers.produce | the leader exits (os._exit) once an  |
 |                                       |                       | acks=all Produce is replicated (HW     |
 |                                       |                       | past it) and before it answers: a      |
 |                                       |                       | replicated, unacknowledged write       |

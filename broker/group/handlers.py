@@ -66,7 +66,8 @@ STATIC_MEMBERSHIP = "static membership (group.instance.id) is not supported"
 
 
 class ClusterView(Protocol):
-    """What FindCoordinator needs of the broker (KafkaApis provides it)."""
+    """What FindCoordinator needs of the broker (broker.handlers.metadata.MetadataHandler
+    provides it)."""
 
     def image(self) -> MetadataImage: ...
 

@@ -94,7 +94,7 @@ async def test_followers_replicate_acks_all_and_metadata_from_the_cache(tmp_path
             )
             assert all_values(cluster, 2) == all_values(cluster, 1) == all_values(cluster, 3)
             # The followers fetch in incremental sessions (KIP-227).
-            assert leader.apis.fetch_sessions.size == 2
+            assert leader.fetch_sessions.size == 2
 
             meta = await c.request(MetadataRequest(topics=(TP.topic,)))
             assert meta.controller_id == cluster.controller.controller_id

@@ -142,7 +142,7 @@ class FakeController:
     once ZooKeeper has the topic, before the brokers know)."""
 
     def address(self, broker_id: int) -> tuple[str, int]:
-        bound = self.brokers[broker_id].apis.bound[0]
+        bound = self.brokers[broker_id].bound[0]
         return bound.host, bound.port
 
     # -- ControllerChannel ---------------------------------------------------------------

@@ -5,7 +5,7 @@ as ConfigRecords in the metadata log.
 
 IncrementalAlterConfigs goes to a broker that is not the controller (it forwards it); then each
 broker is asked on its own connection: DescribeConfigs, which every broker answers from its own
-metadata image (broker.apis.describe_configs, not forwarded), and a Produce to the partition it
+metadata image (broker.handlers.configs, not forwarded), and a Produce to the partition it
 leads, which its own log refuses once max.message.bytes is lower than the batch. A broker that
 was down while the config changed reads it at start.
 

@@ -1,0 +1,208 @@
+"""Fetch (Kafka's KafkaApis.handleFetchRequest): consumers and followers read the partitions
+this broker leads, in KIP-227 fetch sessions; a fetch with less than `fetch.min.bytes` waits in
+the fetch purgatory (broker.purgatory.long_poll) for appends, up to its `max_wait_ms`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import trio
+
+from broker.handlers.partition_reads import PartitionReader, summary
+from broker.handlers.router import Handler
+from broker.metrics import BrokerTopicMetrics
+from broker.purgatory import FetchPurgatory, long_poll
+from broker.replica.fetch_session import FetchSessionCache, PartitionRequest, PartitionResult
+from broker.server import ConnectionInfo
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from protocol.messages.fetch import (
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchTopicResponse,
+)
+from protocol.names import TopicPartition
+
+Wanted = list[tuple[TopicPartition, PartitionRequest]]
+"""The partitions a fetch reads, in its session's order."""
+
+
+@dataclass(slots=True)
+class _Reads:
+    """What one fetch has read so far."""
+
+    results: dict[TopicPartition, FetchPartitionResponse] = field(default_factory=dict)
+    summaries: dict[TopicPartition, PartitionResult] = field(default_factory=dict)
+    """What the fetch session compares of each answer."""
+    total: int = 0
+    """Record bytes in `results`."""
+    errors: bool = False
+    """Some partition failed or diverged: the fetch answers at once."""
+
+    def add(self, more: _Reads) -> None:
+        """`more` read some partitions again, counting the bytes kept of the others."""
+        self.results.update(more.results)
+        self.summaries.update(more.summaries)
+        self.total = more.total
+        self.errors = self.errors or more.errors
+
+
+class FetchHandler:
+    def __init__(
+        self,
+        *,
+        reader: PartitionReader,
+        purgatory: FetchPurgatory,
+        sessions: FetchSessionCache[TopicPartition],
+        fetch_max_bytes: int,
+        topic_metrics: BrokerTopicMetrics | None = None,
+    ) -> None:
+        self.reader = reader
+        self.purgatory = purgatory
+        self.sessions = sessions
+        self.fetch_max_bytes = fetch_max_bytes
+        """fetch.max.bytes: the response budget, whatever the request asks."""
+        self.topic_metrics = topic_metrics
+        """BytesOut per consumer fetch, ReplicationBytesOut per follower fetch."""
+
+    def handlers(self) -> Mapping[ApiKey, Handler]:
+        return {ApiKey.FETCH: self.fetch}
+
+    async def fetch(self, request: FetchRequest, conn: ConnectionInfo) -> FetchResponse:
+        follower = request.replica_id >= 0
+        fetch_data = {
+            TopicPartition(t.name, p.index): PartitionRequest(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=p.last_fetched_epoch,
+                log_start_offset=p.log_start_offset,
+            )
+            for t in request.topics
+            for p in t.partitions
+        }
+        forgotten = [
+            TopicPartition(f.topic, i) for f in request.forgotten_topics_data for i in f.partitions
+        ]
+        context = self.sessions.new_context(
+            request.session_id,
+            request.session_epoch,
+            fetch_data,
+            forgotten,
+            privileged=follower,
+            now_ms=_now_ms(),
+        )
+        if context.error_code != ErrorCode.NONE:
+            return FetchResponse(
+                error_code=int(context.error_code),
+                error_message=f"fetch session {request.session_id} at epoch "
+                f"{request.session_epoch}: {context.error_code.name}",
+            )
+        wanted = context.partitions()
+        reads = await self._read_and_wait(request, wanted)
+        if self.topic_metrics is not None and reads.total:
+            self._count_bytes_out(follower, reads.total, reads.results)
+        answer = context.complete(reads.summaries, now_ms=_now_ms())
+        return FetchResponse(
+            topics=_by_topic(answer.partitions, reads.results),
+            error_code=int(answer.error_code),
+            session_id=answer.session_id,
+        )
+
+    async def _read_and_wait(self, request: FetchRequest, wanted: Wanted) -> _Reads:
+        """Read `wanted`, then, while short of `min_bytes` with no error, wait in the purgatory
+        and read again the partitions appended to meanwhile."""
+        deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+        reads = self._read(request, wanted)
+
+        def satisfied() -> bool:
+            return reads.total >= request.min_bytes or reads.errors or request.max_wait_ms <= 0
+
+        def reread(positions: list[int]) -> None:
+            again = [wanted[i] for i in positions]
+            kept = reads.total - sum(len(reads.results[tp].records) for tp, _ in again)
+            reads.add(self._read(request, again, used=kept))
+
+        await long_poll(self.purgatory, [tp for tp, _ in wanted], deadline, satisfied, reread)
+        return reads
+
+    def _read(self, request: FetchRequest, wanted: Wanted, used: int = 0) -> _Reads:
+        """Read `wanted`; `used` bytes of the response budget are taken by partitions read
+        before (and count in the returned total)."""
+        budget = min(request.max_bytes, self.fetch_max_bytes)
+        reads = _Reads(total=used)
+        follower = request.replica_id >= 0
+        for tp, part in wanted:
+            if follower:
+                idle = self.reader.idle_follower_read(tp, request.replica_id, part)
+                if idle is not None:
+                    # Nothing to read, nothing changed: the same answer as last time.
+                    reads.results[tp] = idle.response
+                    reads.summaries[tp] = idle.summary
+                    continue
+                result = self.reader.read_follower(
+                    tp,
+                    request.replica_id,
+                    part,
+                    min(part.max_bytes, budget - reads.total),
+                    reads.total == 0,
+                )
+            else:
+                result = self.reader.read(
+                    tp,
+                    part.fetch_offset,
+                    min(part.max_bytes, budget - reads.total),
+                    min_one=reads.total == 0,
+                    replica=False,
+                    current_leader_epoch=part.current_leader_epoch,
+                )
+            reads.total += len(result.records)
+            reads.errors = (
+                reads.errors or result.error_code != 0 or result.diverging_epoch is not None
+            )
+            reads.results[tp] = result
+            reads.summaries[tp] = summary(result)
+        return reads
+
+    def _count_bytes_out(
+        self, follower: bool, total: int, results: Mapping[TopicPartition, FetchPartitionResponse]
+    ) -> None:
+        """ReplicationBytesOutPerSec for a follower (one inc), BytesOutPerSec per topic for a
+        consumer (a consumer's fetch names few partitions)."""
+        assert self.topic_metrics is not None
+        if follower:
+            self.topic_metrics.replication_bytes_out.inc(total)
+            return
+        by_topic: dict[str, int] = {}
+        for tp, result in results.items():
+            if result.records:
+                by_topic[tp.topic] = by_topic.get(tp.topic, 0) + len(result.records)
+        for topic, size in by_topic.items():
+            self.topic_metrics.sent_to_consumer(topic, size)
+
+
+def _by_topic(
+    partitions: list[TopicPartition], results: Mapping[TopicPartition, FetchPartitionResponse]
+) -> tuple[FetchTopicResponse, ...]:
+    """The answers of `partitions`, in that order. Consecutive partitions of one topic share a
+    topic entry (as Kafka's FetchResponse builds it); each entry's tuple is built once (it was
+    re-built per partition)."""
+    topics: list[FetchTopicResponse] = []
+    name = ""  # no topic has an empty name
+    parts: list[FetchPartitionResponse] = []
+    for tp in partitions:
+        if tp.topic != name:
+            if parts:
+                topics.append(FetchTopicResponse(name=name, partitions=tuple(parts)))
+            name, parts = tp.topic, []
+        parts.append(results[tp])
+    if parts:
+        topics.append(FetchTopicResponse(name=name, partitions=tuple(parts)))
+    return tuple(topics)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

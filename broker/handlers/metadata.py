@@ -1,0 +1,245 @@
+"""Metadata and DescribeCluster, answered from this broker's metadata image: the live brokers
+at their address on the request's listener, the topics with their leaders (Metadata may ask
+the controller to create missing topics first: auto.create.topics.enable)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from broker.config import Listener
+from broker.handlers.router import Handler
+from broker.server import BoundListener, ConnectionInfo
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from protocol.messages.describe_cluster import (
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from protocol.messages.metadata import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+)
+from protocol.messages.topics import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from protocol.metadata.image import MetadataImage
+from protocol.names import is_internal, topic_name_problem
+
+CreateTopics = Callable[[CreateTopicsRequest, ConnectionInfo], Awaitable[CreateTopicsResponse]]
+
+
+class LiveBrokers:
+    """The brokers a client on one listener can reach, this one included (Kafka's
+    MetadataCache.getAliveBrokerNodes): Metadata, DescribeCluster and FindCoordinator list
+    them."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        rack: str | None,
+        advertised: Sequence[Listener],
+        raft_mode: bool,
+        image: Callable[[], MetadataImage],
+        bound: Callable[[], Sequence[BoundListener]],
+    ) -> None:
+        self.node_id = node_id
+        self.rack = rack
+        """broker.rack, None when unset."""
+        self.advertised = tuple(advertised)
+        """This broker's effective advertised listeners."""
+        self.raft_mode = raft_mode
+        self.image = image
+        self.bound = bound
+        """The listeners bound (their real port when 0 was configured); empty until serving."""
+
+    def on_listener(self, listener: str) -> tuple[MetadataBroker, ...]:
+        """The live brokers with an endpoint on `listener` (the one the request arrived on), at
+        that endpoint: a client on EXTERNAL learns only EXTERNAL addresses, and a broker
+        lacking the listener is left out of the answer, as Kafka's getAliveBrokerNodes."""
+        image = self.image()
+        brokers = {}
+        own = self._advertised(listener)
+        mine = image.cluster.brokers.get(self.node_id)
+        if self.raft_mode and (mine is None or mine.fenced):
+            # Raft mode lists what the image says, this broker included, as KRaft's
+            # getAliveBrokerNodes: a broker not yet unfenced is not one the controller places
+            # replicas on, so a client (and cluster readiness) must not count it yet.
+            own = None
+        if own is not None:
+            brokers[self.node_id] = MetadataBroker(
+                node_id=self.node_id, host=own[0], port=own[1], rack=self.rack
+            )
+        for broker_id, reg in image.cluster.brokers.items():
+            if broker_id == self.node_id or reg.fenced:
+                continue
+            endpoint = reg.endpoint(listener)
+            if endpoint is not None:
+                brokers[broker_id] = MetadataBroker(
+                    node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=reg.rack
+                )
+        return tuple(brokers[k] for k in sorted(brokers))
+
+    def alive(self, broker_id: int) -> bool:
+        return broker_id == self.node_id or self.image().cluster.is_usable(broker_id)
+
+    def _advertised(self, listener: str) -> tuple[str, int] | None:
+        """This broker's advertised address for `listener` (bound port when 0 was asked), or
+        None when advertised.listeners is set without it (Kafka does not advertise it)."""
+        bound = {b.name: b for b in self.bound()}
+        for adv in self.advertised:
+            if adv.name == listener:
+                port = adv.port or (bound[listener].port if listener in bound else 0)
+                host = adv.host if adv.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+                return host, port
+        return None
+
+
+class MetadataHandler:
+    """Also broker.group's ClusterView (what FindCoordinator needs): `image()`,
+    `alive_brokers(listener)` and `create_topics(request, conn)`."""
+
+    def __init__(
+        self,
+        *,
+        brokers: LiveBrokers,
+        image: Callable[[], MetadataImage],
+        create_topics: CreateTopics,
+        auto_create_topics: bool,
+        cluster_id: str,
+        controller_id: Callable[[], int],
+    ) -> None:
+        self.brokers = brokers
+        self.image = image
+        self.create_topics = create_topics
+        """Auto-creation of the missing topics a Metadata request names (AdminHandler)."""
+        self.auto_create_topics = auto_create_topics
+        """auto.create.topics.enable"""
+        self.cluster_id = cluster_id
+        """Reported while the image has no cluster id yet."""
+        self.controller_id = controller_id
+        """The controller id Metadata and DescribeCluster report (depends on the mode)."""
+
+    def handlers(self) -> Mapping[ApiKey, Handler]:
+        return {
+            ApiKey.METADATA: self.metadata,
+            ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
+        }
+
+    def alive_brokers(self, listener: str) -> tuple[MetadataBroker, ...]:
+        """The brokers Metadata would list for a request on `listener`."""
+        return self.brokers.on_listener(listener)
+
+    async def metadata(self, request: MetadataRequest, conn: ConnectionInfo) -> MetadataResponse:
+        image = self.image()
+        names: Sequence[str]
+        names = sorted(image.topics.by_name) if request.topics is None else request.topics
+        unique = list(dict.fromkeys(names))
+        creation_errors: dict[str, CreatableTopicResult] = {}
+        if request.allow_auto_topic_creation and self.auto_create_topics:
+            creation_errors = await self._auto_create(unique, image, conn)
+        # The image again: auto-creation waited for the new topics to reach it.
+        brokers = self.brokers.on_listener(conn.listener)
+        reachable = {b.node_id for b in brokers}
+        topics = [self._topic_entry(name, reachable, creation_errors) for name in unique]
+        return MetadataResponse(
+            brokers=brokers,
+            cluster_id=self.image().cluster_id or self.cluster_id,
+            controller_id=self.controller_id(),
+            topics=tuple(topics),
+        )
+
+    async def _auto_create(
+        self, names: list[str], image: MetadataImage, conn: ConnectionInfo
+    ) -> dict[str, CreatableTopicResult]:
+        """Create the valid `names` missing from `image`; the failures, by topic (a topic that
+        exists meanwhile is no failure)."""
+        missing = [
+            n for n in names if topic_name_problem(n) is None and image.topics.get_topic(n) is None
+        ]
+        if not missing:
+            return {}
+        response = await self.create_topics(
+            CreateTopicsRequest(topics=tuple(CreatableTopic(name=n) for n in missing)), conn
+        )
+        return {
+            r.name: r
+            for r in response.topics
+            if r.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+        }
+
+    def _topic_entry(
+        self, name: str, reachable: set[int], creation_errors: Mapping[str, CreatableTopicResult]
+    ) -> MetadataTopic:
+        """One topic's answer: its partitions, or why there are none."""
+        problem = topic_name_problem(name)
+        if problem is not None:
+            return MetadataTopic(
+                error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION),
+                name=name,
+                error_message=problem,
+            )
+        described = self._topic_metadata(name, reachable)
+        if described is not None:
+            return described
+        failed = creation_errors.get(name)
+        return MetadataTopic(
+            error_code=failed.error_code if failed else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            name=name,
+            error_message=(failed.error_message if failed else None)
+            or f"topic {name!r} does not exist",
+        )
+
+    def _topic_metadata(self, name: str, reachable: set[int]) -> MetadataTopic | None:
+        """`reachable`: the brokers in the answer (those with the request's listener)."""
+        topic = self.image().topics.get_topic(name)
+        if topic is None:
+            return None
+        parts = []
+        for pid in sorted(topic.partitions):
+            reg = topic.partitions[pid]
+            parts.append(
+                MetadataPartition(
+                    error_code=self._leader_error(reg.leader, reachable),
+                    index=pid,
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=reg.replicas,
+                    isr_nodes=reg.isr,
+                    offline_replicas=tuple(r for r in reg.replicas if not self.brokers.alive(r)),
+                )
+            )
+        return MetadataTopic(
+            error_code=0,
+            name=name,
+            topic_id=topic.topic_id,
+            is_internal=is_internal(name),
+            partitions=tuple(parts),
+        )
+
+    def _leader_error(self, leader: int, reachable: set[int]) -> int:
+        """Kafka's MetadataCache.getPartitionMetadata: no leader -> LEADER_NOT_AVAILABLE; a live
+        leader without the request's listener -> LISTENER_NOT_FOUND."""
+        if leader < 0 or not self.brokers.alive(leader):
+            return int(ErrorCode.LEADER_NOT_AVAILABLE)
+        return 0 if leader in reachable else int(ErrorCode.LISTENER_NOT_FOUND)
+
+    async def describe_cluster(
+        self, request: DescribeClusterRequest, conn: ConnectionInfo
+    ) -> DescribeClusterResponse:
+        return DescribeClusterResponse(
+            brokers=tuple(
+                DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                for b in self.brokers.on_listener(conn.listener)
+            ),
+            cluster_id=self.image().cluster_id or self.cluster_id,
+            controller_id=self.controller_id(),
+        )

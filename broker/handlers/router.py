@@ -1,0 +1,80 @@
+"""Request dispatch by ApiKey (Kafka's KafkaApis.handle): each API family registers its
+handlers here (`add_handlers`), and the router calls the one a request names with the
+request's client id (and whether another broker forwarded it) in context.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from broker.server import ConnectionInfo
+from protocol.codec import RequestEnvelope, api_versions_response
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey, Response, error_response
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+Handler = Callable[[Any, ConnectionInfo], Awaitable[Any]]
+"""One API's handler: (request body, connection) -> response body, None for no response."""
+
+
+class ApiFamily(Protocol):
+    """A family of APIs (produce, fetch, metadata, ...): the handlers it registers."""
+
+    def handlers(self) -> Mapping[ApiKey, Handler]: ...
+
+
+FORWARDED_CLIENT_ID = "trioka-forwarded"
+"""The client id of a request one broker forwarded to the controller's broker (one hop only:
+the receiver submits it to its own controller, which answers NOT_CONTROLLER if not active)."""
+
+_forwarded: contextvars.ContextVar[bool] = contextvars.ContextVar("forwarded", default=False)
+_client_id: contextvars.ContextVar[str] = contextvars.ContextVar("client_id", default="")
+
+
+def request_client_id() -> str:
+    """The client id of the request being handled (DescribeGroups reports members' ids)."""
+    return _client_id.get()
+
+
+def request_forwarded() -> bool:
+    """Whether the request being handled came from another broker (FORWARDED_CLIENT_ID)."""
+    return _forwarded.get()
+
+
+class ApiRouter:
+    """The RequestHandler the server calls (see broker.server.RequestHandler). It serves
+    ApiVersions itself: only the router knows which APIs are registered."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[ApiKey, Handler] = {ApiKey.API_VERSIONS: self.api_versions}
+
+    def add_handlers(self, handlers: Mapping[ApiKey, Handler]) -> None:
+        """Serve more APIs (each family's `handlers()`, wired by broker.handlers.factory and
+        broker.node)."""
+        self._handlers.update(handlers)
+
+    async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        handler = self._handlers.get(request.api_key)
+        if handler is None:
+            return error_response(
+                type(request.body),
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{request.api_key.name} is not served by this broker",
+            )
+        token = _forwarded.set(request.client_id == FORWARDED_CLIENT_ID)
+        client = _client_id.set(request.client_id or "")
+        try:
+            return await handler(request.body, conn)
+        finally:
+            _client_id.reset(client)
+            _forwarded.reset(token)
+
+    async def api_versions(
+        self, request: ApiVersionsRequest, conn: ConnectionInfo
+    ) -> ApiVersionsResponse:
+        full = api_versions_response()
+        served = tuple(r for r in full.api_keys if r.api_key in self._handlers)
+        return replace(full, api_keys=served)
