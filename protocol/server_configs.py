@@ -245,7 +245,7 @@ SERVER_CONFIGS = ConfigDefs(
                         "controller processes), zk (ZooKeeper, Kafka's ZK mode) or standalone "
                         "(legacy fallback: one node on a local metadata log, no Raft)",
                         choices=("standalone", "zk", "raft"), read_only=True, kinds=BROKER_ONLY),
-        # Raft mode (KRaft's broker side)
+        # Raft mode: the controller quorum (a controller's keys, and the broker side of KRaft)
         ServerConfigDef("controller.quorum.voters", "string", "", "the controller quorum as "
                         "id@host:port[,id@host:port...] (required for a controller and for "
                         "process.roles=broker; in combined mode empty or this node only)",
