@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-BROKER_SESSION_TIMEOUT_MS_DEFAULT = 9_000
-"""broker.session.timeout.ms: a broker not heard from for longer is fenced."""
-BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2_000
-"""broker.heartbeat.interval.ms: how often a broker sends BrokerHeartbeat."""
+from protocol.server_configs import SERVER_CONFIGS
+
+BROKER_SESSION_TIMEOUT_MS_DEFAULT: int = SERVER_CONFIGS["broker.session.timeout.ms"].default
+"""broker.session.timeout.ms (9000): a broker not heard from for longer is fenced."""
+BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: int = SERVER_CONFIGS["broker.heartbeat.interval.ms"].default
+"""broker.heartbeat.interval.ms (2000): how often a broker sends BrokerHeartbeat."""
 
 NO_OFFSET = -1
 NEVER = 2**63 - 1

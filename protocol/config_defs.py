@@ -152,7 +152,11 @@ class ConfigDefs:
 
     def __init__(self, what: str, defs: Iterable[ConfigDef]) -> None:
         self.what = what
-        self.defs: dict[str, ConfigDef] = {d.name: d for d in defs}
+        self.defs: dict[str, ConfigDef] = {}
+        for d in defs:
+            if d.name in self.defs:
+                raise ValueError(f"{what} config {d.name!r} is defined twice")
+            self.defs[d.name] = d
 
     def __contains__(self, name: str) -> bool:
         return name in self.defs

@@ -42,6 +42,7 @@ from deploy.chaos.nemesis import (
     to_thread,
 )
 from deploy.cluster.proxy import ProxySet
+from protocol.server_configs import heartbeat_interval_ms
 
 log = structlog.get_logger("trioka.chaos")
 
@@ -96,8 +97,7 @@ def compose_env(session_timeout_ms: int) -> dict[str, str]:
     return {
         "TRIOKA_ZOOKEEPER_SESSION_TIMEOUT_MS": str(session_timeout_ms),
         "TRIOKA_BROKER_SESSION_TIMEOUT_MS": str(session_timeout_ms),
-        # Kafka's 2 s heartbeat, at least three beats per session (deploy.cluster.raft).
-        "TRIOKA_BROKER_HEARTBEAT_INTERVAL_MS": str(max(100, min(2000, session_timeout_ms // 3))),
+        "TRIOKA_BROKER_HEARTBEAT_INTERVAL_MS": str(heartbeat_interval_ms(session_timeout_ms)),
     }
 
 

@@ -38,7 +38,6 @@ __all__ = [
     "broker_raft_lines",
     "controller_part",
     "controller_toml",
-    "heartbeat_interval_ms",
     "new_cluster_id",
     "quorum_report",
     "voters_string",
@@ -57,12 +56,6 @@ def new_cluster_id() -> str:
 def voters_string(voters: Sequence[tuple[int, str, int]]) -> str:
     """controller.quorum.voters from (node id, host, port) triples."""
     return ",".join(f"{node_id}@{host}:{port}" for node_id, host, port in voters)
-
-
-def heartbeat_interval_ms(session_timeout_ms: int) -> int:
-    """Kafka's 2 s heartbeat, shorter for short sessions: at least three beats per session, so
-    one late beat does not fence a live broker."""
-    return max(100, min(2000, session_timeout_ms // 3))
 
 
 def controller_part(settings: Mapping[str, str]) -> dict[str, str]:

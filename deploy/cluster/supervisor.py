@@ -57,7 +57,6 @@ from deploy.cluster.raft import (
     broker_raft_lines,
     controller_part,
     controller_toml,
-    heartbeat_interval_ms,
     new_cluster_id,
     voters_string,
 )
@@ -74,6 +73,7 @@ from deploy.cluster.status import BrokerStatus, ClusterReport, describe_cluster,
 from deploy.cluster.zookeeper import ZooKeeperProcess, free_port
 from deploy.node.config import load_broker_config, parse_overrides
 from deploy.node.controller_config import load_controller_config
+from protocol.server_configs import heartbeat_interval_ms
 
 ZK_CHROOT = "/trioka"
 # ZooKeeper's tick bounds the session timeouts it grants ([2, 20] ticks): 500 ms allows the

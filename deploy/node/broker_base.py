@@ -65,17 +65,7 @@ async def serve_until_stopped(broker: Broker, handle_signals: bool) -> None:
 
 
 def controller_config(config: BrokerConfig, *, max_partitions_per_request: int) -> ControllerConfig:
-    return ControllerConfig(
-        num_partitions=int(config["num.partitions"]),
-        default_replication_factor=int(config["default.replication.factor"]),
-        delete_topic_enable=bool(config["delete.topic.enable"]),
-        max_partitions_per_request=max_partitions_per_request,
-        auto_leader_rebalance_enable=bool(config["auto.leader.rebalance.enable"]),
-        leader_imbalance_check_interval_seconds=int(
-            config["leader.imbalance.check.interval.seconds"]
-        ),
-        leader_imbalance_per_broker_percentage=int(
-            config["leader.imbalance.per.broker.percentage"]
-        ),
-        topic_defaults=config.static_topic_defaults(),
+    """The controller logic's settings from this broker's config (ZK mode, combined mode)."""
+    return ControllerConfig.from_server_config(
+        config.values, config.explicit, max_partitions_per_request=max_partitions_per_request
     )

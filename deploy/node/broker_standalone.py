@@ -71,14 +71,10 @@ async def run_standalone_broker(
         cluster_id=cluster_id,
         max_open_files=int(config["trioka.max.open.files"]),
     )
-    controller_config = ControllerConfig(
-        num_partitions=int(config["num.partitions"]),
-        default_replication_factor=int(config["default.replication.factor"]),
-        delete_topic_enable=bool(config["delete.topic.enable"]),
-        # The local single-node log has no batch limit to respect; a standalone broker may
-        # create one topic with tens of thousands of partitions.
-        max_partitions_per_request=1_000_000,
-        topic_defaults=config.static_topic_defaults(),
+    # The local single-node log has no batch limit to respect; a standalone broker may create
+    # one topic with tens of thousands of partitions.
+    controller_config = ControllerConfig.from_server_config(
+        config.values, config.explicit, max_partitions_per_request=1_000_000
     )
     source = LocalMetadataSource()
     metadata_log = LocalMetadataLog(config.metadata_log_dir)

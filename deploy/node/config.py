@@ -1,4 +1,5 @@
-"""Loading a broker's config: a TOML file plus `--override key=value`, validated and typed.
+"""Loading a broker's config: a TOML file plus `--override key=value`, validated and typed (a
+controller process's is read the same way: deploy.node.controller_config).
 
 The TOML file holds Kafka's dotted key names, either flat (quoted keys, `"log.dirs" = [...]`) or
 as nested tables (`[log] retention.ms = 1000` is `log.retention.ms`); both flatten to the same
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BROKER_CONFIGS, BrokerConfig
-from protocol.config_defs import ConfigError
+from protocol.config_defs import ConfigDefs, ConfigError
 
 __all__ = ["BrokerConfig", "ConfigError", "flatten", "load_broker_config", "parse_overrides"]
 
@@ -43,8 +44,9 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The flattened keys of a TOML config file; errors name the file."""
+def read_config_file(path: str | Path, defs: ConfigDefs = BROKER_CONFIGS) -> dict[str, Any]:
+    """The flattened keys of a TOML config file, each one of `defs` (a broker's keys, or a
+    controller process's); errors name the file."""
     path = Path(path)
     try:
         with path.open("rb") as f:
@@ -55,8 +57,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
     values = flatten(table)
     for key in values:
-        if key not in BROKER_CONFIGS:
-            raise ConfigError(f"unknown broker config {key!r} in {str(path)!r}")
+        if key not in defs:
+            raise ConfigError(f"unknown {defs.what} config {key!r} in {str(path)!r}")
     return values
 
 

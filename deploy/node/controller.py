@@ -28,7 +28,7 @@ import trio
 
 from broker.server import BrokerServer, ConnectionInfo
 from controller.service.terms import ControllerService
-from deploy.node.controller_config import ControllerConfig, load_controller_config
+from deploy.node.controller_config import ControllerProcessConfig, load_controller_config
 from deploy.node.controller_services import raft_controller_service
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
@@ -134,7 +134,7 @@ class ControllerHandler:
         )
 
 
-def voter_endpoints(config: ControllerConfig) -> tuple[DescribeQuorumNode, ...]:
+def voter_endpoints(config: ControllerProcessConfig) -> tuple[DescribeQuorumNode, ...]:
     """The voters' addresses on the first controller listener (controller.quorum.voters)."""
     name = config.controller_listener_names[0]
     return tuple(
@@ -147,7 +147,7 @@ def voter_endpoints(config: ControllerConfig) -> tuple[DescribeQuorumNode, ...]:
 
 
 async def run_controller(
-    config: ControllerConfig,
+    config: ControllerProcessConfig,
     *,
     handle_signals: bool = True,
     task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
@@ -168,7 +168,7 @@ async def run_controller(
             shipper.release()
 
 
-def controller_shipper(config: ControllerConfig) -> TelemetryShipper | None:
+def controller_shipper(config: ControllerProcessConfig) -> TelemetryShipper | None:
     """The telemetry shipper of a controller process (None when trioka.telemetry.enable is
     off); it ships through trioka.telemetry.bootstrap.servers or the registered brokers."""
     settings = TelemetrySettings.from_values(config.values, config.metadata_log_dir)
@@ -178,7 +178,7 @@ def controller_shipper(config: ControllerConfig) -> TelemetryShipper | None:
 
 
 async def _run_controller(
-    config: ControllerConfig,
+    config: ControllerProcessConfig,
     shipper: TelemetryShipper | None,
     *,
     handle_signals: bool,

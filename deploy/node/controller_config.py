@@ -1,6 +1,7 @@
-"""A controller process's config (process.roles=controller): Kafka's KRaft names, a TOML file
-plus `--override key=value`, as deploy.node.config does for brokers (its own key set: a controller
-has no log dirs, no topics, no ZooKeeper).
+"""A controller process's config (process.roles=controller), ControllerProcessConfig: Kafka's
+KRaft names, a TOML file plus `--override key=value`, read as deploy.node.config reads a broker's.
+Its keys, CONTROLLER_CONFIGS, are the controller's of the one table of server keys
+(protocol.server_configs): a controller has no log dirs, no replication, no ZooKeeper.
 
     process.roles = ["controller"]
     node.id = 1
@@ -19,87 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import _FALLBACKS, BROKER_CONFIGS, TOPIC_SYNONYMS, Listener
-from controller.config import ControllerConfig as ControllerSettings
-from deploy.node.config import flatten, parse_overrides
-from deploy.telemetry.settings import TELEMETRY_KEYS
-from protocol.config_defs import TOPIC_CONFIGS, ConfigDef, ConfigDefs, ConfigError
+from broker.config import Listener
+from controller.config import ControllerConfig
+from deploy.node.config import parse_overrides, read_config_file
+from protocol.config_defs import ConfigError
 from protocol.quorum_voters import Voter, parse_voters
+from protocol.server_configs import CONTROLLER, server_configs
 from raft.core import RaftConfig
 
-POLICY_KEYS = (
-    "num.partitions",
-    "default.replication.factor",
-    "delete.topic.enable",
-    "auto.leader.rebalance.enable",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
-    "unclean.leader.election.enable",
-)
-"""What the QuorumController decides by (controller.config.ControllerConfig)."""
-TOPIC_DEFAULT_KEYS = tuple(
-    sorted({*TOPIC_SYNONYMS.values(), *(k for keys in _FALLBACKS.values() for k, _ in keys)})
-)
-"""The broker keys that set topic config defaults (log.retention.ms -> retention.ms, ...):
-a controller describes the ones set in its config as STATIC_BROKER_CONFIG, as the ZK-mode
-controller does with its broker's."""
-
-# fmt: off
-CONTROLLER_CONFIGS = ConfigDefs(
-    "controller",
-    [
-        ConfigDef("process.roles", "list", ("controller",), "roles of this process: a "
-                  "controller process is only a controller", choices=("broker", "controller")),
-        ConfigDef("node.id", "int", -1, "this controller's id; must be one of "
-                  "controller.quorum.voters", min=0),
-        ConfigDef("cluster.id", "string", "", "trioka: the cluster id the quorum checks in "
-                  "every request (empty: not checked)"),
-        ConfigDef("controller.quorum.voters", "string", "", "the voters as "
-                  "id@host:port[,id@host:port...]"),
-        ConfigDef("controller.listener.names", "list", ("CONTROLLER",), "listeners of the "
-                  "controller; the first is where the voters reach each other"),
-        ConfigDef("listeners", "list", ("CONTROLLER://:9093",), "listeners as "
-                  "NAME://host:port; port 0 picks a free port"),
-        ConfigDef("metadata.log.dir", "string", "", "directory of the metadata log and its "
-                  "quorum-state file (required)"),
-        ConfigDef("controller.quorum.election.timeout.ms", "int", 1000, "election timeout "
-                  "(randomized in [T, 2T))", min=1),
-        ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000, "a follower without a "
-                  "good fetch answer for this long starts an election", min=1),
-        ConfigDef("controller.quorum.election.backoff.max.ms", "int", 1000, "maximum backoff "
-                  "after a lost election", min=0),
-        ConfigDef("controller.quorum.request.timeout.ms", "int", 2000, "quorum request "
-                  "timeout", min=1),
-        ConfigDef("controller.quorum.retry.backoff.ms", "int", 20, "backoff after an error "
-                  "answer", min=0),
-        ConfigDef("controller.quorum.append.linger.ms", "int", 25, "how long proposals wait "
-                  "to be appended together", min=0),
-        # The QuorumController (Kafka's names and defaults).
-        ConfigDef("broker.session.timeout.ms", "int", 9000, "a broker not heard from for "
-                  "longer is fenced (its leaderships re-elected)", min=1),
-        ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "how often brokers are "
-                  "expected to heartbeat", min=1),
-        ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
-                  "write a metadata snapshot once this many bytes of records were applied "
-                  "since the last one", min=1),
-        ConfigDef("metadata.max.idle.interval.ms", "int", 500, "the active controller "
-                  "appends a NoOpRecord when nothing was written for this long (0: never)",
-                  min=0),
-        # Controller policy and topic defaults: the broker's definitions, same names/defaults.
-        *(BROKER_CONFIGS[key] for key in POLICY_KEYS),
-        *(BROKER_CONFIGS[key] for key in TOPIC_DEFAULT_KEYS if key not in POLICY_KEYS),
-        # The telemetry shipper's keys (deploy/telemetry/settings.py), as a broker's.
-        *(BROKER_CONFIGS[key] for key in TELEMETRY_KEYS),
-        # Every process serves /metrics (deploy.telemetry.metrics_server): the broker's keys.
-        BROKER_CONFIGS["trioka.metrics.port"],
-        BROKER_CONFIGS["trioka.metrics.host"],
-    ],
-)
-# fmt: on
+CONTROLLER_CONFIGS = server_configs(CONTROLLER)
+"""Every key a controller process accepts (protocol.server_configs' table: its own keys and the
+ones it shares with brokers: the quorum's, the policy keys, the log.* topic defaults, telemetry)."""
 
 
 @dataclass(frozen=True)
-class ControllerConfig:
+class ControllerProcessConfig:
+    """A controller process's resolved config (the controller logic's settings are
+    controller.config.ControllerConfig: `controller_config()`)."""
+
     values: Mapping[str, Any]
     voters: Mapping[int, Voter]
     listeners: tuple[Listener, ...]
@@ -107,7 +45,7 @@ class ControllerConfig:
     """The keys the file and overrides set (the rest are defaults)."""
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> ControllerConfig:
+    def from_values(cls, values: Mapping[str, Any]) -> ControllerProcessConfig:
         resolved = CONTROLLER_CONFIGS.resolve(values)
         roles = tuple(resolved["process.roles"])
         if roles != ("controller",):
@@ -171,40 +109,10 @@ class ControllerConfig:
             append_linger_ms=v["controller.quorum.append.linger.ms"],
         )
 
-    def controller_config(self) -> ControllerSettings:
-        """The QuorumController's settings (controller.config.ControllerConfig)."""
-        v = self.values
-        return ControllerSettings(
-            num_partitions=int(v["num.partitions"]),
-            default_replication_factor=int(v["default.replication.factor"]),
-            delete_topic_enable=bool(v["delete.topic.enable"]),
-            auto_leader_rebalance_enable=bool(v["auto.leader.rebalance.enable"]),
-            leader_imbalance_check_interval_seconds=int(
-                v["leader.imbalance.check.interval.seconds"]
-            ),
-            leader_imbalance_per_broker_percentage=int(v["leader.imbalance.per.broker.percentage"]),
-            topic_defaults=self.static_topic_defaults(),
-        )
-
-    def static_topic_defaults(self) -> dict[str, str]:
-        """Topic configs whose default this config sets explicitly (log.retention.hours = 1
-        -> retention.ms = 3600000), as strings; as broker.config.BrokerConfig's."""
-        out: dict[str, str] = {}
-        for topic_key in TOPIC_CONFIGS.defs:
-            value = self._topic_default(topic_key)
-            if value is not None:
-                out[topic_key] = TOPIC_CONFIGS[topic_key].to_string(value)
-        return out
-
-    def _topic_default(self, topic_key: str) -> Any:
-        for broker_key, factor in _FALLBACKS.get(topic_key, ()):
-            if broker_key in self.explicit and self.values[broker_key] is not None:
-                value = self.values[broker_key]
-                return value if value < 0 else value * factor
-        broker_key = TOPIC_SYNONYMS.get(topic_key)
-        if broker_key is not None and broker_key in self.explicit:
-            return self.values[broker_key]
-        return None
+    def controller_config(self) -> ControllerConfig:
+        """The QuorumController's settings (controller.config.ControllerConfig); the log.*
+        keys set here become its topic defaults (STATIC_BROKER_CONFIG)."""
+        return ControllerConfig.from_server_config(self.values, self.explicit)
 
     @property
     def broker_session_timeout_ms(self) -> int:
@@ -222,25 +130,12 @@ class ControllerConfig:
 
 def load_controller_config(
     path: str | Path | None = None, overrides: Iterable[str] | Mapping[str, Any] = ()
-) -> ControllerConfig:
-    """File (optional) + overrides -> ControllerConfig. Raises ConfigError naming the key."""
-    import tomllib
-
-    values: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        try:
-            with path.open("rb") as f:
-                values = flatten(tomllib.load(f))
-        except FileNotFoundError:
-            raise ConfigError(f"config file {str(path)!r} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
-        for key in values:
-            if key not in CONTROLLER_CONFIGS:
-                raise ConfigError(f"unknown controller config {key!r} in {str(path)!r}")
+) -> ControllerProcessConfig:
+    """File (optional) + overrides -> ControllerProcessConfig. Raises ConfigError naming the
+    key."""
+    values = read_config_file(path, CONTROLLER_CONFIGS) if path is not None else {}
     if isinstance(overrides, Mapping):
         values.update(overrides)
     else:
         values.update(parse_overrides(overrides))
-    return ControllerConfig.from_values(values)
+    return ControllerProcessConfig.from_values(values)

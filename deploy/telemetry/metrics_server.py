@@ -47,7 +47,7 @@ class MetricsEndpoint:
 
 class MetricsSettings(Protocol):
     """A process config with `trioka.metrics.port` and `trioka.metrics.host` (BrokerConfig,
-    deploy.node.controller_config.ControllerConfig)."""
+    deploy.node.controller_config.ControllerProcessConfig)."""
 
     def __getitem__(self, key: str) -> Any: ...
 

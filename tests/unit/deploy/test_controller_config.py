@@ -1,4 +1,4 @@
-"""deploy.node.controller_config: Kafka's controller keys, and bad input refused naming the key;
+"""deploy.node.controller_config (ControllerProcessConfig): Kafka's controller keys, and bad input refused naming the key;
 deploy.cli.quorum's report (Kafka's lag and lag-time arithmetic)."""
 
 from __future__ import annotations
@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import BROKER_CONFIGS
 from deploy.cluster.quorum import report_from
-from deploy.node.controller_config import Voter, load_controller_config, parse_voters
+from deploy.node.controller_config import (
+    CONTROLLER_CONFIGS,
+    Voter,
+    load_controller_config,
+    parse_voters,
+)
+from deploy.telemetry.settings import TELEMETRY_KEYS
 from protocol.config_defs import ConfigError
 from protocol.messages import describe_quorum as dq
 
@@ -171,3 +178,8 @@ def test_quorum_controller_keys_are_checked(key: str, value: int, problem: str) 
     with pytest.raises(ConfigError) as raised:
         load_controller_config(None, {**base, key: value})
     assert problem in raised.value.message
+
+
+def test_every_process_ships_telemetry_and_serves_metrics_with_the_same_keys() -> None:
+    for key in (*TELEMETRY_KEYS, "trioka.metrics.port", "trioka.metrics.host"):
+        assert CONTROLLER_CONFIGS[key] == BROKER_CONFIGS[key], key

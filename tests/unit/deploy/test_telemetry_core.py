@@ -13,7 +13,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from broker.config import BrokerConfig
-from deploy.node.controller_config import ControllerConfig
+from deploy.node.controller_config import ControllerProcessConfig
 from deploy.telemetry.buffer import Entry, TelemetryBuffer
 from deploy.telemetry.policy import Route, ShipPolicy
 from deploy.telemetry.settings import TelemetrySettings
@@ -153,7 +153,7 @@ def test_settings_from_broker_and_controller_configs(tmp_path: Path) -> None:
     assert s.enable and s.interval_s == 10.0 and s.replication_factor == 3
     assert s.spool_dir == tmp_path / "d" / "telemetry-spool"
     assert s.spool_max_bytes == 100 * 1024 * 1024 and s.bootstrap_servers == ()
-    controller = ControllerConfig.from_values(
+    controller = ControllerProcessConfig.from_values(
         {
             "node.id": 1,
             "controller.quorum.voters": "1@127.0.0.1:9093",
