@@ -22,7 +22,6 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
@@ -35,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from analytics.schemas import RAW_SCHEMA
+from analytics.raw_source import ItemReader, RawDataSource
 from analytics.source_client import fetch_bounds, read_arrow
 from analytics.source_options import (
     OffsetRange,
@@ -50,21 +49,8 @@ from analytics.source_options import (
 FORMAT = "trioka"
 
 
-class RangePartition(InputPartition):
-    """One offset range: what one Spark task reads."""
-
-    def __init__(self, rng: OffsetRange) -> None:
-        super().__init__((rng.topic, rng.partition, rng.start, rng.end))
-        self.range = rng
-
-
-class TriokaDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> StructType:
-        return RAW_SCHEMA
+class TriokaDataSource(RawDataSource):
+    format_name = FORMAT
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TriokaBatchReader(parse_options(self.options, streaming=False))
@@ -73,25 +59,29 @@ class TriokaDataSource(DataSource):
         return TriokaStreamReader(parse_options(self.options, streaming=True))
 
 
-class TriokaBatchReader(DataSourceReader):
+class _RangeReader(ItemReader[OffsetRange]):
+    """One Spark task per offset range, read with a SyncConsumer by assignment."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
 
+    def read_item(self, item: OffsetRange) -> Iterator[pa.RecordBatch]:
+        return read_arrow(self.options, item)
+
+
+class TriokaBatchReader(_RangeReader, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         bounds = fetch_bounds(o)
         start = resolve(o.starting, bounds, "startingOffsets")
         end = resolve(o.ending, bounds, "endingOffsets")
         ranges = plan_ranges(start, end, bounds, fail_on_data_loss=o.fail_on_data_loss)
-        return [RangePartition(r) for r in ranges]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from _read(self.options, partition)
+        return self.item_partitions(ranges)
 
 
-class TriokaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class TriokaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
-        self.options = options
+        super().__init__(options)
         self._target: Offsets | None = None
         """The high watermarks at the start of an availableNow query: never read past them."""
 
@@ -121,17 +111,7 @@ class TriokaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         ranges = plan_ranges(start, end, fail_on_data_loss=self.options.fail_on_data_loss)
-        return [RangePartition(r) for r in ranges]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from _read(self.options, partition)
-
-
-def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    # With no range planned (empty topics) Spark still runs one task, on a partition of its
-    # own: it reads nothing.
-    if isinstance(partition, RangePartition):
-        yield from read_arrow(options, partition.range)
+        return self.item_partitions(ranges)
 
 
 def register(spark: SparkSession) -> None:

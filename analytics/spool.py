@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from analytics.raw_source import ItemReader, RawDataSource
 from analytics.schemas import RAW_SCHEMA
 from analytics.source_client import CREATE_TIME, to_timestamp
 from protocol.telemetry import CHAOS_HISTORY_TOPIC, LOGS_TOPIC, METRICS_TOPIC, TELEMETRY_TOPICS
@@ -131,21 +132,10 @@ def _unwrap(path: str, obj: Any) -> tuple[str | None, str | None, Any]:
     return topic_of(path, obj), source_key(obj), obj
 
 
-class FilePartition(InputPartition):
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.path = path
-
-
-class SpoolDataSource(DataSource):
+class SpoolDataSource(RawDataSource):
     """`format("trioka-spool")` with option `files`: a JSON list of spool file paths."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> StructType:
-        return RAW_SCHEMA
+    format_name = FORMAT
 
     def reader(self, schema: StructType) -> DataSourceReader:
         try:
@@ -157,14 +147,15 @@ class SpoolDataSource(DataSource):
         return SpoolReader(files)
 
 
-class SpoolReader(DataSourceReader):
+class SpoolReader(ItemReader[str], DataSourceReader):
+    """One Spark task per spool file."""
+
     def __init__(self, files: Sequence[str]) -> None:
         self.files = list(files)
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [FilePartition(f) for f in self.files]
+        return self.item_partitions(self.files)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, FilePartition)
-        with open(partition.path, "rb") as lines:
-            yield from spool_rows(partition.path, lines)
+    def read_item(self, item: str) -> Iterator[tuple[Any, ...]]:
+        with open(item, "rb") as lines:
+            yield from spool_rows(item, lines)

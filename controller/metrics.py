@@ -32,6 +32,7 @@ term `bind`s the gauges to its own driver.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Collection
 from enum import Enum
@@ -246,12 +247,7 @@ def _imbalanced(image: MetadataImage, excluded: Collection[str]) -> int:
     )
 
 
-_default: ControllerMetrics | None = None
-
-
+@functools.cache  # the process-wide default pattern: docs/internals.md, "Metrics"
 def default_metrics() -> ControllerMetrics:
     """The process-wide instance on prometheus_client's global registry."""
-    global _default
-    if _default is None:
-        _default = ControllerMetrics()
-    return _default
+    return ControllerMetrics()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from controller.alter_partition import alter_partition
@@ -38,30 +39,22 @@ from controller.state import ControllerState
 from controller.topics import create_topics, delete_topics
 from controller.unclean_enable import alter_configs_and_elect
 from protocol.errors import ErrorCode
-from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from protocol.messages.alter_partition import AlterPartitionRequest
+from protocol.messages.base import response_with_error
 from protocol.messages.broker_lifecycle import (
     BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
-    BrokerRegistrationResponse,
     UnregisterBrokerRequest,
-    UnregisterBrokerResponse,
 )
 from protocol.messages.configs import (
     AlterConfigsResourceResponse,
     DescribeConfigsRequest,
-    DescribeConfigsResponse,
     DescribeConfigsResult,
     IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
 )
-from protocol.messages.controlled_shutdown import (
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-)
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.create_partitions import (
     CreatePartitionsRequest,
-    CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
 from protocol.messages.elect_leaders import (
@@ -70,22 +63,18 @@ from protocol.messages.elect_leaders import (
     ElectLeadersResponse,
     ReplicaElectionResult,
 )
-from protocol.messages.producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+from protocol.messages.producer_ids import AllocateProducerIdsRequest
 from protocol.messages.reassignments import (
     AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
 )
 from protocol.messages.topics import (
     CreatableTopicResult,
     CreateTopicsRequest,
-    CreateTopicsResponse,
     DeletableTopicResult,
     DeleteTopicsRequest,
-    DeleteTopicsResponse,
 )
 
 Operation = Callable[[ControllerState, Any, ControllerContext], ControllerResult[Any]]
@@ -115,12 +104,16 @@ OPERATIONS: dict[type, Operation] = {
 }
 
 
+def _handled(request: object) -> type:
+    """The request's type; TypeError for a request the controller does not handle."""
+    if type(request) not in OPERATIONS:
+        raise TypeError(f"the controller does not handle {type(request).__name__}")
+    return type(request)
+
+
 def operation_for(request: object) -> Operation:
     """The operation for a request; TypeError for a request the controller does not handle."""
-    try:
-        return OPERATIONS[type(request)]
-    except KeyError:
-        raise TypeError(f"the controller does not handle {type(request).__name__}") from None
+    return OPERATIONS[_handled(request)]
 
 
 def run_operation(
@@ -129,131 +122,117 @@ def run_operation(
     return operation_for(request)(state, request, ctx)
 
 
+# -- failed requests --------------------------------------------------------------------------
+# A failed request's response is protocol's generic error response (response_with_error), plus
+# the error on each entry the request names where clients read it (EntryErrors below).
+
+# The controller's own requests are no wire messages (no Request.RESPONSE): what answers them.
+_INTERNAL_RESPONSES: dict[type, type] = {
+    RegisterBroker: RegisterBrokerResponse,
+    BrokerChange: BrokerChangeResponse,
+    AutoLeaderRebalance: ElectLeadersResponse,
+    FenceStaleBrokers: FenceStaleBrokersResponse,
+    WriteNoOp: WriteNoOpResponse,
+}
+
+EntryErrors = Callable[[Any, int, str], dict[str, Any]]
+"""(request, code, message) -> the response fields that carry the error per entry."""
+
+
+def _by_name(
+    field: str, result: Callable[..., Any], names: Callable[[Any], Iterable[str]]
+) -> EntryErrors:
+    """One `result` per topic the request names, in the response's `field`."""
+
+    def errors(request: Any, code: int, message: str) -> dict[str, Any]:
+        return {
+            field: tuple(
+                result(name=n, error_code=code, error_message=message) for n in names(request)
+            )
+        }
+
+    return errors
+
+
+def _by_resource(field: str, result: Callable[..., Any]) -> EntryErrors:
+    """One `result` per config resource the request names, in the response's `field`."""
+
+    def errors(request: Any, code: int, message: str) -> dict[str, Any]:
+        return {
+            field: tuple(
+                result(
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                    error_code=code,
+                    error_message=message,
+                )
+                for r in request.resources
+            )
+        }
+
+    return errors
+
+
+def _election_errors(request: ElectLeadersRequest, code: int, message: str) -> dict[str, Any]:
+    def partition(p: int) -> ElectLeadersPartitionResult:
+        return ElectLeadersPartitionResult(partition_id=p, error_code=code, error_message=message)
+
+    topics = request.topic_partitions or ()
+    return {
+        "replica_election_results": tuple(
+            ReplicaElectionResult(
+                topic=t.topic, partition_result=tuple(map(partition, t.partitions))
+            )
+            for t in topics
+        )
+    }
+
+
+def _reassignment_errors(
+    request: AlterPartitionReassignmentsRequest, code: int, message: str
+) -> dict[str, Any]:
+    def partition(p: Any) -> ReassignablePartitionResponse:
+        return ReassignablePartitionResponse(
+            partition_index=p.partition_index, error_code=code, error_message=message
+        )
+
+    return {
+        "responses": tuple(
+            ReassignableTopicResponse(name=t.name, partitions=tuple(map(partition, t.partitions)))
+            for t in request.topics
+        )
+    }
+
+
+def _topic_names(request: CreateTopicsRequest | CreatePartitionsRequest) -> Iterator[str]:
+    return (t.name for t in request.topics)
+
+
+def _broker_id(request: RegisterBroker, code: int, message: str) -> dict[str, Any]:
+    # Not an entry: the answer names the broker that asked (its epoch stays -1, unknown).
+    return {"broker_id": request.broker_id}
+
+
+_ENTRY_ERRORS: dict[type, EntryErrors] = {
+    CreateTopicsRequest: _by_name("topics", CreatableTopicResult, _topic_names),
+    DeleteTopicsRequest: _by_name("responses", DeletableTopicResult, lambda r: r.topic_names),
+    IncrementalAlterConfigsRequest: _by_resource("responses", AlterConfigsResourceResponse),
+    DescribeConfigsRequest: _by_resource("results", DescribeConfigsResult),
+    RegisterBroker: _broker_id,
+    ElectLeadersRequest: _election_errors,
+    CreatePartitionsRequest: _by_name("results", CreatePartitionsTopicResult, _topic_names),
+    AlterPartitionReassignmentsRequest: _reassignment_errors,
+}
+
+
 def failed_response(request: object, code: ErrorCode, message: str) -> Any:
     """The response to `request` when it failed as a whole (timeout, storage error, bug): the
-    error on every topic or resource it names, so clients see it where they look."""
-    code_int = int(code)
-    match request:
-        case CreateTopicsRequest():
-            return CreateTopicsResponse(
-                topics=tuple(
-                    CreatableTopicResult(name=t.name, error_code=code_int, error_message=message)
-                    for t in request.topics
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case DeleteTopicsRequest():
-            return DeleteTopicsResponse(
-                responses=tuple(
-                    DeletableTopicResult(name=n, error_code=code_int, error_message=message)
-                    for n in request.topic_names
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case IncrementalAlterConfigsRequest():
-            return IncrementalAlterConfigsResponse(
-                responses=tuple(
-                    AlterConfigsResourceResponse(
-                        error_code=code_int,
-                        resource_type=r.resource_type,
-                        resource_name=r.resource_name,
-                        error_message=message,
-                    )
-                    for r in request.resources
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case DescribeConfigsRequest():
-            return DescribeConfigsResponse(
-                results=tuple(
-                    DescribeConfigsResult(
-                        error_code=code_int,
-                        resource_type=r.resource_type,
-                        resource_name=r.resource_name,
-                        error_message=message,
-                    )
-                    for r in request.resources
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case RegisterBroker():
-            return RegisterBrokerResponse(
-                broker_id=request.broker_id,
-                broker_epoch=-1,
-                error_code=code_int,
-                error_message=message,
-            )
-        case BrokerChange():
-            return BrokerChangeResponse(error_code=code_int, error_message=message)
-        case ControlledShutdownRequest():
-            return ControlledShutdownResponse(error_code=code_int, error_message=message)
-        case AlterPartitionRequest():
-            return AlterPartitionResponse(error_code=code_int, error_message=message)
-        case ElectLeadersRequest():
-            return ElectLeadersResponse(
-                replica_election_results=tuple(
-                    ReplicaElectionResult(
-                        topic=t.topic,
-                        partition_result=tuple(
-                            ElectLeadersPartitionResult(
-                                partition_id=p, error_code=code_int, error_message=message
-                            )
-                            for p in t.partitions
-                        ),
-                    )
-                    for t in request.topic_partitions or ()
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case CreatePartitionsRequest():
-            return CreatePartitionsResponse(
-                results=tuple(
-                    CreatePartitionsTopicResult(
-                        name=t.name, error_code=code_int, error_message=message
-                    )
-                    for t in request.topics
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case AlterPartitionReassignmentsRequest():
-            return AlterPartitionReassignmentsResponse(
-                responses=tuple(
-                    ReassignableTopicResponse(
-                        name=t.name,
-                        partitions=tuple(
-                            ReassignablePartitionResponse(
-                                partition_index=p.partition_index,
-                                error_code=code_int,
-                                error_message=message,
-                            )
-                            for p in t.partitions
-                        ),
-                    )
-                    for t in request.topics
-                ),
-                error_code=code_int,
-                error_message=message,
-            )
-        case ListPartitionReassignmentsRequest():
-            return ListPartitionReassignmentsResponse(error_code=code_int, error_message=message)
-        case AutoLeaderRebalance():
-            return ElectLeadersResponse(error_code=code_int, error_message=message)
-        case BrokerRegistrationRequest():
-            return BrokerRegistrationResponse(error_code=code_int, error_message=message)
-        case BrokerHeartbeatRequest():
-            return BrokerHeartbeatResponse(error_code=code_int, error_message=message)
-        case UnregisterBrokerRequest():
-            return UnregisterBrokerResponse(error_code=code_int, error_message=message)
-        case FenceStaleBrokers():
-            return FenceStaleBrokersResponse(error_code=code_int, error_message=message)
-        case WriteNoOp():
-            return WriteNoOpResponse(error_code=code_int, error_message=message)
-        case AllocateProducerIdsRequest():
-            return AllocateProducerIdsResponse(error_code=code_int, error_message=message)
-    raise TypeError(f"the controller does not handle {type(request).__name__}")
+    error on every topic or resource it names, so clients see it where they look. TypeError
+    for a request the controller does not handle."""
+    kind = _handled(request)
+    response_type = _INTERNAL_RESPONSES.get(kind) or kind.RESPONSE  # type: ignore[attr-defined]
+    response = response_with_error(response_type, code, message)
+    entries = _ENTRY_ERRORS.get(kind)
+    if entries is None:
+        return response
+    return dataclasses.replace(response, **entries(request, int(code), message))

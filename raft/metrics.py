@@ -13,6 +13,7 @@ tests pass their own registry; the running driver binds the gauges (`bind`/`unbi
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -103,12 +104,7 @@ def _leo(view: RaftView) -> int:
     return view.log_end_offset
 
 
-_default: RaftMetrics | None = None
-
-
+@functools.cache  # the process-wide default pattern: docs/internals.md, "Metrics"
 def default_metrics() -> RaftMetrics:
     """The process-wide instance on prometheus_client's global registry."""
-    global _default
-    if _default is None:
-        _default = RaftMetrics()
-    return _default
+    return RaftMetrics()

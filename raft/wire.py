@@ -17,8 +17,11 @@ few encodings (keyed by the entries themselves, so a hit is exact) and encodes e
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response, error_response
@@ -50,13 +53,6 @@ CoreResponse = (
     | cm.FetchResponse
     | cm.FetchSnapshotResponse
 )
-CORE_REQUEST_TYPES = (
-    cm.VoteRequest,
-    cm.BeginQuorumEpochRequest,
-    cm.EndQuorumEpochRequest,
-    cm.FetchRequest,
-    cm.FetchSnapshotRequest,
-)
 # Which core response answers which core request (the driver matches them by kind).
 RESPONSE_FOR: dict[type, type] = {
     cm.VoteRequest: cm.VoteResponse,
@@ -65,6 +61,7 @@ RESPONSE_FOR: dict[type, type] = {
     cm.FetchRequest: cm.FetchResponse,
     cm.FetchSnapshotRequest: cm.FetchSnapshotResponse,
 }
+CORE_REQUEST_TYPES = tuple(RESPONSE_FOR)
 QUORUM_WIRE_REQUESTS = (
     wv.VoteRequest,
     wqe.BeginQuorumEpochRequest,
@@ -132,196 +129,267 @@ def decode_entries(data: bytes) -> tuple[Entry, ...]:
     return tuple(out)
 
 
+# --- the converters' shared parts -----------------------------------------------------------
+# Each direction is a table: message class -> converter. A lookup walks the message's class
+# and its bases, so it matches what an isinstance ladder would.
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+def _lookup(table: Mapping[type, V], msg: object) -> V | None:
+    return next((table[cls] for cls in type(msg).__mro__ if cls in table), None)
+
+
+def _topics(topic_type: Callable[..., T], part: object) -> tuple[T]:
+    """The one topic with one partition every quorum message names (__cluster_metadata-0).
+    KIP-595's messages call the topic's name `topic_name`, Fetch's call it `name`."""
+    fields = {f.name for f in dataclasses.fields(topic_type)}  # type: ignore[arg-type]
+    name = "topic_name" if "topic_name" in fields else "name"
+    return (topic_type(**{name: METADATA_TOPIC, "partitions": (part,)}),)
+
+
 # --- core request -> wire request (sending) -------------------------------------------------
+def _vote_request(msg: cm.VoteRequest, to_node: int, cluster_id: str | None) -> Request:
+    part = wv.VotePartition(
+        partition_index=METADATA_PARTITION,
+        candidate_epoch=msg.epoch,
+        candidate_id=msg.sender,
+        last_offset_epoch=msg.last_epoch,
+        last_offset=msg.end_offset,
+        pre_vote=msg.pre_vote,
+    )
+    topics = _topics(wv.VoteTopic, part)
+    return wv.VoteRequest(topics=topics, cluster_id=cluster_id, voter_id=to_node)
+
+
+def _begin_epoch_request(
+    msg: cm.BeginQuorumEpochRequest, to_node: int, cluster_id: str | None
+) -> Request:
+    part = wqe.BeginQuorumEpochPartition(
+        partition_index=METADATA_PARTITION, leader_id=msg.leader_id, leader_epoch=msg.epoch
+    )
+    topics = _topics(wqe.BeginQuorumEpochTopic, part)
+    return wqe.BeginQuorumEpochRequest(topics=topics, cluster_id=cluster_id, voter_id=to_node)
+
+
+def _end_epoch_request(
+    msg: cm.EndQuorumEpochRequest, to_node: int, cluster_id: str | None
+) -> Request:
+    part = wqe.EndQuorumEpochPartition(
+        partition_index=METADATA_PARTITION,
+        leader_id=msg.leader_id,
+        leader_epoch=msg.epoch,
+        preferred_successors=msg.preferred_successors,
+    )
+    topics = _topics(wqe.EndQuorumEpochTopic, part)
+    return wqe.EndQuorumEpochRequest(topics=topics, cluster_id=cluster_id)
+
+
+def _fetch_request(msg: cm.FetchRequest, to_node: int, cluster_id: str | None) -> Request:
+    part = wf.FetchPartition(
+        index=METADATA_PARTITION,
+        fetch_offset=msg.fetch_offset,
+        current_leader_epoch=msg.epoch,
+        last_fetched_epoch=msg.last_fetched_epoch,
+    )
+    return wf.FetchRequest(
+        max_wait_ms=0,  # the leader's core parks the fetch itself (fetch_max_wait_ms)
+        min_bytes=1,
+        topics=_topics(wf.FetchTopic, part),
+        replica_id=msg.sender,
+        cluster_id=cluster_id,
+    )
+
+
+def _fetch_snapshot_request(
+    msg: cm.FetchSnapshotRequest, to_node: int, cluster_id: str | None
+) -> Request:
+    snapshot = msg.snapshot_id
+    part = wfs.FetchSnapshotPartition(
+        partition=METADATA_PARTITION,
+        current_leader_epoch=msg.epoch,
+        snapshot_id=WireSnapshotId(end_offset=snapshot.offset, epoch=snapshot.epoch),
+        position=msg.position,
+    )
+    return wfs.FetchSnapshotRequest(
+        topics=_topics(wfs.FetchSnapshotTopic, part),
+        cluster_id=cluster_id,
+        replica_id=msg.sender,
+        max_bytes=msg.max_bytes,
+    )
+
+
+_REQUEST_TO_WIRE: dict[type, Callable[[Any, int, str | None], Request]] = {
+    cm.VoteRequest: _vote_request,
+    cm.BeginQuorumEpochRequest: _begin_epoch_request,
+    cm.EndQuorumEpochRequest: _end_epoch_request,
+    cm.FetchRequest: _fetch_request,
+    cm.FetchSnapshotRequest: _fetch_snapshot_request,
+}
+
+
 def request_to_wire(msg: CoreRequest, *, to_node: int, cluster_id: str | None) -> Request:
-    if isinstance(msg, cm.VoteRequest):
-        part = wv.VotePartition(
-            partition_index=METADATA_PARTITION,
-            candidate_epoch=msg.epoch,
-            candidate_id=msg.sender,
-            last_offset_epoch=msg.last_epoch,
-            last_offset=msg.end_offset,
-            pre_vote=msg.pre_vote,
-        )
-        return wv.VoteRequest(
-            topics=(wv.VoteTopic(topic_name=METADATA_TOPIC, partitions=(part,)),),
-            cluster_id=cluster_id,
-            voter_id=to_node,
-        )
-    if isinstance(msg, cm.BeginQuorumEpochRequest):
-        bpart = wqe.BeginQuorumEpochPartition(
-            partition_index=METADATA_PARTITION, leader_id=msg.leader_id, leader_epoch=msg.epoch
-        )
-        return wqe.BeginQuorumEpochRequest(
-            topics=(wqe.BeginQuorumEpochTopic(topic_name=METADATA_TOPIC, partitions=(bpart,)),),
-            cluster_id=cluster_id,
-            voter_id=to_node,
-        )
-    if isinstance(msg, cm.EndQuorumEpochRequest):
-        epart = wqe.EndQuorumEpochPartition(
-            partition_index=METADATA_PARTITION,
-            leader_id=msg.leader_id,
-            leader_epoch=msg.epoch,
-            preferred_successors=msg.preferred_successors,
-        )
-        return wqe.EndQuorumEpochRequest(
-            topics=(wqe.EndQuorumEpochTopic(topic_name=METADATA_TOPIC, partitions=(epart,)),),
-            cluster_id=cluster_id,
-        )
-    if isinstance(msg, cm.FetchRequest):
-        fpart = wf.FetchPartition(
-            index=METADATA_PARTITION,
-            fetch_offset=msg.fetch_offset,
-            current_leader_epoch=msg.epoch,
-            last_fetched_epoch=msg.last_fetched_epoch,
-        )
-        return wf.FetchRequest(
-            max_wait_ms=0,  # the leader's core parks the fetch itself (fetch_max_wait_ms)
-            min_bytes=1,
-            topics=(wf.FetchTopic(name=METADATA_TOPIC, partitions=(fpart,)),),
-            replica_id=msg.sender,
-            cluster_id=cluster_id,
-        )
-    if isinstance(msg, cm.FetchSnapshotRequest):
-        spart = wfs.FetchSnapshotPartition(
-            partition=METADATA_PARTITION,
-            current_leader_epoch=msg.epoch,
-            snapshot_id=WireSnapshotId(
-                end_offset=msg.snapshot_id.offset, epoch=msg.snapshot_id.epoch
-            ),
-            position=msg.position,
-        )
-        return wfs.FetchSnapshotRequest(
-            topics=(wfs.FetchSnapshotTopic(name=METADATA_TOPIC, partitions=(spart,)),),
-            cluster_id=cluster_id,
-            replica_id=msg.sender,
-            max_bytes=msg.max_bytes,
-        )
-    raise TypeError(f"not a raft.core request: {type(msg).__name__}")
+    convert = _lookup(_REQUEST_TO_WIRE, msg)
+    if convert is None:
+        raise TypeError(f"not a raft.core request: {type(msg).__name__}")
+    return convert(msg, to_node, cluster_id)
 
 
 # --- wire request -> core request (receiving) -----------------------------------------------
+def _vote_from_wire(request: wv.VoteRequest) -> CoreRequest:
+    vp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+    return cm.VoteRequest(
+        sender=vp.candidate_id,
+        epoch=vp.candidate_epoch,
+        last_epoch=vp.last_offset_epoch,
+        end_offset=vp.last_offset,
+        pre_vote=vp.pre_vote,
+    )
+
+
+def _begin_epoch_from_wire(request: wqe.BeginQuorumEpochRequest) -> CoreRequest:
+    bp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+    return cm.BeginQuorumEpochRequest(
+        sender=bp.leader_id, epoch=bp.leader_epoch, leader_id=bp.leader_id
+    )
+
+
+def _end_epoch_from_wire(request: wqe.EndQuorumEpochRequest) -> CoreRequest:
+    ep = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+    return cm.EndQuorumEpochRequest(
+        sender=ep.leader_id,
+        epoch=ep.leader_epoch,
+        leader_id=ep.leader_id,
+        preferred_successors=tuple(ep.preferred_successors),
+    )
+
+
+def _fetch_from_wire(request: wf.FetchRequest) -> CoreRequest:
+    named = [(t.name, p.index) for t in request.topics for p in t.partitions]
+    if named != [(METADATA_TOPIC, METADATA_PARTITION)]:
+        shown = ", ".join(f"{t}-{p}" for t, p in named) or "none"
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"FetchRequest to a controller must name exactly one partition, "
+            f"{METADATA_TOPIC}-{METADATA_PARTITION}; it named {shown}",
+        )
+    if request.replica_id < 0:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"FetchRequest for {METADATA_TOPIC} needs a replica_id >= 0, got {request.replica_id}",
+        )
+    fp = request.topics[0].partitions[0]
+    return cm.FetchRequest(
+        sender=request.replica_id,
+        epoch=fp.current_leader_epoch,
+        fetch_offset=fp.fetch_offset,
+        last_fetched_epoch=fp.last_fetched_epoch,
+    )
+
+
+def _fetch_snapshot_from_wire(request: wfs.FetchSnapshotRequest) -> CoreRequest:
+    sp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
+    return cm.FetchSnapshotRequest(
+        sender=request.replica_id,
+        epoch=sp.current_leader_epoch,
+        snapshot_id=OffsetAndEpoch(sp.snapshot_id.end_offset, sp.snapshot_id.epoch),
+        position=sp.position,
+        max_bytes=request.max_bytes,
+    )
+
+
+_REQUEST_FROM_WIRE: dict[type, Callable[[Any], CoreRequest]] = {
+    wv.VoteRequest: _vote_from_wire,
+    wqe.BeginQuorumEpochRequest: _begin_epoch_from_wire,
+    wqe.EndQuorumEpochRequest: _end_epoch_from_wire,
+    wf.FetchRequest: _fetch_from_wire,
+    wfs.FetchSnapshotRequest: _fetch_snapshot_from_wire,
+}
+
+
 def request_from_wire(request: Request) -> CoreRequest:
     """A quorum request as the core's message. KafkaError INVALID_REQUEST when it names
     another partition or (Fetch) has no replica id."""
-    if isinstance(request, wv.VoteRequest):
-        vp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
-        return cm.VoteRequest(
-            sender=vp.candidate_id,
-            epoch=vp.candidate_epoch,
-            last_epoch=vp.last_offset_epoch,
-            end_offset=vp.last_offset,
-            pre_vote=vp.pre_vote,
-        )
-    if isinstance(request, wqe.BeginQuorumEpochRequest):
-        bp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
-        return cm.BeginQuorumEpochRequest(
-            sender=bp.leader_id, epoch=bp.leader_epoch, leader_id=bp.leader_id
-        )
-    if isinstance(request, wqe.EndQuorumEpochRequest):
-        ep = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
-        return cm.EndQuorumEpochRequest(
-            sender=ep.leader_id,
-            epoch=ep.leader_epoch,
-            leader_id=ep.leader_id,
-            preferred_successors=tuple(ep.preferred_successors),
-        )
-    if isinstance(request, wf.FetchRequest):
-        named = [(t.name, p.index) for t in request.topics for p in t.partitions]
-        if named != [(METADATA_TOPIC, METADATA_PARTITION)]:
-            shown = ", ".join(f"{t}-{p}" for t, p in named) or "none"
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"FetchRequest to a controller must name exactly one partition, "
-                f"{METADATA_TOPIC}-{METADATA_PARTITION}; it named {shown}",
-            )
-        if request.replica_id < 0:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"FetchRequest for {METADATA_TOPIC} needs a replica_id >= 0, "
-                f"got {request.replica_id}",
-            )
-        fp = request.topics[0].partitions[0]
-        return cm.FetchRequest(
-            sender=request.replica_id,
-            epoch=fp.current_leader_epoch,
-            fetch_offset=fp.fetch_offset,
-            last_fetched_epoch=fp.last_fetched_epoch,
-        )
-    if isinstance(request, wfs.FetchSnapshotRequest):
-        sp = request.only_partition(METADATA_TOPIC, METADATA_PARTITION)
-        return cm.FetchSnapshotRequest(
-            sender=request.replica_id,
-            epoch=sp.current_leader_epoch,
-            snapshot_id=OffsetAndEpoch(sp.snapshot_id.end_offset, sp.snapshot_id.epoch),
-            position=sp.position,
-            max_bytes=request.max_bytes,
-        )
-    raise KafkaError(ErrorCode.INVALID_REQUEST, f"{type(request).__name__} is not a quorum request")
+    convert = _lookup(_REQUEST_FROM_WIRE, request)
+    if convert is None:
+        name = type(request).__name__
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{name} is not a quorum request")
+    return convert(request)
 
 
 # --- core response -> wire response (answering) --------------------------------------------
+def _vote_response(msg: cm.VoteResponse) -> Response:
+    part = wv.VotePartitionResponse(
+        partition_index=METADATA_PARTITION,
+        error_code=msg.error,
+        leader_id=msg.leader_id,
+        leader_epoch=msg.epoch,
+        vote_granted=msg.granted,
+    )
+    return wv.VoteResponse(topics=_topics(wv.VoteTopicResponse, part))
+
+
+def _epoch_response(
+    wire_type: type[wqe.BeginQuorumEpochResponse | wqe.EndQuorumEpochResponse],
+    msg: cm.BeginQuorumEpochResponse | cm.EndQuorumEpochResponse,
+) -> Response:
+    """Begin- and EndQuorumEpoch answer with the same partition shape."""
+    part = wqe.QuorumEpochPartitionResponse(
+        partition_index=METADATA_PARTITION,
+        error_code=msg.error,
+        leader_id=msg.leader_id,
+        leader_epoch=msg.epoch,
+    )
+    return wire_type(topics=_topics(wqe.QuorumEpochTopicResponse, part))
+
+
+def _fetch_response(msg: cm.FetchResponse) -> Response:
+    div, snap = msg.diverging_epoch, msg.snapshot_id
+    part = wf.FetchPartitionResponse(
+        index=METADATA_PARTITION,
+        error_code=msg.error,
+        high_watermark=msg.high_watermark,
+        records=encode_entries(msg.entries),
+        diverging_epoch=(
+            wf.EpochEndOffset(epoch=div.epoch, end_offset=div.offset) if div is not None else None
+        ),
+        # Always set (KRaft does): the fetcher learns the leader and epoch from it.
+        current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
+        snapshot_id=(
+            WireSnapshotId(end_offset=snap.offset, epoch=snap.epoch) if snap is not None else None
+        ),
+    )
+    return wf.FetchResponse(topics=_topics(wf.FetchTopicResponse, part))
+
+
+def _fetch_snapshot_response(msg: cm.FetchSnapshotResponse) -> Response:
+    snapshot = msg.snapshot_id
+    part = wfs.FetchSnapshotPartitionResponse(
+        index=METADATA_PARTITION,
+        error_code=msg.error,
+        snapshot_id=WireSnapshotId(end_offset=snapshot.offset, epoch=snapshot.epoch),
+        current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
+        size=msg.size,
+        position=msg.position,
+        unaligned_records=msg.data,
+    )
+    return wfs.FetchSnapshotResponse(topics=_topics(wfs.FetchSnapshotTopicResponse, part))
+
+
+_RESPONSE_TO_WIRE: dict[type, Callable[[Any], Response]] = {
+    cm.VoteResponse: _vote_response,
+    cm.BeginQuorumEpochResponse: partial(_epoch_response, wqe.BeginQuorumEpochResponse),
+    cm.EndQuorumEpochResponse: partial(_epoch_response, wqe.EndQuorumEpochResponse),
+    cm.FetchResponse: _fetch_response,
+    cm.FetchSnapshotResponse: _fetch_snapshot_response,
+}
+
+
 def response_to_wire(msg: CoreResponse) -> Response:
-    if isinstance(msg, cm.VoteResponse):
-        vp = wv.VotePartitionResponse(
-            partition_index=METADATA_PARTITION,
-            error_code=msg.error,
-            leader_id=msg.leader_id,
-            leader_epoch=msg.epoch,
-            vote_granted=msg.granted,
-        )
-        return wv.VoteResponse(
-            topics=(wv.VoteTopicResponse(topic_name=METADATA_TOPIC, partitions=(vp,)),)
-        )
-    if isinstance(msg, cm.BeginQuorumEpochResponse | cm.EndQuorumEpochResponse):
-        qp = wqe.QuorumEpochPartitionResponse(
-            partition_index=METADATA_PARTITION,
-            error_code=msg.error,
-            leader_id=msg.leader_id,
-            leader_epoch=msg.epoch,
-        )
-        topics = (wqe.QuorumEpochTopicResponse(topic_name=METADATA_TOPIC, partitions=(qp,)),)
-        if isinstance(msg, cm.BeginQuorumEpochResponse):
-            return wqe.BeginQuorumEpochResponse(topics=topics)
-        return wqe.EndQuorumEpochResponse(topics=topics)
-    if isinstance(msg, cm.FetchResponse):
-        div = msg.diverging_epoch
-        snap = msg.snapshot_id
-        fp = wf.FetchPartitionResponse(
-            index=METADATA_PARTITION,
-            error_code=msg.error,
-            high_watermark=msg.high_watermark,
-            records=encode_entries(msg.entries),
-            diverging_epoch=(
-                wf.EpochEndOffset(epoch=div.epoch, end_offset=div.offset)
-                if div is not None
-                else None
-            ),
-            # Always set (KRaft does): the fetcher learns the leader and epoch from it.
-            current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
-            snapshot_id=WireSnapshotId(end_offset=snap.offset, epoch=snap.epoch)
-            if snap is not None
-            else None,
-        )
-        return wf.FetchResponse(
-            topics=(wf.FetchTopicResponse(name=METADATA_TOPIC, partitions=(fp,)),)
-        )
-    if isinstance(msg, cm.FetchSnapshotResponse):
-        sp = wfs.FetchSnapshotPartitionResponse(
-            index=METADATA_PARTITION,
-            error_code=msg.error,
-            snapshot_id=WireSnapshotId(
-                end_offset=msg.snapshot_id.offset, epoch=msg.snapshot_id.epoch
-            ),
-            current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
-            size=msg.size,
-            position=msg.position,
-            unaligned_records=msg.data,
-        )
-        return wfs.FetchSnapshotResponse(
-            topics=(wfs.FetchSnapshotTopicResponse(name=METADATA_TOPIC, partitions=(sp,)),)
-        )
-    raise TypeError(f"not a raft.core response: {type(msg).__name__}")
+    convert = _lookup(_RESPONSE_TO_WIRE, msg)
+    if convert is None:
+        raise TypeError(f"not a raft.core response: {type(msg).__name__}")
+    return convert(msg)
 
 
 def error_to_wire(request: Request, code: ErrorCode, message: str) -> Response:
@@ -340,6 +408,86 @@ def _only(parts: Sequence[object], what: str) -> object:
     return parts[0]
 
 
+def _vote_answer(
+    sent: cm.VoteRequest, to_node: int, part: wv.VotePartitionResponse
+) -> CoreResponse:
+    return cm.VoteResponse(
+        sender=to_node,
+        epoch=part.leader_epoch,
+        leader_id=part.leader_id,
+        granted=part.vote_granted,
+        pre_vote=sent.pre_vote,
+        candidate_epoch=sent.epoch,
+        error=ErrorCode(part.error_code),
+    )
+
+
+def _epoch_answer(
+    core_type: type[cm.BeginQuorumEpochResponse | cm.EndQuorumEpochResponse],
+    sent: cm.BeginQuorumEpochRequest | cm.EndQuorumEpochRequest,
+    to_node: int,
+    part: wqe.QuorumEpochPartitionResponse,
+) -> CoreResponse:
+    """Begin- and EndQuorumEpoch answers share the partition shape; the core's type differs."""
+    return core_type(
+        sender=to_node,
+        epoch=part.leader_epoch,
+        leader_id=part.leader_id,
+        error=ErrorCode(part.error_code),
+    )
+
+
+def _fetch_answer(
+    sent: cm.FetchRequest, to_node: int, part: wf.FetchPartitionResponse
+) -> CoreResponse:
+    leader = part.current_leader or LeaderIdAndEpoch()
+    div, snap = part.diverging_epoch, part.snapshot_id
+    return cm.FetchResponse(
+        sender=to_node,
+        epoch=leader.leader_epoch,
+        leader_id=leader.leader_id,
+        fetch_offset=sent.fetch_offset,
+        last_fetched_epoch=sent.last_fetched_epoch,
+        error=ErrorCode(part.error_code),
+        entries=decode_entries(part.records) if part.records else (),
+        high_watermark=part.high_watermark,
+        diverging_epoch=OffsetAndEpoch(div.end_offset, div.epoch) if div else None,
+        snapshot_id=OffsetAndEpoch(snap.end_offset, snap.epoch) if snap else None,
+    )
+
+
+def _fetch_snapshot_answer(
+    sent: cm.FetchSnapshotRequest, to_node: int, part: wfs.FetchSnapshotPartitionResponse
+) -> CoreResponse:
+    leader = part.current_leader or LeaderIdAndEpoch()
+    return cm.FetchSnapshotResponse(
+        sender=to_node,
+        epoch=leader.leader_epoch,
+        leader_id=leader.leader_id,
+        snapshot_id=OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch),
+        position=part.position if part.position >= 0 else sent.position,
+        error=ErrorCode(part.error_code),
+        size=max(part.size, 0),
+        data=part.unaligned_records,
+    )
+
+
+# The request we sent -> (the partition answer it expects, its converter).
+_RESPONSE_TO_CORE: dict[type, tuple[type, Callable[[Any, int, Any], CoreResponse]]] = {
+    cm.VoteRequest: (wv.VotePartitionResponse, _vote_answer),
+    cm.BeginQuorumEpochRequest: (
+        wqe.QuorumEpochPartitionResponse,
+        partial(_epoch_answer, cm.BeginQuorumEpochResponse),
+    ),
+    cm.EndQuorumEpochRequest: (
+        wqe.QuorumEpochPartitionResponse,
+        partial(_epoch_answer, cm.EndQuorumEpochResponse),
+    ),
+    cm.FetchRequest: (wf.FetchPartitionResponse, _fetch_answer),
+    cm.FetchSnapshotRequest: (wfs.FetchSnapshotPartitionResponse, _fetch_snapshot_answer),
+}
+
+
 def response_to_core(sent: CoreRequest, to_node: int, response: Response) -> CoreResponse:
     """`response` from `to_node` to our `sent` request as the core's message. Raises
     WireResponseError for a request-level error or a malformed answer."""
@@ -352,63 +500,12 @@ def response_to_core(sent: CoreRequest, to_node: int, response: Response) -> Cor
     topic = _only(topics, type(response).__name__)
     parts = topic.partitions  # type: ignore[attr-defined]
     part = _only(parts, type(response).__name__)
-    if isinstance(sent, cm.VoteRequest) and isinstance(part, wv.VotePartitionResponse):
-        return cm.VoteResponse(
-            sender=to_node,
-            epoch=part.leader_epoch,
-            leader_id=part.leader_id,
-            granted=part.vote_granted,
-            pre_vote=sent.pre_vote,
-            candidate_epoch=sent.epoch,
-            error=ErrorCode(part.error_code),
+    expected = _lookup(_RESPONSE_TO_CORE, sent)
+    if expected is None or not isinstance(part, expected[0]):
+        raise WireResponseError(
+            f"{type(response).__name__} from node {to_node} does not answer {type(sent).__name__}"
         )
-    if isinstance(sent, cm.BeginQuorumEpochRequest | cm.EndQuorumEpochRequest) and isinstance(
-        part, wqe.QuorumEpochPartitionResponse
-    ):
-        kind = (
-            cm.BeginQuorumEpochResponse
-            if isinstance(sent, cm.BeginQuorumEpochRequest)
-            else cm.EndQuorumEpochResponse
-        )
-        return kind(
-            sender=to_node,
-            epoch=part.leader_epoch,
-            leader_id=part.leader_id,
-            error=ErrorCode(part.error_code),
-        )
-    if isinstance(sent, cm.FetchRequest) and isinstance(part, wf.FetchPartitionResponse):
-        leader = part.current_leader or LeaderIdAndEpoch()
-        div = part.diverging_epoch
-        snap = part.snapshot_id
-        return cm.FetchResponse(
-            sender=to_node,
-            epoch=leader.leader_epoch,
-            leader_id=leader.leader_id,
-            fetch_offset=sent.fetch_offset,
-            last_fetched_epoch=sent.last_fetched_epoch,
-            error=ErrorCode(part.error_code),
-            entries=decode_entries(part.records) if part.records else (),
-            high_watermark=part.high_watermark,
-            diverging_epoch=OffsetAndEpoch(div.end_offset, div.epoch) if div else None,
-            snapshot_id=OffsetAndEpoch(snap.end_offset, snap.epoch) if snap else None,
-        )
-    if isinstance(sent, cm.FetchSnapshotRequest) and isinstance(
-        part, wfs.FetchSnapshotPartitionResponse
-    ):
-        leader = part.current_leader or LeaderIdAndEpoch()
-        return cm.FetchSnapshotResponse(
-            sender=to_node,
-            epoch=leader.leader_epoch,
-            leader_id=leader.leader_id,
-            snapshot_id=OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch),
-            position=part.position if part.position >= 0 else sent.position,
-            error=ErrorCode(part.error_code),
-            size=max(part.size, 0),
-            data=part.unaligned_records,
-        )
-    raise WireResponseError(
-        f"{type(response).__name__} from node {to_node} does not answer {type(sent).__name__}"
-    )
+    return expected[1](sent, to_node, part)
 
 
 def describe_quorum_request() -> dq.DescribeQuorumRequest:

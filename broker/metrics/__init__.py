@@ -9,6 +9,7 @@ served on /metrics by deploy.telemetry.metrics_server); tests pass their own Col
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -45,12 +46,7 @@ class BrokerMetrics:
         return cls(BrokerTopicMetrics(registry), ReplicaManagerMetrics(registry))
 
 
-_default: BrokerMetrics | None = None
-
-
+@functools.cache  # the process-wide default pattern: docs/internals.md, "Metrics"
 def default_metrics() -> BrokerMetrics:
     """The process-wide instance on prometheus_client's global registry."""
-    global _default
-    if _default is None:
-        _default = BrokerMetrics.create()
-    return _default
+    return BrokerMetrics.create()

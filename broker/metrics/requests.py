@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import time
 import typing
 from collections import Counter as Tally
@@ -244,12 +245,7 @@ class RequestMetrics:
             child.inc(n)
 
 
-_default: RequestMetrics | None = None
-
-
+@functools.cache  # the process-wide default pattern: docs/internals.md, "Metrics"
 def default_request_metrics() -> RequestMetrics:
     """The process-wide instance on prometheus_client's global registry."""
-    global _default
-    if _default is None:
-        _default = RequestMetrics()
-    return _default
+    return RequestMetrics()

@@ -93,7 +93,13 @@ def register(cls: R) -> R:
 
 def error_response(request_type: type[Request], code: int, message: str) -> Response:
     """A response of the right type carrying only a request-level error."""
-    cls: Any = request_type.RESPONSE
+    return response_with_error(request_type.RESPONSE, code, message)
+
+
+def response_with_error(response_type: type[C], code: int, message: str) -> C:
+    """A `response_type` (any dataclass with error_code and error_message, wire message or
+    not) carrying only a request-level error: its other required fields empty."""
+    cls: Any = response_type
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -9,66 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DataType,
-    DoubleType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
+# The frames take analytics' own output schemas, so a column added there reaches the tests.
+from analytics.schemas import EVENTS_SCHEMA, SAMPLES_SCHEMA
 from analytics.transforms.failovers import OPS_SCHEMA
-from protocol.telemetry import LOG_EVENTS, FieldType
-
-SAMPLES_SCHEMA = StructType(
-    [
-        StructField("ts", TimestampType()),
-        StructField("ts_ms", LongType()),
-        StructField("source", StringType()),
-        StructField("role", StringType()),
-        StructField("node_id", LongType()),
-        StructField("name", StringType()),
-        StructField("labels", MapType(StringType(), StringType())),
-        StructField("value", DoubleType()),
-    ]
-)
-
-_SPARK_TYPES: Mapping[FieldType, DataType] = {
-    FieldType.STRING: StringType(),
-    FieldType.INT: LongType(),
-    FieldType.FLOAT: DoubleType(),
-    FieldType.BOOL: BooleanType(),
-    FieldType.INT_LIST: ArrayType(LongType()),
-}
-
-
-def _event_fields() -> dict[str, DataType]:
-    fields: dict[str, DataType] = {}
-    for spec in LOG_EVENTS:
-        for name, kind in spec.fields.items():
-            fields.setdefault(name, _SPARK_TYPES[kind])
-    return fields
-
-
-EVENT_FIELDS = _event_fields()
-EVENTS_SCHEMA = StructType(
-    [
-        StructField("ts", TimestampType()),
-        StructField("ts_ms", LongType()),
-        StructField("source", StringType()),
-        StructField("role", StringType()),
-        StructField("node_id", LongType()),
-        StructField("level", StringType()),
-        StructField("event", StringType()),
-        *[StructField(name, kind) for name, kind in EVENT_FIELDS.items()],
-        StructField("record", StringType()),
-    ]
-)
 
 
 def _ts(ts_ms: int) -> datetime:
