@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from deploy.cluster.pids import node_alive  # noqa: E402
 from deploy.cluster.supervisor import (  # noqa: E402
     ClusterState,
     NodeRecord,
     cluster_up,
-    node_alive,
     wait_until_ready,
 )
 from deploy.node.transport import PooledTransport  # noqa: E402

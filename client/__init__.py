@@ -14,7 +14,7 @@ from client.admin import (
     TopicDescription,
 )
 from client.admin_groups import GroupDescription, GroupListing, MemberDescription
-from client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
+from client.consumer import Consumer, OffsetAndTimestamp
 from client.consumer_coordinator import ConsumerRebalanceListener
 from client.errors import (
     ClientClosedError,
@@ -26,6 +26,7 @@ from client.errors import (
     NoOffsetForPartitionError,
     RebalanceInProgressError,
 )
+from client.fetched_records import ConsumerRecord
 from client.futures import RecordFuture, RecordMetadata
 from client.group_offsets import OffsetAndMetadata
 from client.producer import Producer

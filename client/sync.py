@@ -30,7 +30,8 @@ from client.admin import (
     NewTopic,
     TopicDescription,
 )
-from client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
+from client.consumer import Consumer, OffsetAndTimestamp
+from client.fetched_records import ConsumerRecord
 from client.futures import RecordFuture, RecordMetadata
 from client.producer import Headers, Producer
 from protocol.names import TopicPartition

@@ -65,8 +65,8 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 | `log.cleaner.after_cleaned`           | storage.cleaner       | the cleaner stops once `.cleaned` is   |
 |                                       |                       | written (`return(exit)`: SIGKILL the   |
 |                                       |                       | process; `return`: FailpointCrash)     |
-| `log.cleaner.after_swap_rename`       | storage.log           | ... once `.cleaned` became `.swap`     |
-| `log.cleaner.before_swap_complete`    | storage.log           | ... once the old segments became       |
+| `log.cleaner.after_swap_rename`       | storage.swap          | ... once `.cleaned` became `.swap`     |
+| `log.cleaner.before_swap_complete`    | storage.swap          | ... once the old segments became       |
 |                                       |                       | `.deleted`, before `.swap` -> `.log`   |
 """
 

@@ -14,15 +14,10 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage.files import FileHandleCache
-from storage.log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    AppendInfo,
-    Log,
-    ReadResult,
-    TimestampOffset,
-)
+from storage.log import Log
+from storage.log_append import AppendInfo
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.log_read import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ReadResult, TimestampOffset
 from storage.meta_properties import MetaProperties
 
 __all__ = [

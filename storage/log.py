@@ -1,5 +1,12 @@
 """Log: one partition's segmented log (Kafka's UnifiedLog + LocalLog, without tiering).
 
+Log owns the segment list and its offsets (log start, log end, recovery point) and every change
+to them: open, append and roll, truncation, retention deletes, the cleaner's swap, flushes.
+What it delegates lives beside it: storage.log_loader (the directory at open, the recovery scan
+after an unclean stop), storage.log_append (the checks of an append's batches, AppendInfo),
+storage.log_read (reads by offset and timestamp), storage.retention (which segments retention
+deletes), storage.swap (the cleaner's swap protocol and its crash recovery).
+
 Not thread-safe: one owner calls it at a time (the broker's event loop, or the Raft driver).
 """
 
@@ -7,43 +14,40 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import structlog
 
-from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
-from protocol.record_batch import BatchHeader, decode_records, stamp, validate_batch
-from storage.checkpoints import (
-    PARTITION_METADATA,
-    read_partition_metadata,
-    write_partition_metadata,
-)
+from protocol.record_batch import BatchHeader
+from storage.checkpoints import PARTITION_METADATA, write_partition_metadata
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache, OffsetAndEpoch
-from storage.errors import (
-    CheckpointError,
-    InconsistentTopicIdError,
-    KafkaStorageError,
-    LogClosedError,
-    UnexpectedAppendOffsetError,
-)
+from storage.errors import KafkaStorageError, LogClosedError
 from storage.files import FileHandleCache, fsync_dir
-from storage.producer_snapshots import ProducerStateStore
-from storage.producer_state import BatchMetadata, LeaderAppendCheck, last_sequence
-from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchInfo, LogSegment
-from storage.swap import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    SWAP_SUFFIX,
-    complete_swaps,
-    crash_point,
+from storage.log_append import (
+    AppendInfo,
+    check_follower_batches,
+    duplicate_answer,
+    stamp_leader_batches,
 )
+from storage.log_loader import open_segments, prepare_dir, recover_segments
+from storage.log_read import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ReadResult,
+    TimestampOffset,
+    headers_from,
+    offset_at_timestamp,
+    read_segments,
+)
+from storage.producer_snapshots import ProducerStateStore
+from storage.retention import segments_past_retention
+from storage.segment import BatchInfo, LogSegment
+from storage.swap import swap_files
 
 logger = structlog.get_logger("storage.log")
 
@@ -53,50 +57,10 @@ leader), so recovery must accept batches that start past the expected offset."""
 
 FLUSH_MS_NEVER = 1 << 62
 """A flush.ms at least this large (Kafka's default is Long.MAX_VALUE) never comes due."""
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-"""Kafka's ListOffsets sentinels, accepted by offset_for_timestamp."""
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    """Largest batch max timestamp in the append (-1 if none)."""
-    offset_of_max_timestamp: int
-    num_batches: int
-    num_records: int
-    """Sum of the batches' records_count headers (records are never decoded)."""
-    valid_bytes: int
-    log_start_offset: int
-    log_append_time: int = -1
-    """-1: trioka keeps CreateTime (message.timestamp.type)."""
-    duplicate: bool = False
-    """Some or all batches were a producer's retry of batches already in the log: those were
-    not written again; `first_offset` is the first original's, or -1 when the append's batches
-    are not contiguous in the log (offsets unknown); `last_offset` is the last of them all."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    data: bytes
-    """Raw bytes of whole batches; the first holds `fetch_offset` (it may start before it)."""
-    fetch_offset: int
-    log_start_offset: int
-    log_end_offset: int
-    segment_base_offset: int
-    position: int
-    """Byte position of `data` in its segment."""
-
-
-class TimestampOffset(NamedTuple):
-    timestamp: int
-    offset: int
 
 
 class Log:
@@ -172,20 +136,7 @@ class Log:
         config = config or LogConfig()
         handles = FileHandleCache(64) if handles is None else handles
         clock = clock_ms or wall_clock_ms
-        created = not os.path.isdir(directory)
-        try:
-            os.makedirs(directory, exist_ok=True)
-            stored_id = read_partition_metadata(os.path.join(directory, PARTITION_METADATA))
-        except OSError as exc:
-            raise KafkaStorageError.from_os_error(f"opening the log of {tp}", exc) from exc
-        except CheckpointError as exc:
-            logger.warning("partition_metadata_unreadable", partition=str(tp), problem=str(exc))
-            stored_id = None
-        if topic_id is not None and stored_id is not None and topic_id != stored_id:
-            raise InconsistentTopicIdError(
-                f"log dir {directory} holds topic id {stored_id} but {tp} was opened with "
-                f"topic id {topic_id}"
-            )
+        created, stored_id = prepare_dir(directory, tp, topic_id)
         log = cls(
             directory,
             tp,
@@ -216,31 +167,7 @@ class Log:
         clean_shutdown: bool,
     ) -> None:
         now = self._clock()
-        names = os.listdir(self.directory)
-        if any(n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for n in names):
-            complete_swaps(self.directory)  # a cleaning a crash interrupted
-            names = os.listdir(self.directory)
-        bases = []
-        index_stems = set()
-        for name in names:
-            stem, ext = os.path.splitext(name)
-            if ext in (".tmp", ".deleted"):
-                os.unlink(os.path.join(self.directory, name))
-            elif len(stem) == 20 and stem.isdigit():
-                if ext == LOG_SUFFIX:
-                    bases.append(int(stem))
-                elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    index_stems.add(stem)
-        for stem in index_stems - {f"{b:020d}" for b in bases}:
-            # Indexes without their segment (a crash while deleting it): useless.
-            for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(self.directory, stem + ext))
-        bases.sort()
-        for base in bases:
-            self._segments.append(
-                LogSegment.open_existing(self.directory, base, self._handles, self._config, now)
-            )
+        self._segments = open_segments(self.directory, self._handles, self._config, now)
         if not self._segments:
             start = log_start_offset if log_start_offset is not None else 0
             self._segments.append(
@@ -265,99 +192,23 @@ class Log:
 
     def _recover(self, recovery_point: int) -> None:
         """Re-scan the segments from the one holding `recovery_point`; cut at the damage."""
-        first = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        cache = self._epoch_cache
-        if cache.load_problem:
-            logger.warning(
-                "leader_epoch_checkpoint_unreadable",
-                partition=str(self.topic_partition),
-                problem=cache.load_problem,
-            )
-        expected = self._bases[first]
-        last_epoch = -1
-        # Without a checkpoint the cache is rebuilt from the batches, as Kafka does; with one,
-        # every batch's epoch must match it: that catches a damaged epoch field, which the CRC
-        # does not cover.
-        rebuilding = cache.earliest_entry() is None
-        gaps = self.may_have_offset_gaps
+        found = recover_segments(
+            self.directory,
+            self._segments,
+            recovery_point,
+            self._epoch_cache,
+            self.may_have_offset_gaps,
+            str(self.topic_partition),
+            self._new_segment,
+        )
+        self.recovered_bytes_truncated += found.truncated_bytes
+        self._bases = [s.base_offset for s in self._segments]
+        self._leo = found.log_end_offset
 
-        def accept(h: BatchHeader) -> str | None:
-            nonlocal expected, last_epoch
-            if h.base_offset != expected and not (gaps and h.base_offset > expected):
-                return f"base offset {h.base_offset} where {expected} was expected"
-            epoch = h.partition_leader_epoch
-            if epoch < last_epoch:
-                return f"leader epoch {epoch} after a batch of epoch {last_epoch}"
-            if epoch >= 0:
-                cached = cache.epoch_for_offset(h.base_offset)
-                earliest = cache.earliest_entry()
-                if rebuilding:
-                    if epoch > (cache.latest_epoch() if earliest is not None else -1):
-                        cache.assign(epoch, h.base_offset)
-                elif cached is None:
-                    assert earliest is not None
-                    if epoch >= earliest.epoch:
-                        return (
-                            f"leader epoch {epoch} at offset {h.base_offset}, before the first "
-                            f"checkpointed epoch {earliest.epoch} (from {earliest.start_offset})"
-                        )
-                elif epoch != cached:
-                    return (
-                        f"leader epoch {epoch} at offset {h.base_offset} but the "
-                        f"leader-epoch-checkpoint says epoch {cached}"
-                    )
-            last_epoch = epoch
-            expected = h.base_offset + h.last_offset_delta + 1
-            return None
-
-        truncated_at: int | None = None
-        for i in range(first, len(self._segments)):
-            seg = self._segments[i]
-            if seg.base_offset != expected and not (gaps and seg.base_offset > expected):
-                # A segment that does not continue the log: all of it is damage.
-                logger.warning(
-                    "log_recovery_truncated",
-                    partition=str(self.topic_partition),
-                    segment=os.path.basename(seg.log_path),
-                    problem=f"segment starts at {seg.base_offset}, the log ends at {expected}",
-                    deleted_segments=len(self._segments) - i,
-                )
-                truncated_at = i
-                break
-            expected = seg.base_offset
-            result = seg.recover(accept)
-            self.recovered_bytes_truncated += result.truncated_bytes
-            if result.problem is not None:
-                logger.warning(
-                    "log_recovery_truncated",
-                    partition=str(self.topic_partition),
-                    segment=os.path.basename(seg.log_path),
-                    problem=result.problem,
-                    truncated_bytes=result.truncated_bytes,
-                    log_end_offset=result.next_offset,
-                    deleted_segments=len(self._segments) - i - 1,
-                )
-                truncated_at = i + 1
-                break
-        if truncated_at is not None:
-            for seg in self._segments[truncated_at:]:
-                self.recovered_bytes_truncated += seg.size
-                seg.delete()
-            del self._segments[truncated_at:]
-            if not self._segments:
-                self._segments.append(
-                    LogSegment.create(
-                        self.directory, expected, self._handles, self._config, self._clock()
-                    )
-                )
-            self._bases = [s.base_offset for s in self._segments]
-        self._leo = self._segments[-1].read_next_offset()
-        # What recovery checked is now made durable, so the recovery point can be the end.
-        self._epoch_cache.truncate_from_end(self._leo)
-        for seg in self._segments[first:]:
-            seg.flush()
-        self._epoch_cache.flush()
-        fsync_dir(self.directory)
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(
+            self.directory, base_offset, self._handles, self._config, self._clock()
+        )
 
     # -- state -------------------------------------------------------------------------------
 
@@ -460,78 +311,24 @@ class Log:
         KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER. Batches that retry
         ones already in the log are not written again (the new ones of the same append are)
         and the answer has `duplicate=True` with the originals' first offset, or -1 when the
-        batches do not sit one after the other in the log (see `_duplicate_answer`)."""
+        batches do not sit one after the other in the log (storage.log_append)."""
         self._check_open()
         buf = bytearray(records)
-        n = len(buf)
-        cfg = self._config
-        tp = self.topic_partition
-        first = offset = self._leo
-        batches: list[BatchInfo] = []
-        num_records = 0
-        pos = 0
-        check: LeaderAppendCheck | None = None  # made at the first batch with a producer id
-        duplicates: list[BatchMetadata] = []
-        in_order = True  # every duplicate came before every new batch
-        producer_headers: list[BatchHeader] = []
-        while pos < n:
-            try:
-                h = validate_batch(buf, pos)
-            except CorruptRecordBatchError as exc:
-                raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
-            size = h.size
-            if size > cfg.max_message_bytes:
-                raise KafkaError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"append to {tp} refused: the record batch at byte {pos} is {size} bytes, "
-                    f"over max.message.bytes={cfg.max_message_bytes}",
-                )
-            if h.records_count != h.last_offset_delta + 1:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD,
-                    f"append to {tp} refused: the record batch at byte {pos} has "
-                    f"records_count {h.records_count} but last_offset_delta "
-                    f"{h.last_offset_delta} (expected records_count = last_offset_delta + 1)",
-                )
-            if h.producer_id >= 0 and self.producers.enabled:
-                if check is None:
-                    check = self.producers.state.leader_check()
-                dup = self._check_producer(check, h, offset)
-                if dup is not None:
-                    in_order = in_order and not batches
-                    duplicates.append(dup)
-                    pos += size
-                    continue
-                producer_headers.append(h._replace(base_offset=offset))
-            stamp(buf, pos, offset, leader_epoch)
-            last = offset + h.last_offset_delta
-            batches.append(BatchInfo(pos, size, last, h.max_timestamp))
-            num_records += h.records_count
-            offset = last + 1
-            pos += size
-        if duplicates:
-            new = self._append_new_only(buf, batches, first, num_records, leader_epoch)
+        first = self._leo
+        found = stamp_leader_batches(
+            buf, first, leader_epoch, self._config, self.topic_partition, self.producers
+        )
+        if found.duplicates:
+            new = self._append_new_only(buf, found.batches, first, found.num_records, leader_epoch)
             if new is not None:
-                self.producers.apply_headers(producer_headers)
+                self.producers.apply_headers(found.producer_headers)
                 self.producers.state.map_end_offset = self._leo
-            return self._duplicate_answer(duplicates, in_order, first, new)
-        info = self._append(buf, batches, first, num_records, [(leader_epoch, first)])
-        if producer_headers:
-            self.producers.apply_headers(producer_headers)
+            return duplicate_answer(found.duplicates, found.in_order, first, new, self._log_start)
+        info = self._append(buf, found.batches, first, found.num_records, [(leader_epoch, first)])
+        if found.producer_headers:
+            self.producers.apply_headers(found.producer_headers)
         self.producers.state.map_end_offset = self._leo
         return info
-
-    def _check_producer(
-        self, check: LeaderAppendCheck, h: BatchHeader, offset: int
-    ) -> BatchMetadata | None:
-        if h.base_sequence < 0:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD,
-                f"append to {self.topic_partition} refused: the batch of producer "
-                f"{h.producer_id} has no sequence number ({h.base_sequence})",
-            )
-        last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
-        return check.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, offset)
 
     def _append_new_only(
         self,
@@ -555,91 +352,19 @@ class Log:
             bytearray().join(pieces), moved, first, num_records, [(leader_epoch, first)]
         )
 
-    def _duplicate_answer(
-        self, dups: list[BatchMetadata], in_order: bool, first: int, new: AppendInfo | None
-    ) -> AppendInfo:
-        """Kafka answers a retried batch with its original offsets. Several batches in one
-        append get the first one's base offset only when, all together, they sit in the log
-        one after the other (retries first, then what was new); otherwise first_offset is -1:
-        every batch is in the log but the offsets cannot be told in one base offset."""
-        contiguous = (
-            in_order
-            and all(a.last_offset + 1 == b.first_offset for a, b in itertools.pairwise(dups))
-            and (new is None or dups[-1].last_offset + 1 == first)
-        )
-        last = new.last_offset if new is not None else max(d.last_offset for d in dups)
-        return AppendInfo(
-            first_offset=dups[0].first_offset if contiguous else -1,
-            last_offset=last,
-            max_timestamp=max([d.timestamp for d in dups] + [new.max_timestamp if new else -1]),
-            offset_of_max_timestamp=dups[0].first_offset,
-            num_batches=new.num_batches if new else 0,
-            num_records=new.num_records if new else 0,
-            valid_bytes=new.valid_bytes if new else 0,
-            log_start_offset=self._log_start,
-            duplicate=True,
-        )
-
-    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches starting at or after `offset` (producer state scans)."""
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        for k, seg in enumerate(self._segments[i:]):
-            start = 0
-            if k == 0:
-                found = seg.translate_offset(offset)
-                if found is None:
-                    continue
-                start = found[0]
-            for _pos, h in seg.iter_headers(start, seg.size):
-                if h.base_offset >= offset:
-                    yield h
-
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches that already carry offsets and epochs (replication, Raft). Offsets
         must go up from the log end offset: a forward gap is what the leader's cleaner removed
         (as Kafka, which refuses only offsets below the log end); CRCs are checked."""
         self._check_open()
         buf = records if isinstance(records, bytes | bytearray) else bytes(records)
-        tp = self.topic_partition
-        expected = first = self._leo
-        batches: list[BatchInfo] = []
-        epochs: list[tuple[int, int]] = []
-        producer_headers: list[BatchHeader] = []
-        num_records = 0
-        pos = 0
-        gap = False
-        while pos < len(buf):
-            try:
-                h = validate_batch(buf, pos)
-            except CorruptRecordBatchError as exc:
-                raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
-            if h.base_offset < expected:
-                if pos == 0:
-                    raise UnexpectedAppendOffsetError(
-                        f"append to {tp} starts at offset {h.base_offset} but the log ends at "
-                        f"{expected}",
-                        first_offset=h.base_offset,
-                        log_end_offset=expected,
-                    )
-                raise CorruptRecordBatchError(
-                    f"append to {tp} refused: batch at byte {pos} has base offset "
-                    f"{h.base_offset}, expected at least {expected} (offsets must go up)"
-                )
-            gap = gap or h.base_offset > expected
-            epoch = h.partition_leader_epoch
-            if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
-                epochs.append((epoch, h.base_offset))
-            expected = h.base_offset + h.last_offset_delta + 1
-            batches.append(BatchInfo(pos, h.size, expected - 1, h.max_timestamp))
-            num_records += h.records_count
-            if h.producer_id >= 0:
-                producer_headers.append(h)
-            pos += h.size
-        if gap:
+        first = self._leo
+        found = check_follower_batches(buf, first, self.topic_partition)
+        if found.gap:
             self.mark_offset_gaps()
-        info = self._append(buf, batches, first, num_records, epochs)
-        if producer_headers:
-            self.producers.apply_headers(producer_headers)
+        info = self._append(buf, found.batches, first, found.num_records, found.epochs)
+        if found.producer_headers:
+            self.producers.apply_headers(found.producer_headers)
         self.producers.state.map_end_offset = self._leo
         return info
 
@@ -735,9 +460,7 @@ class Log:
             self.on_dirty(self)
         # As Kafka at each roll: a later open scans at most the segments after this snapshot.
         self.producers.take_snapshot(self._leo, fsync=False, always=True)
-        new = LogSegment.create(
-            self.directory, self._leo, self._handles, self._config, self._clock()
-        )
+        new = self._new_segment(self._leo)
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._metadata_dirty = True
@@ -772,31 +495,26 @@ class Log:
                 f"offsets [{self._log_start}, {leo})",
             )
         limit = leo if max_offset is None else min(max_offset, leo)
-        i = bisect.bisect_right(self._bases, offset) - 1
         if offset >= limit:
+            i = bisect.bisect_right(self._bases, offset) - 1
             return ReadResult(b"", offset, self._log_start, leo, self._bases[i], 0)
         try:
-            while i < len(self._segments):
-                seg = self._segments[i]
-                max_pos = seg.size
-                if limit < leo and (i + 1 == len(self._bases) or limit < self._bases[i + 1]):
-                    found = seg.translate_offset(limit)
-                    if found is not None:
-                        max_pos = found[0]
-                got = seg.read(offset, max_bytes, max_pos, min_one_batch)
-                if got is not None:
-                    pos, data = got
-                    return ReadResult(data, offset, self._log_start, leo, seg.base_offset, pos)
-                i += 1
+            found = read_segments(
+                self._segments,
+                self._bases,
+                offset,
+                limit,
+                leo,
+                max_bytes,
+                min_one_batch,
+                self.topic_partition,
+            )
         except OSError as exc:
             raise self._storage_error(f"reading offset {offset}", exc) from exc
-        except CorruptRecordBatchError as exc:
-            raise KafkaStorageError(
-                f"reading offset {offset} of {self.topic_partition}: corrupt data in "
-                f"{self._segments[i].log_path}: {exc}",
-                path=self._segments[i].log_path,
-            ) from exc
-        return ReadResult(b"", offset, self._log_start, leo, self._bases[-1], 0)
+        if found is None:
+            return ReadResult(b"", offset, self._log_start, leo, self._bases[-1], 0)
+        seg, pos, data = found
+        return ReadResult(data, offset, self._log_start, leo, seg.base_offset, pos)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """Kafka's fetchOffsetByTimestamp: the first offset whose record timestamp is >=
@@ -812,31 +530,13 @@ class Log:
                 ErrorCode.INVALID_REQUEST, f"timestamp {timestamp} is not a valid target"
             )
         try:
-            for i, seg in enumerate(self._segments):
-                if i + 1 < len(self._bases) and self._bases[i + 1] <= self._log_start:
-                    continue
-                if seg.max_timestamp()[0] < timestamp:
-                    continue
-                for pos, h in self._batches_from_timestamp(seg, timestamp):
-                    # ListOffsets is no hot path: decoding this one batch gives Kafka's exact
-                    # answer (the first record, not the first batch, at or after `timestamp`).
-                    for rec in decode_records(seg.read_batch(pos, h.size)):
-                        if rec.timestamp >= timestamp and rec.offset >= self._log_start:
-                            return TimestampOffset(rec.timestamp, rec.offset)
+            return offset_at_timestamp(self._segments, self._bases, self._log_start, timestamp)
         except OSError as exc:
             raise self._storage_error(f"looking up timestamp {timestamp}", exc) from exc
-        return None
 
-    def _batches_from_timestamp(
-        self, seg: LogSegment, timestamp: int
-    ) -> Iterator[tuple[int, BatchHeader]]:
-        _, offset = seg.time_index.lookup(timestamp)
-        _, start = seg.offset_index.lookup(max(offset, self._log_start))
-        for pos, h in seg.iter_headers(start, seg.size):
-            if h.base_offset + h.last_offset_delta >= self._log_start and (
-                h.max_timestamp >= timestamp
-            ):
-                yield pos, h
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches starting at or after `offset` (producer state scans)."""
+        yield from headers_from(self._segments, self._bases, offset)
 
     # -- truncation and retention ------------------------------------------------------------
 
@@ -878,11 +578,7 @@ class Log:
         try:
             for seg in self._segments:
                 seg.delete()
-            self._segments = [
-                LogSegment.create(
-                    self.directory, offset, self._handles, self._config, self._clock()
-                )
-            ]
+            self._segments = [self._new_segment(offset)]
             self._bases = [offset]
             self._leo = self._log_start = self._recovery_point = offset
             self._epoch_cache.clear()
@@ -897,32 +593,10 @@ class Log:
         segment, and (when given) only segments wholly below `high_watermark`. Returns how many
         were deleted; the log start offset moves to the new first segment."""
         self._check_open()
-        cfg = self._config
-        segs = self._segments
-
-        def allowed(k: int) -> bool:
-            # Segment k may go if it is not the active one (and is below the high watermark).
-            return k + 1 < len(segs) and (
-                high_watermark is None or segs[k + 1].base_offset <= high_watermark
-            )
-
-        count = 0
         try:
-            while allowed(count) and segs[count + 1].base_offset <= self._log_start:
-                count += 1
-            # Size and time retention belong to the delete policy; a compact-only log loses
-            # segments only below its log start offset (Kafka's deleteOldSegments).
-            deleting = "delete" in cfg.cleanup_policy
-            if deleting and cfg.retention_ms >= 0:
-                while (
-                    allowed(count) and now_ms - segs[count].largest_timestamp() > cfg.retention_ms
-                ):
-                    count += 1
-            if deleting and cfg.retention_bytes >= 0:
-                excess = sum(s.size for s in segs[count:]) - cfg.retention_bytes
-                while allowed(count) and excess - segs[count].size >= 0:
-                    excess -= segs[count].size
-                    count += 1
+            count = segments_past_retention(
+                self._segments, self._config, self._log_start, now_ms, high_watermark
+            )
         except OSError as exc:
             raise self._storage_error("checking retention", exc) from exc
         if count:
@@ -969,24 +643,9 @@ class Log:
                 os.unlink(cleaned_path)
             return None
         base = old[0].base_offset
-        swap_path = old[0].log_path + SWAP_SUFFIX
         self.mark_offset_gaps()
         try:
-            os.replace(cleaned_path, swap_path)
-            fsync_dir(self.directory)
-            crash_point("log.cleaner.after_swap_rename")
-            for seg in old:
-                seg.release_handles()
-                os.replace(seg.log_path, seg.log_path + DELETED_SUFFIX)
-                for path in (seg.index_path, seg.time_index_path):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
-            crash_point("log.cleaner.before_swap_complete")
-            os.replace(swap_path, old[0].log_path)
-            fsync_dir(self.directory)
-            for seg in old:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(seg.log_path + DELETED_SUFFIX)
+            swap_files(self.directory, old, cleaned_path)
             new = LogSegment.open_existing(
                 self.directory, base, self._handles, self._config, self._clock()
             )

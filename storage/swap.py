@@ -1,9 +1,11 @@
-"""The log cleaner's files and their crash recovery (Kafka's `.cleaned` and `.swap`).
+"""The log cleaner's swap of its output into a log, and its crash recovery (Kafka's `.cleaned`
+and `.swap`).
 
-A cleaning writes `<base>.log.cleaned` (complete and fsynced before anything else happens),
-renames it `<base>.log.swap`, renames the segments it replaces to `.deleted`, then renames the
-swap file to `<base>.log`. A kill can stop that anywhere; `complete_swaps` (run when a log
-opens, before its segments are listed) finishes the job:
+A cleaning writes `<base>.log.cleaned` (complete and fsynced before anything else happens);
+`swap_files` (from storage.log.Log.replace_segments) renames it `<base>.log.swap`, renames the
+segments it replaces to `.deleted`, then renames the swap file to `<base>.log`. A kill can stop
+that anywhere; `complete_swaps` (run when a log opens, before its segments are listed) finishes
+the job:
 
 - `.cleaned`: the cleaning never started replacing anything; the originals are intact, so the
   half-written output goes.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Sequence
 
 import structlog
 
@@ -27,6 +30,7 @@ from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError
 from protocol.record_batch import HEADER_SIZE, read_header
 from storage.files import fsync_dir
+from storage.segment import LogSegment
 
 logger = structlog.get_logger("storage.swap")
 
@@ -50,6 +54,27 @@ def crash_point(name: str) -> None:
     if value == "exit":
         os.kill(os.getpid(), signal.SIGKILL)
     raise FailpointCrash(name)
+
+
+def swap_files(directory: str, old: Sequence[LogSegment], cleaned_path: str) -> None:
+    """Replace the consecutive segments `old` of the log in `directory` by the cleaned file
+    (see the module doc); `old[0]`'s files are then the cleaned segment's."""
+    swap_path = old[0].log_path + SWAP_SUFFIX
+    os.replace(cleaned_path, swap_path)
+    fsync_dir(directory)
+    crash_point("log.cleaner.after_swap_rename")
+    for seg in old:
+        seg.release_handles()
+        os.replace(seg.log_path, seg.log_path + DELETED_SUFFIX)
+        for path in (seg.index_path, seg.time_index_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    crash_point("log.cleaner.before_swap_complete")
+    os.replace(swap_path, old[0].log_path)
+    fsync_dir(directory)
+    for seg in old:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(seg.log_path + DELETED_SUFFIX)
 
 
 def next_offset_of(path: str) -> int | None:

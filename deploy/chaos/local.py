@@ -22,6 +22,7 @@ from deploy.chaos.nemesis import (
     to_thread,
 )
 from deploy.cluster.network import heal_network, partition_nodes, probe_nodes
+from deploy.cluster.pids import node_alive
 from deploy.cluster.proxy import ProxySet
 from deploy.cluster.raft import quorum_report
 from deploy.cluster.state import ClusterState
@@ -29,7 +30,6 @@ from deploy.cluster.supervisor import (
     cluster_down,
     cluster_up,
     kill_node,
-    node_alive,
     read_state,
     start_node,
     wait_until_ready,

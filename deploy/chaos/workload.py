@@ -31,9 +31,9 @@ import structlog
 import trio
 
 from client import Consumer, Producer, TopicPartition
-from client.consumer import ConsumerRecord
 from client.consumer_coordinator import ConsumerRebalanceListener
 from client.errors import CommitFailedError, LogTruncationError, RebalanceInProgressError
+from client.fetched_records import ConsumerRecord
 from deploy.chaos.check.history import (
     FINAL_PREFIX,
     CommitValue,

@@ -22,6 +22,7 @@ from deploy.cluster import network as cluster_network
 from deploy.cluster import node_logs
 from deploy.cluster import supervisor as sup
 from deploy.cluster.netns import NetnsError
+from deploy.cluster.pids import node_alive, node_paused
 from deploy.cluster.quorum import QuorumReport
 from deploy.cluster.raft import quorum_report
 from protocol.config_defs import ConfigError
@@ -58,10 +59,10 @@ def _cluster_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 def _quorum(state: sup.ClusterState) -> tuple[QuorumReport | None, str | None]:
     """The controller quorum as its leader describes it (Raft mode), or why there is none."""
-    if not any(sup.node_alive(c) for c in state.controllers):
+    if not any(node_alive(c) for c in state.controllers):
         return None, "no controller is running" if state.controllers else None
     # A paused controller accepts connections and never answers: ask only the others.
-    awake = [c for c in state.controllers if sup.node_alive(c) and not sup.node_paused(c)]
+    awake = [c for c in state.controllers if node_alive(c) and not node_paused(c)]
     if not awake:
         return None, "every running controller is paused"
     try:
@@ -184,8 +185,8 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
 
     state = _cluster_call(sup.read_state, Path(cluster_dir))
     nodes = state.nodes
-    alive = {n.name: sup.node_alive(n) for n in nodes}
-    paused = {n.name: sup.node_paused(n) for n in nodes}
+    alive = {n.name: node_alive(n) for n in nodes}
+    paused = {n.name: node_paused(n) for n in nodes}
     report = None
     error = None
     # A paused broker accepts connections but answers nothing: ask the running ones only.
@@ -347,7 +348,7 @@ def cluster_down(cluster_dir: str, timeout: float) -> None:
     ZooKeeper: SIGTERM, then SIGKILL."""
     state = _cluster_call(sup.read_state, Path(cluster_dir))
     controller = None
-    if state.mode == "zk" and any(sup.node_alive(b) for b in state.brokers):
+    if state.mode == "zk" and any(node_alive(b) for b in state.brokers):
         try:
             controller = trio.run(
                 partial(sup.describe_cluster, state.bootstrap, timeout_ms=3000)

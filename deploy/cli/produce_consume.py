@@ -15,7 +15,7 @@ import click
 import trio
 
 from client import Admin, Consumer, Producer, TopicPartition
-from client.consumer import ConsumerRecord
+from client.fetched_records import ConsumerRecord
 from deploy.cli.options import bootstrap_option, parse_key_values, property_option
 
 _READ_CHUNK = 1 << 16

@@ -6,7 +6,7 @@
     zk.stop(); zk.kill()        # SIGTERM / SIGKILL and wait; zk.restart(): same port and data
     zk.cleanup()                # SIGKILL by pid if still alive
 
-Used by `trioka cluster up` (deploy.cluster.supervisor) and by the tests' harness
+Used by `trioka cluster up` (deploy.cluster.startup) and by the tests' harness
 (tests/support/zookeeper.py). The server writes its own zoo.cfg as shared/MACHINE-FACTS.md
 says: `clientPortAddress` (loopback by default), the Jetty admin server off (it cannot load from
 Debian's jars), four-letter words allowed (`ruok` is the readiness check), session timeout

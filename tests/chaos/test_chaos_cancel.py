@@ -9,8 +9,9 @@ import pytest
 import trio
 
 from deploy.chaos.run import RunConfig, run_chaos
+from deploy.cluster.pids import node_alive
 from deploy.cluster.state import state_path
-from deploy.cluster.supervisor import node_alive, read_state
+from deploy.cluster.supervisor import read_state
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

@@ -18,12 +18,12 @@ import trio
 from client import Admin
 from client.metadata import PartitionInfo
 from deploy.cluster import netns
+from deploy.cluster.layout import plan_cluster_network
 from deploy.cluster.network import probe_nodes
 from deploy.cluster.supervisor import (
     ClusterError,
     cluster_up,
     describe_cluster,
-    plan_cluster_network,
     read_state,
 )
 from protocol.errors import TriokaError

@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
-from client.consumer import _CompletedFetch
+from client.fetched_records import CompletedFetch
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import FetchRequest
 from protocol.record_batch import Record, build_batch
@@ -137,7 +137,7 @@ def test_completed_fetch_skips_below_fetch_offset_and_partial_tail() -> None:
     a = bytearray(build_batch([Record(b"%d" % i) for i in range(5)], base_offset=10))
     b = bytearray(build_batch([Record(b"%d" % i) for i in range(5, 8)], base_offset=15))
     data = bytes(a + b + b[:20])  # a torn third batch at the end is left for the next fetch
-    cf = _CompletedFetch(TP, 12, data)
+    cf = CompletedFetch(TP, 12, data)
     out: list = []
     assert cf.take(2, out) is False
     assert [r.offset for r in out] == [12, 13]

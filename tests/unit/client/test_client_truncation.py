@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from client import TopicPartition
-from client.consumer import _CompletedFetch
 from client.errors import DivergentOffset, LogTruncationError
+from client.fetched_records import CompletedFetch
 from client.metadata import ClusterMetadata
 from client.positions import (
     NO_LEADER,
@@ -239,7 +239,7 @@ def test_completed_fetch_reports_the_epoch_of_the_batch_of_the_last_record_taken
     b = build_batch([Record(b"%d" % i) for i in range(3)], base_offset=3, partition_leader_epoch=2)
     torn = build_batch([Record(b"x" * 50)], base_offset=6, partition_leader_epoch=5)
     torn = torn[: HEADER_SIZE + 5]  # its header is complete, its records are not
-    cf = _CompletedFetch(TP, 0, a + b + torn)
+    cf = CompletedFetch(TP, 0, a + b + torn)
     out: list = []
     cf.take(2, out)
     assert (cf.next_offset, cf.last_epoch) == (2, 0)

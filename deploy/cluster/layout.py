@@ -1,0 +1,81 @@
+"""Where the nodes of a local cluster live: every node on one host address, or each in its own
+network namespace (deploy.cluster.netns) with its own address and Kafka's default ports.
+
+    plan = plan_cluster_network(base_dir, mode="raft", brokers=3, controllers=3)
+    layout = cluster_layout(base_dir, host, plan, node_names("raft", 3, 3))
+    layout.host_of("broker-1"), layout.broker_port(base_port, 1), layout.prefix_of("broker-1")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from deploy.cluster import netns
+from deploy.cluster.netns import NetworkPlan
+from deploy.cluster.raft import CONTROLLER_BASE_ID
+from deploy.cluster.state import ClusterError
+from deploy.cluster.zookeeper import free_port
+
+# In a node's own network namespace the ports are its own: Kafka's defaults.
+NETNS_BROKER_PORT = 9092
+NETNS_CONTROLLER_PORT = 9093
+NETNS_ZOOKEEPER_PORT = 2181
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every node on one host address, or (`netns`) each in its own network namespace with its
+    own address, where Kafka's default ports are free: 9092 brokers, 9093 controllers, 2181."""
+
+    host: str
+    network: NetworkPlan | None = None
+
+    def host_of(self, name: str) -> str:
+        return self.network.address(name) if self.network else self.host
+
+    def prefix_of(self, name: str) -> tuple[str, ...]:
+        return tuple(netns.exec_prefix(self.network, name)) if self.network else ()
+
+    def broker_port(self, base_port: int, node_id: int) -> int:
+        if base_port:
+            return base_port + node_id - 1
+        return NETNS_BROKER_PORT if self.network else 0
+
+    def controller_port(self, name: str) -> int:
+        return NETNS_CONTROLLER_PORT if self.network else free_port(self.host)
+
+    def zookeeper_port(self, port: int) -> int:
+        return port or (NETNS_ZOOKEEPER_PORT if self.network else 0)
+
+
+def plan_cluster_network(base_dir: Path, *, mode: str = "raft", brokers: int = 3,
+                         controllers: int = 3) -> NetworkPlan:  # fmt: skip
+    """The network `cluster_up(base_dir, netns=True, ...)` would make for this cluster, known
+    before it starts (e.g. to put proxies on `plan.host_address` and name them in
+    `broker_overrides`' advertised.listeners); pass it back as `cluster_up(network=plan)`.
+    ClusterError when this machine cannot run network namespaces."""
+    reason = netns.available()
+    if reason is not None:
+        raise ClusterError(f"--netns is not possible here: {reason}")
+    names = node_names(mode, brokers, controllers)
+    return netns.plan_network(Path(base_dir).resolve(), names, netns.used_networks())
+
+
+def cluster_layout(
+    base_dir: Path, host: str, network: NetworkPlan | None, names: Sequence[str]
+) -> Layout:
+    if network is not None and list(network.nodes) != list(names):
+        raise ClusterError(
+            f"the network plan is for nodes {list(network.nodes)}, not {list(names)} "
+            "(plan_cluster_network with this cluster's mode, brokers and controllers)"
+        )
+    return Layout(host, network)
+
+
+def node_names(mode: str, brokers: int, controllers: int) -> list[str]:
+    first = ["zookeeper"] if mode == "zk" else [
+        f"controller-{CONTROLLER_BASE_ID + i}" for i in range(controllers)
+    ]  # fmt: skip
+    return [*first, *(f"broker-{i}" for i in range(1, brokers + 1))]
