@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from broker.config import BrokerConfig
 from broker.ports import ControllerChannel
 from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import (
@@ -63,6 +64,15 @@ class ControlledShutdownPolicy:
     @property
     def attempts(self) -> int:
         return self.max_retries + 1
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> ControlledShutdownPolicy:
+        return cls(
+            enable=bool(config["controlled.shutdown.enable"]),
+            max_retries=int(config["controlled.shutdown.max.retries"]),
+            retry_backoff_s=int(config["controlled.shutdown.retry.backoff.ms"]) / 1000,
+            request_timeout_s=int(config["request.timeout.ms"]) / 1000,
+        )
 
 
 async def controlled_shutdown(

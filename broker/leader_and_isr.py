@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.fetcher import ReplicaFetcherManager, SourceBroker
+from broker.fetcher import SourceBroker
 from broker.metadata_cache import apply_update_metadata
 from broker.metadata_publisher import MetadataPublisher
 from broker.partition_changes import PartitionChangeApplier, storage_error
@@ -61,35 +61,29 @@ NO_EPOCH = -1
 
 
 class ControllerRequestHandler:
+    """The controller's requests applied to this broker; `applier` (broker.partition_changes)
+    applies partition changes and holds the fetchers, as in Raft mode."""
+
     def __init__(
         self,
         *,
         node_id: int,
         partitions: PartitionManager,
         publisher: MetadataPublisher,
-        fetchers: ReplicaFetcherManager,
+        applier: PartitionChangeApplier,
         broker_epoch: Callable[[], int],
-        on_partition_change: Callable[[TopicPartition], None] = lambda tp: None,
-        truncate_to_hw_on_become_follower: bool = False,
     ) -> None:
         self.node_id = node_id
         self.partitions = partitions
         self.publisher = publisher
-        self.fetchers = fetchers
+        self.applier = applier
+        self.fetchers = applier.fetchers
         self.broker_epoch = broker_epoch
-        self.on_partition_change = on_partition_change
-        self.truncate_to_hw_on_become_follower = truncate_to_hw_on_become_follower
+        self.on_partition_change = applier.on_partition_change
         self.controller_epoch = -1
         """The newest controller epoch seen (Kafka's ReplicaManager.controllerEpoch)."""
         self.controller_id = -1
         """The controller of the newest accepted request; Metadata reports it."""
-        self.applier = PartitionChangeApplier(
-            node_id=node_id,
-            partitions=partitions,
-            fetchers=fetchers,
-            on_partition_change=on_partition_change,
-            truncate_to_hw_on_become_follower=truncate_to_hw_on_become_follower,
-        )
 
     # -- fencing ---------------------------------------------------------------------------
 

@@ -16,8 +16,9 @@ id, is a stray and is deleted first, as ZK mode's FULL LeaderAndIsr (KIP-516). W
 `defer_local_changes` set (a starting Raft-mode broker until it has caught up with the
 metadata log, KRaft's initial catch-up) the image follows the records but nothing is applied
 locally; the broker then calls `apply_full()` once. `apply_changes` (default
-`PartitionManager.apply_leader_and_isr`) is where the change sets go: Raft mode sets it to the
-code ZK mode's LeaderAndIsr uses (broker.partition_changes), fetchers included.
+`PartitionManager.apply_leader_and_isr`) is where the change sets go: the broker's metadata
+feed sets it (broker.metadata_feeds: Raft mode to the code ZK mode's LeaderAndIsr uses,
+broker.partition_changes, fetchers included).
 """
 
 from __future__ import annotations

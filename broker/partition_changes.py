@@ -19,6 +19,9 @@ A follower whose leader is not in `live_brokers` (not registered yet, or no lead
 every change to the registered brokers) starts its fetcher once the leader is known, as
 KRaft's applyDelta would on the next image. A later change to the partition replaces the
 wait.
+
+`applier_for(core)` builds the one applier of a broker whose metadata feed replicates (ZK and
+Raft mode, broker.metadata_feeds), on the broker's fetchers.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from broker.fetcher import ReplicaFetcherManager, SourceBroker, truncate_log
 from broker.partitions import PartitionManager
 from broker.replica.follower import FollowerFetchState
 from broker.replica.partition_state import PartitionChange
+from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode
 from protocol.names import TopicPartition
 
 if TYPE_CHECKING:
     from broker.partitions import Partition
+    from broker.ports import BrokerCore
 
 log = structlog.get_logger("broker.partition_changes")
 
@@ -184,6 +189,27 @@ class PartitionChangeApplier:
             return storage_error(change.tp, exc)
         self.on_partition_change(change.tp)
         return 0
+
+
+def applier_for(core: BrokerCore) -> PartitionChangeApplier:
+    """The applier of a broker whose replicas follow leaders, telling its group coordinator of
+    leadership changes. ConfigError when the broker has no fetchers (no transport given)."""
+    config = core.config
+    if core.fetchers is None:
+        raise ConfigError(
+            f"metadata.mode={config.metadata_mode}: the broker needs a transport to reach leaders"
+        )
+    applier = PartitionChangeApplier(
+        node_id=config.node_id,
+        partitions=core.partitions,
+        fetchers=core.fetchers,
+        on_partition_change=core.notify,
+        truncate_to_hw_on_become_follower=bool(
+            config["trioka.replica.truncate.to.hw.on.become.follower"]
+        ),
+    )
+    applier.on_leadership = core.on_leadership
+    return applier
 
 
 def _truncate(partition: Partition, offset: int) -> None:

@@ -48,7 +48,7 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | UpdateMetadata round, one BrokerChange |
 |                                       |                       | write), then re-elects (a zombie)      |
 | `broker.shutdown.pause_after_controlled_shutdown`                                               |
-|                                       | broker.node           | `return(S)`: a broker whose controlled |
+|                                       | broker.metadata_feeds.zk | `return(S)`: a broker whose controlled |
 |                                       |                       | shutdown succeeded waits S seconds     |
 |                                       |                       | (`return`: 10) before it drains and    |
 |                                       |                       | closes its ZooKeeper session: process  |

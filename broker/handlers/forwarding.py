@@ -12,7 +12,7 @@ import trio
 from broker.handlers.router import request_forwarded
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import awaiting_remote
-from broker.ports import ControllerChannel, MetadataSource
+from broker.ports import ControllerChannel
 from broker.server import ConnectionInfo
 from protocol.errors import KafkaError
 from protocol.messages import Request, Response, error_response
@@ -30,15 +30,16 @@ class ControllerForwarder:
         *,
         controller: ControllerChannel,
         publisher: MetadataPublisher,
-        metadata_source: MetadataSource | None,
+        barrier: Callable[[], int | None],
         effect_timeout_s: float,
         local_controller: ControllerChannel | None = None,
     ) -> None:
         self.controller = controller
         self.publisher = publisher
-        self.metadata_source = metadata_source
-        """Standalone mode: the metadata log whose committed offset the image must reach.
-        None (ZK and Raft mode): wait instead until the image shows the request's effect."""
+        self.barrier = barrier
+        """Read after the controller answered (MetadataFeed.forward_barrier): the offset the
+        image must reach (standalone mode: the local log's commit), or None to wait instead
+        until the image shows the request's effect (ZK and Raft mode)."""
         self.effect_timeout_s = effect_timeout_s
         """request.timeout.ms: how long that wait for the effect may take."""
         self.local_controller = local_controller
@@ -55,8 +56,9 @@ class ControllerForwarder:
         raise KafkaError (the channel's)."""
         awaiting_remote()  # RemoteTimeMs: the controller's answer and its propagation
         response = await self._channel().submit(request)
-        if self.metadata_source is not None:
-            await self.publisher.wait_for(self.metadata_source.committed_offset())
+        offset = self.barrier()
+        if offset is not None:
+            await self.publisher.wait_for(offset)
         else:
             await self._await_effect(request, response)
         return response

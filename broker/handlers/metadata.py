@@ -47,7 +47,7 @@ class LiveBrokers:
         node_id: int,
         rack: str | None,
         advertised: Sequence[Listener],
-        raft_mode: bool,
+        self_listed_once_unfenced: bool,
         image: Callable[[], MetadataImage],
         bound: Callable[[], Sequence[BoundListener]],
     ) -> None:
@@ -56,7 +56,8 @@ class LiveBrokers:
         """broker.rack, None when unset."""
         self.advertised = tuple(advertised)
         """This broker's effective advertised listeners."""
-        self.raft_mode = raft_mode
+        self.self_listed_once_unfenced = self_listed_once_unfenced
+        """Raft mode: list this broker only once the image has it registered and unfenced."""
         self.image = image
         self.bound = bound
         """The listeners bound (their real port when 0 was configured); empty until serving."""
@@ -69,7 +70,7 @@ class LiveBrokers:
         brokers = {}
         own = self._advertised(listener)
         mine = image.cluster.brokers.get(self.node_id)
-        if self.raft_mode and (mine is None or mine.fenced):
+        if self.self_listed_once_unfenced and (mine is None or mine.fenced):
             # Raft mode lists what the image says, this broker included, as KRaft's
             # getAliveBrokerNodes: a broker not yet unfenced is not one the controller places
             # replicas on, so a client (and cluster readiness) must not count it yet.

@@ -52,8 +52,7 @@ class ApiRouter:
         self._handlers: dict[ApiKey, Handler] = {ApiKey.API_VERSIONS: self.api_versions}
 
     def add_handlers(self, handlers: Mapping[ApiKey, Handler]) -> None:
-        """Serve more APIs (each family's `handlers()`, wired by broker.handlers.factory and
-        broker.node)."""
+        """Serve more APIs (each family's `handlers()`, wired by broker.node)."""
         self._handlers.update(handlers)
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:

@@ -38,6 +38,7 @@ from broker.lifecycle import (
     Registration,
     registration_listeners,
 )
+from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.metadata_publisher import MetadataPublisher
 from broker.node import Broker
 from broker.server import BoundListener
@@ -308,10 +309,9 @@ async def run_raft_broker(
                 config,
                 log_manager=log_manager,
                 controller=channel,
-                metadata_source=source,
+                feed=RaftMetadataFeed(source, controlled_shutdown=controlled_shutdown),
                 cluster_id=cluster_id,
                 transport=transport,
-                controlled_shutdown=controlled_shutdown,
             )
             bound = await nursery.start(broker.run)
             start_lifecycle(

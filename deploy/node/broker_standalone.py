@@ -9,6 +9,7 @@ import structlog
 import trio
 
 from broker.config import BrokerConfig
+from broker.metadata_feeds.standalone import StandaloneMetadataFeed
 from broker.node import Broker
 from broker.server import BoundListener
 from controller.brokers import RegisterBroker
@@ -85,7 +86,7 @@ async def run_standalone_broker(
         config,
         log_manager=log_manager,
         controller=local_controller_channel(driver.submit),
-        metadata_source=source,
+        feed=StandaloneMetadataFeed(source),
         cluster_id=cluster_id,
     )
     await metadata_log.open()

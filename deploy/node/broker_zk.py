@@ -12,6 +12,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.metadata_feeds.zk import ZkMetadataFeed
 from broker.node import Broker
 from broker.server import BoundListener
 from controller.operations import failed_response
@@ -80,7 +81,7 @@ class ZkTopicConfigSync:
     ZkConfigManager + the config read at log creation): every /config/topics/<t> at start, a new
     topic's config as soon as its znode appears (children watch on /config/topics), and the
     topics named by new /config/changes/config_change_<seq> notifications (children watch).
-    Configs reach the live logs through `set_topic_configs` (Broker.set_topic_configs,
+    Configs reach the live logs through `set_topic_configs` (ZkMetadataFeed.set_topic_configs,
     min.insync.replicas included)."""
 
     def __init__(
@@ -251,11 +252,12 @@ async def run_zk_broker(
                 # A new controller is elected once the old one's session expired.
                 controller_wait_s=min(request_timeout_s, 1.5 * session_timeout_s),
             )
+            feed = ZkMetadataFeed()
             broker = Broker(
                 config,
                 log_manager=log_manager,
                 controller=channel,
-                metadata_source=None,
+                feed=feed,
                 cluster_id=cluster_id,
                 transport=transport,
                 local_controller=service,
@@ -274,7 +276,7 @@ async def run_zk_broker(
                 broker.broker_epoch = epoch
 
             registrar.on_registered(on_registered)
-            await nursery.start(ZkTopicConfigSync(zk, broker.set_topic_configs).run)
+            await nursery.start(ZkTopicConfigSync(zk, feed.set_topic_configs).run)
             await _register(nursery, registrar, session_timeout_s)
             await nursery.start(service.run)
             task_status.started(bound)

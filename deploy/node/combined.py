@@ -38,6 +38,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.lifecycle import BrokerLifecycleManager
+from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from broker.server import BoundListener, BrokerServer, ConnectionInfo
 from deploy.node.broker_base import controller_config, resolve_cluster_id, serve_until_stopped
@@ -209,7 +210,7 @@ async def run_combined_broker(
                 config,
                 log_manager=log_manager,
                 controller=channel,
-                metadata_source=source,
+                feed=RaftMetadataFeed(source),
                 cluster_id=cluster_id,
                 transport=transport,
             )

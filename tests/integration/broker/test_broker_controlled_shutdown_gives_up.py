@@ -11,6 +11,7 @@ import trio
 from structlog.testing import capture_logs
 
 from broker.controlled_shutdown import ATTEMPT_FAILED, GAVE_UP, SUCCEEDED
+from broker.metadata_feeds.zk import ZkMetadataFeed
 from broker.node import CLEAN_SHUTDOWN_MARKER, Broker
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
@@ -43,7 +44,7 @@ async def test_gives_up_after_max_retries_and_still_shuts_down_cleanly(tmp_path:
         config,
         log_manager=LogManager([str(d) for d in config.log_dirs], node_id=1, cluster_id=CLUSTER_ID),
         controller=controller,
-        metadata_source=None,
+        feed=ZkMetadataFeed(),
         cluster_id=CLUSTER_ID,
         transport=WireTransport(),
     )
@@ -68,7 +69,7 @@ async def test_disabled_asks_nothing(tmp_path: Path) -> None:
         config,
         log_manager=LogManager([str(d) for d in config.log_dirs], node_id=1, cluster_id=CLUSTER_ID),
         controller=controller,
-        metadata_source=None,
+        feed=ZkMetadataFeed(),
         cluster_id=CLUSTER_ID,
         transport=WireTransport(),
     )

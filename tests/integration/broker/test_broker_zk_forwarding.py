@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from broker.metadata_feeds.zk import ZkMetadataFeed
 from protocol.errors import ErrorCode
 from protocol.messages import Request, Response
 from protocol.messages.alter_partition import (
@@ -96,8 +97,9 @@ async def test_topic_configs_from_the_wiring_reach_the_logs(tmp_path: Path) -> N
                 )
             )
             assert resp.topics[0].error_code == 0
-            broker = cluster.broker(1)
-            broker.set_topic_configs("t", {"retention.ms": "12345", "min.insync.replicas": "1"})
+            feed = cluster.broker(1).feed
+            assert isinstance(feed, ZkMetadataFeed)
+            feed.set_topic_configs("t", {"retention.ms": "12345", "min.insync.replicas": "1"})
             the_log = cluster.log_of(1, TopicPartition("t", 0))
             assert the_log.config.retention_ms == 12345
             described = await c.request(

@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from broker.config import BrokerConfig
+from broker.metadata_feeds.zk import ZkMetadataFeed
 from broker.node import Broker
 from deploy.node.transport import PooledTransport
 from protocol.errors import ErrorCode
@@ -440,7 +441,7 @@ async def start_cluster(
             config,
             log_manager=log_manager,
             controller=controller,
-            metadata_source=None,
+            feed=ZkMetadataFeed(),
             cluster_id=CLUSTER_ID,
             transport=transport,
             local_controller=local_controller,  # type: ignore[arg-type]

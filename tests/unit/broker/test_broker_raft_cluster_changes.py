@@ -1,4 +1,4 @@
-"""broker.node in Raft mode: changes that only touch the registered brokers (RegisterBroker,
+"""broker.node in Raft mode (broker.metadata_feeds.raft_log): changes that only touch the registered brokers (RegisterBroker,
 Fence/Unfence, controlled shutdown) reach the local partitions although no partition changed.
 
 - KIP-841: a leader's ineligible replicas follow the image, so a broker back from fencing may
@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerConfig
+from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
+from broker.partition_changes import PartitionChangeApplier
 from deploy.node.broker_raft import log_manager_for
 from protocol.metadata.records import (
     BrokerEndpoint,
@@ -60,7 +62,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         config,
         log_manager=log_manager,
         controller=Unused(),  # type: ignore[arg-type]
-        metadata_source=Unused(),  # type: ignore[arg-type]
+        feed=RaftMetadataFeed(Unused()),  # type: ignore[arg-type]
         cluster_id="c",
         transport=Unused(),  # type: ignore[arg-type]
     )
@@ -124,22 +126,28 @@ def test_a_broker_back_from_fencing_becomes_eligible_for_the_isr_again(broker: B
     assert state.ineligible_replicas == frozenset()
 
 
+def _applier(broker: Broker) -> PartitionChangeApplier:
+    assert isinstance(broker.feed, RaftMetadataFeed)
+    return broker.feed.applier
+
+
 def test_a_follower_fetches_once_its_unregistered_leader_registers(broker: Broker) -> None:
     feed = _started(broker)
-    assert broker.fetchers is not None and broker.applier is not None
+    applier = _applier(broker)
+    assert broker.fetchers is not None and applier.fetchers is broker.fetchers
     assert broker.fetchers.source_of(FOLLOWED) is None
-    assert FOLLOWED in broker.applier.waiting_for_leader
+    assert FOLLOWED in applier.waiting_for_leader
     feed(_register(4, 50))
     assert broker.fetchers.source_of(FOLLOWED) == 4
-    assert broker.applier.waiting_for_leader == {}
+    assert applier.waiting_for_leader == {}
 
 
 def test_a_later_change_replaces_the_wait_for_a_leader(broker: Broker) -> None:
     feed = _started(broker)
-    assert broker.applier is not None
+    applier = _applier(broker)
     # t-1 moves to this broker before 4 ever registers: it leads, nothing waits any more.
     feed(PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, leader=1, isr=(1,)))
     assert broker.partitions.partitions[FOLLOWED].state.is_leader
-    assert broker.applier.waiting_for_leader == {}
+    assert applier.waiting_for_leader == {}
     feed(_register(4, 50))
     assert broker.fetchers is not None and broker.fetchers.source_of(FOLLOWED) is None
