@@ -3,7 +3,7 @@
     .venv/bin/python bench/run_single_broker.py [--records-100b N] [--records-1k N]
         [--partitions P] [--producer-props k=v ...] [--consumer-props k=v ...] [--json]
 
-Starts one standalone broker (`python -m deploy.node.broker`) on a free loopback port with its
+Starts one single-node broker (`python -m deploy.node.broker`, KRaft combined by default) on a free loopback port with its
 data in a temporary directory, creates one topic per record size, runs the same code as
 `trioka perf produce` / `trioka perf consume` in this process, prints the figures next to the
 issue's targets, and stops the broker (SIGTERM; SIGKILL by pid if it lingers).

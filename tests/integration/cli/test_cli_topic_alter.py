@@ -1,5 +1,5 @@
-"""`trioka topic alter --topic T --partitions N` (kafka-topics.sh --alter) against a standalone
-broker process: its single-node controller adds partitions too (CreatePartitions), the new ones
+"""`trioka topic alter --topic T --partitions N` (kafka-topics.sh --alter) against a single-node
+broker process (KRaft combined, the default): its own controller adds partitions too (CreatePartitions), the new ones
 take records, and refusals are one `error:` line."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from tests.integration.cli.test_cli_commands import one_error_line, trioka
 from tests.support.broker_process import BrokerProcess
 
 
-def test_topic_alter_adds_partitions_on_a_standalone_broker(broker: BrokerProcess) -> None:
+def test_topic_alter_adds_partitions_on_a_single_node_broker(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     assert trioka("topic", "create", "grow", "-b", b, "-p", "1").returncode == 0
     checked = trioka("topic", "alter", "--topic", "grow", "-b", b, "--partitions", "4",
