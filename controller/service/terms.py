@@ -65,7 +65,7 @@ class Term:
         """Set once the term serves (claimed, event loop running)."""
         self.nursery: trio.Nursery | None = None
         self.started = trio.current_time()
-        """When the term started (its claim began)."""
+        """When the term started (the service starts its claim at once)."""
         self.resigning = False
         self.resign_requested = False
         self.replayed = True
@@ -123,7 +123,6 @@ class ControllerService:
         metrics: ControllerMetrics | None = None,
         rebalance_initial_delay_s: float = REBALANCE_INITIAL_DELAY_S,
         rebalance_interval_s: float | None = None,
-        initial_image: MetadataImage | None = None,
     ) -> None:
         self.leadership = leadership
         self.mode = mode
@@ -135,7 +134,7 @@ class ControllerService:
             if rebalance_interval_s is not None
             else float(ctx.config.leader_imbalance_check_interval_seconds)
         )
-        self.state = ControllerState(initial_image or MetadataImage.empty(""))
+        self.state = ControllerState(MetadataImage.empty(""))
         """The controller state: replayed from the log on every controller (Raft), or loaded
         when a term starts (ZooKeeper)."""
         self._term: Term | None = None
@@ -276,7 +275,7 @@ class ControllerService:
 
     async def _activate(self, term: Term, elected: Elected) -> None:
         """Claim, then serve until the term is cancelled."""
-        started = term.started = trio.current_time()
+        started = term.started
         claim = await self.leadership.claim(elected)
         if claim is None:
             return
