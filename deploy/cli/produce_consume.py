@@ -9,24 +9,56 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import click
 import trio
 
 from client import Admin, Consumer, Producer, TopicPartition
+from client.admin import TopicDescription
 from client.fetched_records import ConsumerRecord
 from deploy.cli.options import bootstrap_option, parse_key_values, property_option
+from protocol.errors import ErrorCode, KafkaError
 
 _READ_CHUNK = 1 << 16
 
 
+# A topic just created reaches each broker's metadata cache asynchronously (ZK mode's
+# UpdateMetadata, Raft brokers' metadata-log fetch), so the broker asked may not know it yet.
+# Kafka's producer waits max.block.ms (60 s) for it; a few seconds covers propagation and
+# still fails a typo quickly.
+_UNKNOWN_TOPIC_GRACE_S = 5.0
+
+
+class _TopicDescriber(Protocol):
+    async def describe_topics(self, names: list[str]) -> list[TopicDescription]: ...
+
+
+async def describe_topic_with_grace(
+    admin: _TopicDescriber, topic: str, *, grace_s: float, backoff_s: float
+) -> TopicDescription:
+    """`topic`'s description, asking again while it is unknown, for up to `grace_s`."""
+    deadline = trio.current_time() + grace_s
+    while True:
+        try:
+            (description,) = await admin.describe_topics([topic])
+            return description
+        except KafkaError as error:
+            unknown = error.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if not unknown or trio.current_time() + backoff_s > deadline:
+                raise
+        await trio.sleep(backoff_s)
+
+
 async def topic_partitions(bootstrap: str, topic: str, props: dict[str, Any]) -> int:
-    """Partition count of `topic`; a clear error at once when it does not exist (rather than
-    the clients' wait for metadata up to max.block.ms)."""
+    """Partition count of `topic`; a clear error within a few seconds when it does not exist
+    (rather than the clients' wait for metadata up to max.block.ms)."""
     admin_props = {k: v for k, v in props.items() if k in _ADMIN_KEYS}
+    backoff_s = int(props.get("retry.backoff.ms", 100)) / 1000
     async with Admin(admin_props, bootstrap_servers=bootstrap) as admin:
-        (description,) = await admin.describe_topics([topic])
+        description = await describe_topic_with_grace(
+            admin, topic, grace_s=_UNKNOWN_TOPIC_GRACE_S, backoff_s=backoff_s
+        )
     return len(description.partitions)
 
 
