@@ -13,7 +13,6 @@ IsrShrinksPerSec / IsrExpandsPerSec (broker.metrics), as Kafka marks them on the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import structlog
@@ -173,7 +172,7 @@ class AlterPartitionManager:
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> int:
         """One pass of the isr-expiration task; returns how many shrinks were proposed."""
-        now = time.monotonic_ns() // 1_000_000 if now_ms is None else now_ms
+        now = self.partitions.clock.monotonic_ms() if now_ms is None else now_ms
         n = 0
         for partition in list(self.partitions.partitions.values()):
             state = partition.state

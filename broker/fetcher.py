@@ -19,7 +19,6 @@ leader change while a fetch is in flight never mixes logs.
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,11 +28,10 @@ import structlog
 import trio
 
 from broker.metrics import BrokerTopicMetrics
-from broker.ports import Transport
+from broker.ports import Failpoints, Transport
 from broker.replica.fetch_session import FetchSessionHandler, PartitionRequest
 from broker.replica.follower import FetchStatus, FollowerErrorAction, FollowerFetchState
 from broker.replica.leader import DivergingEpoch
-from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.log_context import keep_process_context_only
 from protocol.messages.fetch import (
@@ -58,10 +56,6 @@ if TYPE_CHECKING:
     from broker.partitions import Partition, PartitionManager
 
 log = structlog.get_logger("broker.fetcher")
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +169,12 @@ class ReplicaFetcher:
 
     async def _fetch_once(self) -> None:
         config = self.manager.config
-        now = _now_ms()
-        if failpoints.eval("replica.fetcher.skip_source") == self.source.broker_id:
+        now = self.manager.clock.monotonic_ms()
+        failpoints = self.manager.failpoints
+        if (
+            failpoints is not None
+            and failpoints.eval("replica.fetcher.skip_source") == self.source.broker_id
+        ):
             # Failpoint: as if this broker could not reach the source (tests that need a
             # follower to keep what it has, e.g. KIP-101's scenarios).
             await self._idle(now)
@@ -297,7 +295,7 @@ class ReplicaFetcher:
             action = st.on_error(
                 part.error_code,
                 request_leader_epoch=req.current_leader_epoch,
-                now_ms=_now_ms(),
+                now_ms=self.manager.clock.monotonic_ms(),
                 backoff_ms=self.manager.config.backoff_ms,
             )
             if action is FollowerErrorAction.HANDLE_OUT_OF_RANGE:
@@ -335,10 +333,11 @@ class ReplicaFetcher:
             log.warning(
                 "follower append failed; backing off", topic_partition=str(tp), error=str(exc)
             )
-            st.delayed_until_ms = _now_ms() + self.manager.config.backoff_ms
+            st.delayed_until_ms = self.manager.clock.monotonic_ms() + self.manager.config.backoff_ms
             return
         self.lags[tp] = max(0, part.high_watermark - the_log.log_end_offset)
-        if failpoints.eval("replica.follower.freeze_hw") is not None:
+        failpoints = self.manager.failpoints
+        if failpoints is not None and failpoints.eval("replica.follower.freeze_hw") is not None:
             return  # failpoint: the follower's HW lags the leader's (KIP-101's scenario 1)
         if partition.state.update_high_watermark_from_leader(
             part.high_watermark, the_log.log_start_offset
@@ -353,7 +352,7 @@ class ReplicaFetcher:
             earliest, latest = await self._leader_offsets(tp, st.current_leader_epoch)
         except Exception as exc:  # the transport may fail in any way; back off and retry
             log.warning("leader offsets unavailable", topic_partition=str(tp), error=str(exc))
-            st.delayed_until_ms = _now_ms() + config.backoff_ms
+            st.delayed_until_ms = self.manager.clock.monotonic_ms() + config.backoff_ms
             return
         if self.states.get(tp) is not st or self.manager.partitions.get(tp) is not partition:
             return
@@ -447,8 +446,11 @@ class ReplicaFetcherManager:
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         transport_factory: Callable[[], Transport] | None = None,
         topic_metrics: BrokerTopicMetrics | None = None,
+        failpoints: Failpoints | None = None,
     ) -> None:
         self.config = config
+        self.failpoints = failpoints
+        self.clock = partitions.clock
         self.topic_metrics = topic_metrics
         """ReplicationBytesInPerSec, per follower append."""
         self.partitions = partitions

@@ -39,6 +39,7 @@ from protocol.messages.broker_lifecycle import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from protocol.server_configs import SERVER_CONFIGS
 
 log = structlog.get_logger("broker.lifecycle")
 
@@ -75,6 +76,9 @@ class Registration:
     rack: str | None = None
 
 
+_HEARTBEAT_INTERVAL_MS_DEFAULT = int(SERVER_CONFIGS["broker.heartbeat.interval.ms"].default)
+
+
 class BrokerLifecycle:
     """The pure state of registration and heartbeats. `next_request(now_ms, metadata_offset)`
     is the request due now (or None, then `next_due_ms` says when); the answers go to
@@ -84,7 +88,7 @@ class BrokerLifecycle:
         self,
         registration: Registration,
         *,
-        heartbeat_interval_ms: int = 2000,
+        heartbeat_interval_ms: int = _HEARTBEAT_INTERVAL_MS_DEFAULT,
         retry_backoff_ms: int = 100,
         now_ms: int = 0,
     ) -> None:

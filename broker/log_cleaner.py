@@ -33,6 +33,7 @@ from storage.cleaner import (
 )
 from storage.log import Log
 from storage.log_manager import LogManager
+from storage.swap import Failpoints
 
 log = structlog.get_logger("broker.log_cleaner")
 
@@ -63,11 +64,13 @@ class LogCleaner:
         log_manager: LogManager,
         high_watermarks: Callable[[], Mapping[TopicPartition, int]],
         now_ms: Callable[[], int],
+        failpoints: Failpoints | None = None,
     ) -> None:
         self.config = config
         self.log_manager = log_manager
         self._high_watermarks = high_watermarks
         self._now_ms = now_ms
+        self._failpoints = failpoints
         self.checkpoints = CleanerCheckpoints(list(log_manager.log_dirs))
         for d, problem in self.checkpoints.problems.items():
             log.warning("cleaner checkpoint unreadable", log_dir=d, problem=problem)
@@ -152,7 +155,7 @@ class LogCleaner:
         buffer = self.config.dedupe_buffer_size // max(1, self.config.threads)
         try:
             result: CleaningResult = await trio.to_thread.run_sync(
-                clean, plan, buffer, abandon_on_cancel=True
+                clean, plan, buffer, self._failpoints, abandon_on_cancel=True
             )
         except CleanerCorruptionError as exc:
             if self._log_changed(the_log, plan):
@@ -166,7 +169,9 @@ class LogCleaner:
             if self._log_changed(the_log, plan):
                 return False
             raise exc
-        if self.log_manager.get_log(tp) is not the_log or not swap_in(the_log, result):
+        if self.log_manager.get_log(tp) is not the_log or not swap_in(
+            the_log, result, self._failpoints
+        ):
             discard(result)
             log.info("log cleaning aborted: the log changed meanwhile", topic_partition=str(tp))
             return False

@@ -12,7 +12,6 @@ LogManager.shutdown() (flush, recovery points, log start offsets, clean-shutdown
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -37,11 +36,12 @@ from broker.log_cleaner import CleanerConfig, LogCleaner
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics, BrokerView, default_metrics
 from broker.partitions import PartitionManager
-from broker.ports import BrokerCore, ControllerChannel, MetadataFeed, Transport
+from broker.ports import BrokerCore, ControllerChannel, Failpoints, MetadataFeed, Transport
 from broker.producer_ids import ProducerIdManager
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache
 from broker.server import BoundListener, BrokerServer, ServerLimits
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.config_defs import LONG_MAX
 from protocol.metadata.image import MetadataImage
 from protocol.names import TopicPartition
@@ -64,10 +64,6 @@ def server_limits(config: BrokerConfig) -> ServerLimits:
         max_inflight_per_connection=int(config["queued.max.requests.per.connection"]),
         connections_max_idle_ms=int(config["connections.max.idle.ms"]),
     )
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def fetcher_config(config: BrokerConfig) -> FetcherConfig:
@@ -108,8 +104,14 @@ class Broker:
         local_controller: ControllerChannel | None = None,
         transport_factory: Callable[[], Transport] | None = None,
         metrics: BrokerMetrics | None = None,
+        failpoints: Failpoints | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
+        self.clock = clock
+        """The process's clock (protocol.clock), shared by the partitions, fetchers and waits."""
+        self.failpoints = failpoints
+        """The process's failpoints (deploy.node.failpoints), None: all off."""
         self.log_manager = log_manager
         self.controller = controller
         self.feed = feed
@@ -142,7 +144,8 @@ class Broker:
             CleanerConfig.from_broker_config(config),
             log_manager,
             self.partitions.high_watermarks,
-            _now_ms,
+            self.clock.wall_ms,
+            self.failpoints,
         )
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
@@ -158,6 +161,7 @@ class Broker:
             config.node_id,
             self.publisher.topic_config,
             replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+            clock=self.clock,
         )
         self.publisher.partitions = self.partitions
         self.purgatory = FetchPurgatory()
@@ -185,6 +189,7 @@ class Broker:
             on_high_watermark=self._notify,
             transport_factory=transport_factory,
             topic_metrics=self.metrics.topics,
+            failpoints=self.failpoints,
         )
 
     def _make_controller_clients(self) -> None:
@@ -211,6 +216,7 @@ class Broker:
             broker_epoch=lambda: self.broker_epoch_fn(),
             notify=self._notify,
             on_leadership=self.group_coordinator.on_leadership,
+            failpoints=self.failpoints,
         )
 
     def _add_api_handlers(self, forwarder: ControllerForwarder) -> MetadataHandler:
@@ -250,6 +256,7 @@ class Broker:
                 fetch_purgatory=self.purgatory,
                 produce_purgatory=self.produce_purgatory,
                 topic_metrics=self.metrics.topics,
+                failpoints=self.failpoints,
             ),
             ProducerIdHandler(self.producer_ids),
             FetchHandler(
@@ -276,6 +283,7 @@ class Broker:
             hw_purgatory=self.produce_purgatory,
             cluster=cluster,
             client_id=request_client_id,
+            failpoints=self.failpoints,
         )
         self.apis.add_handlers(group_apis.handlers())
         return coordinator
@@ -300,12 +308,12 @@ class Broker:
             log.info("clean shutdown marker found, skipping log recovery", log_dirs=clean)
         else:
             log.info("no clean shutdown marker, recovering logs", log_dirs=self.log_manager_dirs())
-        started = time.monotonic()
+        started = self.clock.monotonic_ms()
         self.log_manager.startup()
         log.info(
             "log manager started",
             logs=len(list(self.log_manager.logs())),
-            duration_ms=int((time.monotonic() - started) * 1000),
+            duration_ms=self.clock.monotonic_ms() - started,
         )
 
     def log_manager_dirs(self) -> list[str]:
@@ -399,7 +407,7 @@ class Broker:
             (
                 "retention",
                 int(c["log.retention.check.interval.ms"]),
-                lambda: self.log_manager.run_retention(_now_ms()),
+                lambda: self.log_manager.run_retention(self.clock.wall_ms()),
             ),
             (
                 "recovery point checkpoint",
@@ -415,7 +423,7 @@ class Broker:
                 "producer id expiration",
                 int(c["producer.id.expiration.check.interval.ms"]),
                 lambda: self.log_manager.remove_expired_producers(
-                    _now_ms(), int(c["producer.id.expiration.ms"])
+                    self.clock.wall_ms(), int(c["producer.id.expiration.ms"])
                 ),
             ),
             (
@@ -424,7 +432,7 @@ class Broker:
                 # after each roll whatever log.flush.scheduler.interval.ms says: without it the
                 # recovery point never moves and a crash means re-scanning every log in full.
                 min(int(c["log.flush.scheduler.interval.ms"]), ROLLED_SEGMENT_FLUSH_MS),
-                lambda: self.log_manager.flush_dirty(_now_ms()),
+                lambda: self.log_manager.flush_dirty(self.clock.wall_ms()),
             ),
         ]
         for name, interval_ms, fn in every:

@@ -24,6 +24,7 @@ from broker.replica.partition_state import (
     PartitionChange,
     PartitionState,
 )
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import FetchPartitionResponse
 from protocol.names import TopicPartition
@@ -105,8 +106,10 @@ class PartitionManager:
         topic_config: TopicConfigFn,
         *,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.log_manager = log_manager
+        self.clock = clock
         self.node_id = node_id
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -198,6 +201,7 @@ class PartitionManager:
                 self.node_id,
                 min_insync_replicas=min_isr,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                clock_ms=self.clock.monotonic_ms,
             )
             if self._checkpointed_hw is None:
                 self._checkpointed_hw = dict(self.log_manager.read_high_watermarks())

@@ -26,6 +26,15 @@ if TYPE_CHECKING:
     from protocol.names import TopicPartition
 
 
+class Failpoints(Protocol):
+    """The process's failpoint registry (deploy.node.failpoints.Failpoints), given to the
+    components that hold failpoints; None (the default everywhere): all off."""
+
+    def eval(self, name: str) -> object | None:
+        """The failpoint's value when it fires, else None."""
+        ...
+
+
 class ControllerChannel(Protocol):
     """Forwards admin requests (CreateTopics, DeleteTopics, IncrementalAlterConfigs,
     CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments) and the broker's own
@@ -119,6 +128,7 @@ class BrokerCore:
     """Wakes the produce and fetch waits of a partition whose state changed."""
     on_leadership: LeadershipListener
     """The group coordinator's: partitions this broker now leads, and stopped leading."""
+    failpoints: Failpoints | None = None
 
 
 class MetadataFeed(Protocol):

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from controller.config import ControllerConfig
+from protocol.clock import SYSTEM_CLOCK
 from protocol.metadata.topic_ids import random_uuid
 
 if TYPE_CHECKING:
     from controller.cluster_control import ClusterControl
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +32,6 @@ class ControllerContext:
     built by `ClusterControl.activate` for one term; the broker lifecycle operations
     (BrokerRegistration, BrokerHeartbeat, UnregisterBroker, FenceStaleBrokers) need it and
     answer NOT_CONTROLLER without it. Soft state, never replayed."""
-    clock_ms: Callable[[], int] = monotonic_ms
+    clock_ms: Callable[[], int] = SYSTEM_CLOCK.monotonic_ms
     """Monotonic milliseconds for the broker sessions (the Raft driver passes its own clock,
     so the fencing timer and the sessions agree)."""

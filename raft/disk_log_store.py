@@ -33,9 +33,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
 from collections.abc import Callable, Sequence
 
+from protocol.clock import SYSTEM_CLOCK
 from protocol.names import METADATA_PARTITION
 from protocol.record_batch import Record, build_batch, decode_records, read_header
 from raft.log_store import (
@@ -86,7 +86,7 @@ class DiskLogStore:
             raise LogStoreError(f"tail_cache_bytes must be >= 0, got {tail_cache_bytes}")
         self.directory = os.path.join(os.fspath(metadata_log_dir), METADATA_PARTITION_DIR)
         self._config = config or raft_log_config()
-        self._clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock = clock_ms or SYSTEM_CLOCK.wall_ms
         os.makedirs(self.directory, exist_ok=True)
         self._snapshots: set[SnapshotId] = set()
         for name in os.listdir(self.directory):

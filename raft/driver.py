@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,6 +30,7 @@ from typing import Any, Protocol
 import structlog
 import trio
 
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from protocol.messages import Request, Response
 from protocol.messages import describe_quorum as dq
@@ -154,7 +154,7 @@ class RaftDriver:
         cluster_id: str | None = None,
         rng: random.Random | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
-        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        wall_clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
         voter_endpoints: Sequence[dq.DescribeQuorumNode] = (),
         metrics: RaftMetrics | None = None,
     ) -> None:

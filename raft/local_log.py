@@ -16,12 +16,12 @@ committed are shielded from cancellation, so listeners never miss a committed re
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 import trio
 
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.records import MetadataRecord, OffsetRecord, decode_record, encode_record
 from protocol.metadata.topic_ids import METADATA_TOPIC_ID
@@ -66,7 +66,7 @@ class LocalMetadataLog:
     ) -> None:
         self.directory = os.path.join(os.fspath(metadata_log_dir), METADATA_PARTITION_DIR)
         self._epoch = leader_epoch
-        self._clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock = clock_ms or SYSTEM_CLOCK.wall_ms
         self._listeners: list[Listener] = []
         self._log: Log | None = None
         self._lock = trio.Lock()

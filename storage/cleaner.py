@@ -48,7 +48,7 @@ from storage.checkpoints import read_offsets, write_offsets
 from storage.errors import CheckpointError
 from storage.log import Log
 from storage.segment import LogSegment
-from storage.swap import CLEANED_SUFFIX, crash_point
+from storage.swap import CLEANED_SUFFIX, Failpoints, crash_point
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 OFFSET_MAP_BYTES_PER_ENTRY = 24
@@ -413,7 +413,9 @@ def _clean_group(
     return path
 
 
-def clean(plan: CleaningPlan, dedupe_buffer_bytes: int) -> CleaningResult:
+def clean(
+    plan: CleaningPlan, dedupe_buffer_bytes: int, failpoints: Failpoints | None = None
+) -> CleaningResult:
     """Steps 2 of the module doc. Raises CleanerCorruptionError (nothing left behind)."""
     started = time.monotonic()
     stats = CleanerStats()
@@ -428,7 +430,7 @@ def clean(plan: CleaningPlan, dedupe_buffer_bytes: int) -> CleaningResult:
             written.append(group[0].path + CLEANED_SUFFIX)
             path = _clean_group(plan, group, om, stats, last_group=n == len(grouped) - 1)
             groups.append(CleanedGroup(tuple(s.base_offset for s in group), path))
-        crash_point("log.cleaner.after_cleaned")
+        crash_point(failpoints, "log.cleaner.after_cleaned")
     except (CleanerCorruptionError, OSError):
         for path in written:
             _unlink(path)
@@ -437,14 +439,14 @@ def clean(plan: CleaningPlan, dedupe_buffer_bytes: int) -> CleaningResult:
     return CleaningResult(plan, tuple(groups), upto, stats)
 
 
-def swap_in(log: Log, result: CleaningResult) -> bool:
+def swap_in(log: Log, result: CleaningResult, failpoints: Failpoints | None = None) -> bool:
     """Step 3 (owner thread): replace each group; False when the log changed meanwhile (the
     rest of the cleaned files are deleted, nothing of the log changes)."""
     by_base = {s.base_offset: s for s in result.plan.live_segments}
     version = result.plan.layout_version
     for n, group in enumerate(result.groups):
         old = [by_base[b] for b in group.replaced]
-        if log.replace_segments(old, group.cleaned_path, version) is None:
+        if log.replace_segments(old, group.cleaned_path, version, failpoints) is None:
             for later in result.groups[n + 1 :]:
                 _unlink(later.cleaned_path)
             return False

@@ -15,11 +15,11 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterator
 
 import structlog
 
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
 from protocol.record_batch import BatchHeader
@@ -47,7 +47,7 @@ from storage.log_read import (
 from storage.producer_snapshots import ProducerStateStore
 from storage.retention import segments_past_retention
 from storage.segment import BatchInfo, LogSegment
-from storage.swap import swap_files
+from storage.swap import Failpoints, swap_files
 
 logger = structlog.get_logger("storage.log")
 
@@ -57,10 +57,6 @@ leader), so recovery must accept batches that start past the expected offset."""
 
 FLUSH_MS_NEVER = 1 << 62
 """A flush.ms at least this large (Kafka's default is Long.MAX_VALUE) never comes due."""
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Log:
@@ -135,7 +131,7 @@ class Log:
         tp = TopicPartition.from_dir_name(os.path.basename(os.path.normpath(directory)))
         config = config or LogConfig()
         handles = FileHandleCache(64) if handles is None else handles
-        clock = clock_ms or wall_clock_ms
+        clock = clock_ms or SYSTEM_CLOCK.wall_ms
         created, stored_id = prepare_dir(directory, tp, topic_id)
         log = cls(
             directory,
@@ -628,7 +624,11 @@ class Log:
     # -- compaction ----------------------------------------------------------------------------
 
     def replace_segments(
-        self, old: list[LogSegment], cleaned_path: str, layout_version: int
+        self,
+        old: list[LogSegment],
+        cleaned_path: str,
+        layout_version: int,
+        failpoints: Failpoints | None = None,
     ) -> LogSegment | None:
         """Swap a cleaned file in for the consecutive inactive segments `old` (Kafka's
         replaceSegments). Returns the new segment, or None (and deletes `cleaned_path`) when
@@ -645,7 +645,7 @@ class Log:
         base = old[0].base_offset
         self.mark_offset_gaps()
         try:
-            swap_files(self.directory, old, cleaned_path)
+            swap_files(self.directory, old, cleaned_path, failpoints)
             new = LogSegment.open_existing(
                 self.directory, base, self._handles, self._config, self._clock()
             )

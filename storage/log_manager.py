@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import structlog
 
+from protocol.clock import SYSTEM_CLOCK
 from protocol.names import METADATA_PARTITION, TopicPartition, validate_topic_name
 from protocol.telemetry import SPOOL_DIR_NAME as TELEMETRY_SPOOL_DIR
 from storage.checkpoints import (
@@ -32,7 +33,7 @@ from storage.errors import (
     MetaPropertiesError,
 )
 from storage.files import FileHandleCache, atomic_write, default_max_open_files, fsync_dir
-from storage.log import Log, wall_clock_ms
+from storage.log import Log
 from storage.meta_properties import ensure_meta_properties
 
 logger = structlog.get_logger("storage.log_manager")
@@ -64,7 +65,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
         self.handles = FileHandleCache(max_open_files or default_max_open_files())
-        self._clock = clock_ms or wall_clock_ms
+        self._clock = clock_ms or SYSTEM_CLOCK.wall_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}

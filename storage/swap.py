@@ -23,10 +23,10 @@ import contextlib
 import os
 import signal
 from collections.abc import Sequence
+from typing import Protocol
 
 import structlog
 
-from protocol import failpoints
 from protocol.errors import CorruptRecordBatchError
 from protocol.record_batch import HEADER_SIZE, read_header
 from storage.files import fsync_dir
@@ -40,15 +40,21 @@ DELETED_SUFFIX = ".deleted"
 _SEGMENT_EXTS = (".log", ".index", ".timeindex")
 
 
+class Failpoints(Protocol):
+    """The process's failpoint registry (deploy.node.failpoints.Failpoints; None: all off)."""
+
+    def eval(self, name: str) -> object | None: ...
+
+
 class FailpointCrash(Exception):
     """A cleaner failpoint fired: the cleaning stops there, as a kill would stop it (tests reopen
     the log from what is on disk)."""
 
 
-def crash_point(name: str) -> None:
+def crash_point(failpoints: Failpoints | None, name: str) -> None:
     """Stop here when failpoint `name` fires: `return(exit)` SIGKILLs the process (an
     integration test's broker), any other value raises FailpointCrash (a unit test)."""
-    value = failpoints.eval(name)
+    value = None if failpoints is None else failpoints.eval(name)
     if value is None:
         return
     if value == "exit":
@@ -56,20 +62,25 @@ def crash_point(name: str) -> None:
     raise FailpointCrash(name)
 
 
-def swap_files(directory: str, old: Sequence[LogSegment], cleaned_path: str) -> None:
+def swap_files(
+    directory: str,
+    old: Sequence[LogSegment],
+    cleaned_path: str,
+    failpoints: Failpoints | None = None,
+) -> None:
     """Replace the consecutive segments `old` of the log in `directory` by the cleaned file
     (see the module doc); `old[0]`'s files are then the cleaned segment's."""
     swap_path = old[0].log_path + SWAP_SUFFIX
     os.replace(cleaned_path, swap_path)
     fsync_dir(directory)
-    crash_point("log.cleaner.after_swap_rename")
+    crash_point(failpoints, "log.cleaner.after_swap_rename")
     for seg in old:
         seg.release_handles()
         os.replace(seg.log_path, seg.log_path + DELETED_SUFFIX)
         for path in (seg.index_path, seg.time_index_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-    crash_point("log.cleaner.before_swap_complete")
+    crash_point(failpoints, "log.cleaner.before_swap_complete")
     os.replace(swap_path, old[0].log_path)
     fsync_dir(directory)
     for seg in old:

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 import trio
@@ -42,7 +42,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import WatchedEvent
 
-from protocol import failpoints
+from protocol.clock import SYSTEM_CLOCK
 from zkstore.client import ZkClient, ZkState, ZkStateEvent
 from zkstore.errors import ControllerMovedError
 from zkstore.znodes import INITIAL_CONTROLLER_EPOCH, ControllerEpochZNode, ControllerZNode
@@ -104,7 +104,7 @@ async def register_controller_and_increment_epoch(
 ) -> tuple[int, int]:
     """Kafka's registerControllerAndIncrementControllerEpoch: (new epoch, its zk version), or
     ControllerMovedError when another broker won."""
-    timestamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
+    timestamp = timestamp_ms if timestamp_ms is not None else SYSTEM_CLOCK.wall_ms()
     current = await read_controller_epoch(zk)
     epoch, epoch_version = (
         current if current is not None else await _maybe_create_controller_epoch(zk)
@@ -139,6 +139,12 @@ async def register_controller_and_increment_epoch(
     )
 
 
+class Failpoints(Protocol):
+    """The process's failpoint registry (deploy.node.failpoints.Failpoints; None: all off)."""
+
+    def eval(self, name: str) -> object | None: ...
+
+
 class ControllerElection:
     """One broker's part in the controller election. Run `run` in a nursery."""
 
@@ -148,10 +154,12 @@ class ControllerElection:
         broker_id: int,
         *,
         clock_ms: Callable[[], int] | None = None,
+        failpoints: Failpoints | None = None,
     ) -> None:
         self._zk = zk
+        self._failpoints = failpoints
         self.broker_id = broker_id
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self._wakeup_send, self._wakeup_receive = trio.open_memory_channel[object](math.inf)
         self._events_send, self._events_receive = trio.open_memory_channel[ElectionEvent](math.inf)
         self.active_controller_id: int | None = None
@@ -236,7 +244,9 @@ class ControllerElection:
                     if wakeup.state is ZkState.LOST:
                         if (
                             self.is_active
-                            and failpoints.eval("controller.zk.ignore_session_loss") is not None
+                            and self._failpoints is not None
+                            and self._failpoints.eval("controller.zk.ignore_session_loss")
+                            is not None
                         ):
                             log.warning(
                                 "controller ignores its session loss (failpoint)",

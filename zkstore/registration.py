@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -23,6 +22,7 @@ import structlog
 import trio
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
+from protocol.clock import SYSTEM_CLOCK
 from zkstore.client import ZkClient, ZkState, ZkStateEvent
 from zkstore.errors import BrokerIdInUseError
 from zkstore.znodes import PERSISTENT_PATHS, BrokerIdZNode, BrokerInfo, ClusterIdZNode
@@ -84,7 +84,7 @@ class BrokerRegistrar:
     ) -> None:
         self._zk = zk
         self._info = info
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self._epoch: int | None = None
         self._callbacks: list[Callable[[int], None]] = []
         self._wakeup_send, self._wakeup_receive = trio.open_memory_channel[ZkStateEvent](math.inf)

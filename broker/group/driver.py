@@ -10,7 +10,6 @@ HW passes them (offsets.commit.timeout.ms, else REQUEST_TIMED_OUT).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -38,8 +37,9 @@ from broker.group.records import (
     encode_value,
 )
 from broker.partitions import Partition, PartitionManager
+from broker.ports import Failpoints
 from broker.purgatory import FetchPurgatory
-from protocol import failpoints
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.log_context import detached
 from protocol.names import TopicPartition
@@ -59,10 +59,6 @@ _APPEND_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +87,8 @@ class GroupCoordinatorDriver:
         notify: Callable[[TopicPartition], None],
         hw_purgatory: FetchPurgatory,
         config: DriverConfig = DriverConfig(),
-        clock_ms: Callable[[], int] = wall_ms,
+        clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
+        failpoints: Failpoints | None = None,
     ) -> None:
         self.core = core
         self.partitions = partitions
@@ -100,6 +97,7 @@ class GroupCoordinatorDriver:
         self.hw_purgatory = hw_purgatory
         self.config = config
         self.clock_ms = clock_ms
+        self.failpoints = failpoints
         self._waiters: dict[WaitKey, _Slot] = {}
         self._nursery: trio.Nursery | None = None
         self._queued: list[tuple[str, int, int | None]] = []
@@ -304,7 +302,7 @@ class GroupCoordinatorDriver:
         """Read the partition up to the log end found at election, as far as the HW allows,
         waiting for the HW to get there; then hand the groups to the core (which discards the
         load if the partition moved on meanwhile)."""
-        started = time.monotonic()
+        started = self.partitions.clock.monotonic_ms()
         tp = TopicPartition(OFFSETS_TOPIC, index)
         loader = PartitionLoader(
             lambda problem: log.warning(
@@ -315,7 +313,9 @@ class GroupCoordinatorDriver:
         partition = self.partitions.get(tp)
         if partition is None:
             return
-        hold = failpoints.eval("group.coordinator.hold_load")
+        hold = (
+            None if self.failpoints is None else self.failpoints.eval("group.coordinator.hold_load")
+        )
         if hold is not None:
             hold_s = float(hold) if isinstance(hold, int | float) and hold is not True else 5.0
             log.warning(
@@ -359,7 +359,7 @@ class GroupCoordinatorDriver:
                 epoch=epoch,
                 groups=len(set(loaded.groups) | set(loaded.offsets)),
                 end_offset=target,
-                duration_ms=int((time.monotonic() - started) * 1000),
+                duration_ms=self.partitions.clock.monotonic_ms() - started,
             )
             self._wake.set()
         else:

@@ -10,6 +10,7 @@ from broker.group.driver import DriverConfig, GroupCoordinatorDriver
 from broker.group.effects import GroupConfig
 from broker.group.handlers import ClusterView, GroupApis, offsets_topic_spec
 from broker.partitions import PartitionManager
+from broker.ports import Failpoints
 from broker.purgatory import FetchPurgatory
 from protocol.names import TopicPartition
 
@@ -39,6 +40,7 @@ def make_group_coordinator(
     hw_purgatory: FetchPurgatory,
     cluster: ClusterView,
     client_id: Callable[[], str],
+    failpoints: Failpoints | None = None,
 ) -> tuple[GroupCoordinatorDriver, GroupApis]:
     driver = GroupCoordinatorDriver(
         GroupCoordinatorCore(group_config(config)),
@@ -51,6 +53,8 @@ def make_group_coordinator(
             retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
             load_timeout_ms=int(config["request.timeout.ms"]),
         ),
+        clock_ms=partitions.clock.wall_ms,
+        failpoints=failpoints,
     )
     apis = GroupApis(
         driver,

@@ -4,7 +4,6 @@ the fetch purgatory (broker.purgatory.long_poll) for appends, up to its `max_wai
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -93,7 +92,7 @@ class FetchHandler:
             fetch_data,
             forgotten,
             privileged=follower,
-            now_ms=_now_ms(),
+            now_ms=self.reader.partitions.clock.monotonic_ms(),
         )
         if context.error_code != ErrorCode.NONE:
             return FetchResponse(
@@ -105,7 +104,9 @@ class FetchHandler:
         reads = await self._read_and_wait(request, wanted)
         if self.topic_metrics is not None and reads.total:
             self._count_bytes_out(follower, reads.total, reads.results)
-        answer = context.complete(reads.summaries, now_ms=_now_ms())
+        answer = context.complete(
+            reads.summaries, now_ms=self.reader.partitions.clock.monotonic_ms()
+        )
         return FetchResponse(
             topics=_by_topic(answer.partitions, reads.results),
             error_code=int(answer.error_code),
@@ -202,7 +203,3 @@ def _by_topic(
     if parts:
         topics.append(FetchTopicResponse(name=name, partitions=tuple(parts)))
     return tuple(topics)
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000

@@ -14,10 +14,10 @@ from broker.handlers.errors import partition_error
 from broker.handlers.router import Handler
 from broker.metrics import BrokerTopicMetrics
 from broker.partitions import Partition, PartitionManager
+from broker.ports import Failpoints
 from broker.producer_ids import ProducerIdManager, init_producer_id
 from broker.purgatory import FetchPurgatory, await_replication
 from broker.server import ConnectionInfo
-from protocol import failpoints
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiKey, Response
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -44,8 +44,10 @@ class ProduceHandler:
         fetch_purgatory: FetchPurgatory,
         produce_purgatory: FetchPurgatory,
         topic_metrics: BrokerTopicMetrics | None = None,
+        failpoints: Failpoints | None = None,
     ) -> None:
         self.partitions = partitions
+        self.failpoints = failpoints
         self.fetch_purgatory = fetch_purgatory
         """Woken at every append: followers read up to the LEO."""
         self.produce_purgatory = produce_purgatory
@@ -56,6 +58,9 @@ class ProduceHandler:
     def handlers(self) -> Mapping[ApiKey, Handler]:
         return {ApiKey.PRODUCE: self.produce}
 
+    def _failpoint(self, name: str) -> bool:
+        return self.failpoints is not None and self.failpoints.eval(name) is not None
+
     async def produce(self, request: ProduceRequest, conn: ConnectionInfo) -> Response | None:
         topics, waiting = self._append_all(request)
         if request.acks == 0:
@@ -64,7 +69,7 @@ class ProduceHandler:
             errors = await await_replication(
                 self.produce_purgatory, self.partitions.get, waiting, request.timeout_ms
             )
-            if not errors and failpoints.eval("broker.produce.exit_before_response") is not None:
+            if not errors and self._failpoint("broker.produce.exit_before_response"):
                 # Replicated (the HW passed it) but never acknowledged: the client retries it
                 # at the next leader, which must answer it as a duplicate.
                 log.warning("failpoint: exiting before the produce response", waiting=len(waiting))

@@ -17,7 +17,6 @@ from broker.leader_and_isr import ControllerRequestHandler
 from broker.metadata_cache import with_topic_configs
 from broker.partition_changes import applier_for
 from broker.ports import BrokerCore
-from protocol import failpoints
 from protocol.messages import ApiKey
 
 log = structlog.get_logger("broker")
@@ -90,7 +89,12 @@ class ZkMetadataFeed:
             core.broker_epoch,
             ControlledShutdownPolicy.from_broker_config(core.config),
         )
-        hold = failpoints.eval("broker.shutdown.pause_after_controlled_shutdown")
+        failpoints = core.failpoints
+        hold = (
+            None
+            if failpoints is None
+            else failpoints.eval("broker.shutdown.pause_after_controlled_shutdown")
+        )
         if done and hold is not None:
             hold_s = float(hold) if isinstance(hold, int | float) and hold is not True else 10.0
             log.warning(

@@ -25,12 +25,12 @@ Leader rules, as Kafka's:
   `update_follower_fetch` (only when there was no diverging epoch).
 
 Every method that needs the time takes `now_ms`; where it is optional it defaults to
-`clock_ms()` (monotonic milliseconds unless the owner injects another clock). Use one clock.
+`clock_ms()` (the process clock's monotonic milliseconds, protocol.clock; the owner injects
+its own).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -49,6 +49,7 @@ from broker.replica.leader import (
     check_current_leader_epoch,
     diverging_epoch,
 )
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
 
@@ -59,14 +60,9 @@ __all__ = [
     "FollowerFetchUpdate",
     "PartitionChange",
     "PartitionState",
-    "monotonic_ms",
 ]
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +129,7 @@ class PartitionState:
     high_watermark: int = 0
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
-    clock_ms: Callable[[], int] = monotonic_ms
+    clock_ms: Callable[[], int] = SYSTEM_CLOCK.monotonic_ms
     log_end_offset: int = UNKNOWN_OFFSET
     """This broker's log end offset, as last told."""
     leader_epoch_start_offset: int | None = None

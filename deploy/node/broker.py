@@ -14,6 +14,7 @@ broker is serving.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +27,7 @@ from deploy.node.broker_standalone import run_standalone_broker
 from deploy.node.broker_zk import run_zk_broker
 from deploy.node.combined import run_combined_broker, single_node_defaults
 from deploy.node.config import load_broker_config
+from deploy.node.runtime import NodeRuntime
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
 from deploy.telemetry.logs import configure_logging
 from deploy.telemetry.metrics_server import serve_metrics
@@ -38,12 +40,14 @@ async def run_broker(
     *,
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
+    runtime: NodeRuntime | None = None,
 ) -> None:
     """Run one broker until SIGTERM/SIGINT (or cancellation)."""
+    runtime = runtime if runtime is not None else NodeRuntime()
     # First, so that the "metrics serving" event precedes "broker listening": whoever waits
     # for the listener (tests, `trioka cluster`) finds the metrics port already logged.
     with serve_metrics(config):
-        serve = functools.partial(_run_mode, config, handle_signals=handle_signals)
+        serve = functools.partial(_run_mode, config, handle_signals=handle_signals, runtime=runtime)
         shipper = broker_shipper(config)
         if shipper is not None and config.combined_mode:
             shipper = broker_shipper(single_node_defaults(config))
@@ -59,16 +63,18 @@ async def _run_mode(
     *,
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
+    runtime: NodeRuntime,
 ) -> None:
     """The broker of the configured mode (metadata.mode, process.roles)."""
     if config.zk_mode:
-        await run_zk_broker(config, task_status=task_status, handle_signals=handle_signals)
+        run = run_zk_broker
     elif config.combined_mode:
-        await run_combined_broker(config, task_status=task_status, handle_signals=handle_signals)
+        run = run_combined_broker
     elif config.raft_mode:
-        await run_raft_broker(config, task_status=task_status, handle_signals=handle_signals)
+        run = run_raft_broker
     else:
-        await run_standalone_broker(config, task_status, handle_signals)
+        run = run_standalone_broker
+    await run(config, task_status=task_status, handle_signals=handle_signals, runtime=runtime)
 
 
 def start(config_file: str | None, overrides: Sequence[str]) -> None:
@@ -81,7 +87,13 @@ def start(config_file: str | None, overrides: Sequence[str]) -> None:
         metadata_mode=config.metadata_mode,
         **({"process_roles": ",".join(config.process_roles)} if config.combined_mode else {}),
     )
-    run_process(run_broker, config, what="the broker", user_errors=(TriokaError, OSError))
+    runtime = NodeRuntime.from_environ(os.environ)
+    run_process(
+        functools.partial(run_broker, runtime=runtime),
+        config,
+        what="the broker",
+        user_errors=(TriokaError, OSError),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,7 +51,9 @@ from deploy.node.broker_base import (
 )
 from deploy.node.controller_routes import RaftControllerRoute
 from deploy.node.raft_transport import VoterTransport
+from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
+from protocol.clock import Clock
 from protocol.errors import KafkaError
 from protocol.metadata.image import MetadataImage
 from protocol.metadata.records import InvalidRecordError, decode_record
@@ -202,12 +205,13 @@ def lifecycle_for(
     )
 
 
-def log_manager_for(config: BrokerConfig, cluster_id: str) -> LogManager:
+def log_manager_for(config: BrokerConfig, cluster_id: str, clock: Clock) -> LogManager:
     return LogManager(
         list(config.log_dirs),
         node_id=config.node_id,
         cluster_id=cluster_id,
         max_open_files=int(config["trioka.max.open.files"]),
+        clock_ms=clock.wall_ms,
     )
 
 
@@ -256,19 +260,23 @@ async def run_raft_broker(
     *,
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
+    runtime: NodeRuntime | None = None,
 ) -> None:
     """A Raft-mode broker in KRaft's BrokerServer order: metadata observer, log manager,
     socket server, registration and heartbeats, initial catch-up, then the first full image
     applied and the broker unfenced. SIGTERM: controlled shutdown through the heartbeat, then
     drain and close as the other modes."""
+    runtime = runtime if runtime is not None else NodeRuntime()
 
     cluster_id = resolve_cluster_id(config)
     voters = config.voters
-    store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
+    store = await trio.to_thread.run_sync(
+        functools.partial(DiskLogStore, config.metadata_log_dir, clock_ms=runtime.clock.wall_ms)
+    )
     quorum = FileQuorumStateStore(
         store.directory, voters=tuple(sorted(voters)), cluster_id=config["cluster.id"] or ""
     )
-    log_manager = log_manager_for(config, cluster_id)
+    log_manager = log_manager_for(config, cluster_id, runtime.clock)
     request_timeout_s = int(config["request.timeout.ms"]) / 1000
     session_timeout_s = int(config["broker.session.timeout.ms"]) / 1000
     try:
@@ -285,6 +293,7 @@ async def run_raft_broker(
                 quorum,
                 VoterTransport(voters, raft_pooled),
                 cluster_id=config["cluster.id"] or None,
+                wall_clock_ms=runtime.clock.wall_ms,
             )
             source = RaftMetadataSource(cluster_id)
             driver.add_listener(source.on_committed, source.on_snapshot)
@@ -312,6 +321,8 @@ async def run_raft_broker(
                 feed=RaftMetadataFeed(source, controlled_shutdown=controlled_shutdown),
                 cluster_id=cluster_id,
                 transport=transport,
+                failpoints=runtime.failpoints,
+                clock=runtime.clock,
             )
             bound = await nursery.start(broker.run)
             start_lifecycle(

@@ -21,6 +21,7 @@ from deploy.node.broker_base import (
     serve_until_stopped,
 )
 from deploy.node.controller_routes import local_controller_channel
+from deploy.node.runtime import NodeRuntime
 from protocol.metadata.records import BrokerEndpoint
 from protocol.metadata.topic_ids import random_uuid
 from raft.local_log import LocalMetadataLog
@@ -62,15 +63,19 @@ class LocalMetadataSource:
 
 async def run_standalone_broker(
     config: BrokerConfig,
-    task_status: trio.TaskStatus[list[BoundListener]],
-    handle_signals: bool,
+    *,
+    task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    handle_signals: bool = True,
+    runtime: NodeRuntime | None = None,
 ) -> None:
+    runtime = runtime if runtime is not None else NodeRuntime()
     cluster_id = resolve_cluster_id(config)
     log_manager = LogManager(
         list(config.log_dirs),
         node_id=config.node_id,
         cluster_id=cluster_id,
         max_open_files=int(config["trioka.max.open.files"]),
+        clock_ms=runtime.clock.wall_ms,
     )
     # The local single-node log has no batch limit to respect; a standalone broker may create
     # one topic with tens of thousands of partitions.
@@ -78,8 +83,11 @@ async def run_standalone_broker(
         config.values, config.explicit, max_partitions_per_request=1_000_000
     )
     source = LocalMetadataSource()
-    metadata_log = LocalMetadataLog(config.metadata_log_dir)
-    driver = ControllerDriver(metadata_log, ctx=ControllerContext(config=controller_config))
+    metadata_log = LocalMetadataLog(config.metadata_log_dir, clock_ms=runtime.clock.wall_ms)
+    driver = ControllerDriver(
+        metadata_log,
+        ctx=ControllerContext(config=controller_config, clock_ms=runtime.clock.monotonic_ms),
+    )
     metadata_log.add_listener(driver.handle_committed)
     metadata_log.add_listener(source.on_commit)
     broker = Broker(
@@ -88,6 +96,8 @@ async def run_standalone_broker(
         controller=local_controller_channel(driver.submit),
         feed=StandaloneMetadataFeed(source),
         cluster_id=cluster_id,
+        failpoints=runtime.failpoints,
+        clock=runtime.clock,
     )
     await metadata_log.open()
     try:

@@ -24,6 +24,7 @@ from deploy.node.broker_base import (
 )
 from deploy.node.controller_routes import ControllerLocator, ZkControllerRoute
 from deploy.node.controller_services import zk_controller_service
+from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
 from protocol.config_defs import ConfigError
 from storage.log_manager import LogManager
@@ -208,12 +209,14 @@ async def run_zk_broker(
     *,
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
+    runtime: NodeRuntime | None = None,
 ) -> None:
     """A ZK-mode broker (metadata.mode=zk), in Kafka's KafkaServer.startup order: ZooKeeper
     session and persistent paths, cluster id from /cluster/id, log manager, the socket server,
     the registration in /brokers/ids (its czxid is the broker epoch), then the controller
     candidate. SIGTERM: controlled shutdown (in the broker), drain, then the ZooKeeper session
     is closed, which removes the registration at once."""
+    runtime = runtime if runtime is not None else NodeRuntime()
     session_timeout_s = int(config["zookeeper.session.timeout.ms"]) / 1000
     # kazoo reads ZooKeeper's answers in its own threads, which wait for the GIL while the trio
     # thread is busy (replicating thousands of partitions). 25,000 znode reads with a CPU-busy
@@ -228,6 +231,7 @@ async def run_zk_broker(
             node_id=config.node_id,
             cluster_id=cluster_id,
             max_open_files=int(config["trioka.max.open.files"]),
+            clock_ms=runtime.clock.wall_ms,
         )
         listener = config.inter_broker_listener_name
         request_timeout_s = int(config["request.timeout.ms"]) / 1000
@@ -243,6 +247,8 @@ async def run_zk_broker(
                 # ZooKeeper writes are split under jute.maxbuffer, so no batch limit applies.
                 config=controller_config(config, max_partitions_per_request=1_000_000),
                 inter_broker_listener=listener,
+                failpoints=runtime.failpoints,
+                clock=runtime.clock,
             )
             channel = ControllerChannel(
                 ZkControllerRoute(service, zk_broker_locator(zk, listener)),
@@ -261,6 +267,8 @@ async def run_zk_broker(
                 cluster_id=cluster_id,
                 transport=transport,
                 local_controller=service,
+                failpoints=runtime.failpoints,
+                clock=runtime.clock,
             )
             bound = await nursery.start(broker.run)
             registrar = BrokerRegistrar(
@@ -270,6 +278,7 @@ async def run_zk_broker(
                     endpoints=registered_endpoints(config, bound),
                     rack=config["broker.rack"] or None,
                 ),
+                clock_ms=runtime.clock.wall_ms,
             )
 
             def on_registered(epoch: int) -> None:

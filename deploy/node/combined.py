@@ -31,6 +31,7 @@ Kafka 4 runs for a single dev node, from wave 1's pieces:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import structlog
@@ -51,6 +52,7 @@ from deploy.node.broker_raft import (
 from deploy.node.controller import ControllerHandler
 from deploy.node.controller_routes import local_controller_channel
 from deploy.node.controller_services import raft_controller_service
+from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
 from protocol.codec import RequestEnvelope
 from protocol.errors import TriokaError
@@ -160,15 +162,19 @@ async def run_combined_broker(
     *,
     task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
     handle_signals: bool = True,
+    runtime: NodeRuntime | None = None,
 ) -> None:
     """Broker + sole controller in one process; `task_status.started(bound client listeners)`
     once the broker is unfenced and serving."""
+    runtime = runtime if runtime is not None else NodeRuntime()
     config = single_node_defaults(config)
     cluster_id = resolve_cluster_id(config)
     incarnation_id = random_uuid()
-    store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
+    store = await trio.to_thread.run_sync(
+        functools.partial(DiskLogStore, config.metadata_log_dir, clock_ms=runtime.clock.wall_ms)
+    )
     quorum = FileQuorumStateStore(store.directory, voters=(config.node_id,), cluster_id=cluster_id)
-    log_manager = log_manager_for(config, cluster_id)
+    log_manager = log_manager_for(config, cluster_id, runtime.clock)
     request_timeout_s = int(config["request.timeout.ms"]) / 1000
     try:
         async with trio.open_nursery() as nursery:
@@ -179,6 +185,7 @@ async def run_combined_broker(
                 _NoPeers(),
                 cluster_id=cluster_id,
                 voter_endpoints=_voter_endpoints(config),
+                wall_clock_ms=runtime.clock.wall_ms,
             )
             metadata_log = RaftMetadataLog(driver, cluster_id=cluster_id)
             service = raft_controller_service(
@@ -213,6 +220,8 @@ async def run_combined_broker(
                 feed=RaftMetadataFeed(source),
                 cluster_id=cluster_id,
                 transport=transport,
+                failpoints=runtime.failpoints,
+                clock=runtime.clock,
             )
             gate = UnfenceGate(broker.server.handler)
             broker.server.handler = gate

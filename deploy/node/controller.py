@@ -19,6 +19,8 @@ SIGTERM/SIGINT: a leader resigns (EndQuorumEpoch) before the process exits.
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,6 +33,7 @@ from controller.service.terms import ControllerService
 from deploy.node.controller_config import ControllerProcessConfig, load_controller_config
 from deploy.node.controller_services import raft_controller_service
 from deploy.node.raft_transport import VoterTransport
+from deploy.node.runtime import NodeRuntime
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
 from deploy.node.transport import PooledTransport
 from deploy.telemetry.logs import configure_logging
@@ -151,17 +154,23 @@ async def run_controller(
     *,
     handle_signals: bool = True,
     task_status: trio.TaskStatus[list[object]] = trio.TASK_STATUS_IGNORED,
+    runtime: NodeRuntime | None = None,
 ) -> None:
     """Run one voter until SIGTERM/SIGINT (or cancellation), with /metrics served meanwhile
     when trioka.metrics.port is set ("metrics serving" is logged before "controller started")
     and the telemetry shipper running when trioka.telemetry.enable is on."""
+    runtime = runtime if runtime is not None else NodeRuntime()
     shipper = controller_shipper(config)
     if shipper is not None:
         shipper.capture()  # start-up events are shipped too
     try:
         with serve_metrics(config):
             await _run_controller(
-                config, shipper, handle_signals=handle_signals, task_status=task_status
+                config,
+                shipper,
+                runtime,
+                handle_signals=handle_signals,
+                task_status=task_status,
             )
     finally:
         if shipper is not None:
@@ -180,11 +189,14 @@ def controller_shipper(config: ControllerProcessConfig) -> TelemetryShipper | No
 async def _run_controller(
     config: ControllerProcessConfig,
     shipper: TelemetryShipper | None,
+    runtime: NodeRuntime,
     *,
     handle_signals: bool,
     task_status: trio.TaskStatus[list[object]],
 ) -> None:
-    store = await trio.to_thread.run_sync(DiskLogStore, config.metadata_log_dir)
+    store = await trio.to_thread.run_sync(
+        functools.partial(DiskLogStore, config.metadata_log_dir, clock_ms=runtime.clock.wall_ms)
+    )
     quorum = FileQuorumStateStore(
         store.directory, voters=tuple(sorted(config.voters)), cluster_id=config.cluster_id or ""
     )
@@ -197,6 +209,7 @@ async def _run_controller(
                 VoterTransport(dict(config.voters), pooled),
                 cluster_id=config.cluster_id,
                 voter_endpoints=voter_endpoints(config),
+                wall_clock_ms=runtime.clock.wall_ms,
             )
             metadata_log = RaftMetadataLog(driver, cluster_id=config.cluster_id or "")
             service = raft_controller_service(
@@ -249,8 +262,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     with exit_on_user_error(config_exit_code=2):
         config = load_controller_config(args.config, args.override)
         configure_logging(role="controller", node_id=config.node_id)
+        runtime = NodeRuntime.from_environ(os.environ)
         run_process(
-            run_controller,
+            functools.partial(run_controller, runtime=runtime),
             config,
             what="the controller",
             user_errors=(TriokaError, KafkaError, OSError),

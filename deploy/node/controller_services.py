@@ -27,10 +27,12 @@ from controller.service.kraft_mode import (
 )
 from controller.service.terms import REBALANCE_INITIAL_DELAY_S, ControllerService
 from controller.service.zk_mode import ZkMode
+from protocol.clock import SYSTEM_CLOCK, Clock
 from raft.driver import RaftDriver, monotonic_ms
 from raft.leadership import RaftLeadership
 from raft.metadata_log import RaftMetadataLog
 from zkstore import ControllerElection, ZkClient
+from zkstore.election import Failpoints
 from zkstore.leadership import ZkLeadership
 
 
@@ -48,8 +50,12 @@ def zk_controller_service(
     channel_retry_backoff_s: float = 0.1,
     metrics: ControllerMetrics | None = None,
     election: ControllerElection | None = None,
+    failpoints: Failpoints | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ControllerService:
     """A ZK-mode broker's controller candidate (Kafka's KafkaController)."""
+    if election is None:
+        election = ControllerElection(zk, broker_id, clock_ms=clock.wall_ms, failpoints=failpoints)
     leadership = ZkLeadership(zk, broker_id, election=election)
     mode = ZkMode(
         leadership,
@@ -61,7 +67,9 @@ def zk_controller_service(
     return ControllerService(
         leadership,
         mode,
-        ctx if ctx is not None else ControllerContext(config=config or ControllerConfig()),
+        ctx
+        if ctx is not None
+        else ControllerContext(config=config or ControllerConfig(), clock_ms=clock.monotonic_ms),
         metrics=metrics,
         rebalance_initial_delay_s=rebalance_initial_delay_s,
         rebalance_interval_s=rebalance_interval_s,

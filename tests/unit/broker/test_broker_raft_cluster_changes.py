@@ -30,6 +30,7 @@ from protocol.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from protocol.clock import SYSTEM_CLOCK
 from protocol.names import TopicPartition
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAg"
@@ -56,7 +57,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
             "log.dirs": [str(tmp_path / "logs")],
         }
     )
-    log_manager = log_manager_for(config, "c")
+    log_manager = log_manager_for(config, "c", SYSTEM_CLOCK)
     log_manager.startup()
     node = Broker(
         config,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol import failpoints
 from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
 from protocol.record_batch import (
@@ -29,7 +28,7 @@ from storage.cleaner import (
     require_keys,
     swap_in,
 )
-from storage.swap import FailpointCrash
+from storage.swap import FailpointCrash, Failpoints
 
 NOW = 10_000_000
 COMPACT = LogConfig(
@@ -75,12 +74,28 @@ def fill(log: Log, n: int, keys: int, ts: int = NOW - 100_000) -> list[Record]:
     return scan(log)
 
 
-def run_cleaning(log: Log, first_dirty: int = 0, now: int = NOW, **kw: object) -> object:
+def run_cleaning(
+    log: Log,
+    first_dirty: int = 0,
+    now: int = NOW,
+    failpoints: Failpoints | None = None,
+    **kw: object,
+) -> object:
     plan = plan_cleaning(log, first_dirty=first_dirty, now_ms=now, **kw)  # type: ignore[arg-type]
     assert plan is not None
-    result = clean(plan, DEDUPE)
-    assert swap_in(log, result)
+    result = clean(plan, DEDUPE, failpoints)
+    assert swap_in(log, result, failpoints)
     return result
+
+
+class _FiresAt:
+    """The failpoint port, switched on at one name (`return`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def eval(self, name: str) -> object | None:
+        return True if name == self.name else None
 
 
 def open_compact(path: Path, cfg: LogConfig = COMPACT) -> Log:
@@ -254,12 +269,8 @@ def test_crash_at_each_step_reopens_with_every_kept_record(
     log = open_compact(tmp_path)
     before = fill(log, 300, keys=5)
     want = latest(before)
-    failpoints.configure(f"{point}=return")
-    try:
-        with pytest.raises(FailpointCrash):
-            run_cleaning(log)
-    finally:
-        failpoints.reset()
+    with pytest.raises(FailpointCrash):
+        run_cleaning(log, failpoints=_FiresAt(point))
     log.release_handles()  # the "killed" process's descriptors
     again = Log.open(tmp_path / "t-0", COMPACT, clean_shutdown=clean_shutdown)
     names = os.listdir(tmp_path / "t-0")

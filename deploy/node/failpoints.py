@@ -1,13 +1,17 @@
 """Failpoints: named places in the code that a test switches on by environment variable, so that
 a race-dependent scenario happens on every run (as etcd's gofail and FreeBSD's fail(9)).
 
-Off by default. A process reads `TRIOKA_FAILPOINTS` once, when this module is imported:
+Off by default. One registry per process: the composition root (deploy.node.broker and
+deploy.node.controller `start`) builds it from the process's environment when the process
+starts (`Failpoints.from_environ`; a bad spec is a one-line startup error), seeding its Random
+from `TRIOKA_FAILPOINTS_SEED` when given, and hands it to the components that hold failpoints
+(their `Failpoints` ports: broker.ports, storage.swap, zkstore.election):
 
     TRIOKA_FAILPOINTS="replica.follower.freeze_hw=return;replica.fetcher.skip_source=return(2)"
 
 and the code asks at the failpoint:
 
-    if failpoints.eval("replica.follower.freeze_hw") is not None:
+    if failpoints is not None and failpoints.eval("replica.follower.freeze_hw") is not None:
         return  # act as the failpoint says
 
 `eval(name)` is one dict lookup while the failpoint is off (always, in production) and returns
@@ -72,15 +76,16 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import structlog
 
 ENV_VAR = "TRIOKA_FAILPOINTS"
+SEED_ENV_VAR = "TRIOKA_FAILPOINTS_SEED"
 
 FAILPOINTS: dict[str, str] = {
     "replica.follower.freeze_hw": "the follower ignores the leader's HW in fetch responses",
@@ -114,7 +119,7 @@ FAILPOINTS: dict[str, str] = {
 }
 """Every failpoint the code evaluates, with what it does (the table above)."""
 
-log = structlog.get_logger("protocol.failpoints")
+log = structlog.get_logger("deploy.node.failpoints")
 
 _TERM = re.compile(
     r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?"
@@ -220,45 +225,39 @@ def parse(spec: str) -> dict[str, Failpoint]:
     return out
 
 
-_active: dict[str, Failpoint] = {}
-_rng = random.Random()
+class Failpoints:
+    """The failpoints of one process (the components' `Failpoints` ports): `eval(name)` is one
+    dict lookup while the failpoint is off."""
 
+    def __init__(self, spec: str | None = None, *, rng: random.Random | None = None) -> None:
+        self._points = parse(spec) if spec else {}
+        self._rng = rng if rng is not None else random.Random()
 
-def configure(spec: str | None) -> None:
-    """Replace the failpoints of this process (None or "": all off). Tests of this module and
-    in-process tests use it; processes get theirs from the environment at import."""
-    global _active
-    _active = parse(spec) if spec else {}
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Failpoints:
+        """`TRIOKA_FAILPOINTS`, its Random seeded from `TRIOKA_FAILPOINTS_SEED` when set."""
+        seed = environ.get(SEED_ENV_VAR)
+        return cls(environ.get(ENV_VAR), rng=random.Random(int(seed)) if seed else None)
 
+    def active(self) -> dict[str, str]:
+        """The failpoints switched on: name -> spec."""
+        return {name: fp.spec for name, fp in self._points.items()}
 
-def reset() -> None:
-    configure(None)
+    def eval(self, name: str) -> object | None:  # the name gofail and fail(9) use
+        """The failpoint's value when it fires here, else None (always None while it is off)."""
+        fp = self._points.get(name)
+        if fp is None:
+            return None
+        return fp.evaluate(self._rng)
 
-
-def active() -> dict[str, str]:
-    """The failpoints switched on: name -> spec."""
-    return {name: fp.spec for name, fp in _active.items()}
-
-
-def eval(name: str) -> object | None:  # the name gofail and fail(9) use
-    """The failpoint's value when it fires here, else None (always None while it is off)."""
-    fp = _active.get(name)
-    if fp is None:
-        return None
-    return fp.evaluate(_rng)
-
-
-configure(os.environ.get(ENV_VAR))
 
 __all__ = [
     "ENV_VAR",
     "FAILPOINTS",
+    "SEED_ENV_VAR",
     "Failpoint",
+    "Failpoints",
     "Term",
-    "active",
-    "configure",
-    "eval",
     "parse",
     "parse_term",
-    "reset",
 ]
