@@ -117,8 +117,9 @@ class ZooKeeperChroot:
         return self.server.hosts
 
 
-def create_chroot(hosts: str, chroot: str, timeout: float = 10.0) -> None:
-    """Create `chroot` (and its parents) as empty persistent znodes."""
+def create_chroot(hosts: str, chroot: str, timeout: float = 30.0) -> None:
+    """Create `chroot` (and its parents) as empty persistent znodes. The first session after the
+    JVM started can take over 10 s on a loaded machine (seen once in a run of the suite)."""
     from kazoo.client import KazooClient  # tests only; the product's kazoo user is zkstore
 
     client = KazooClient(hosts=hosts, timeout=10.0)
