@@ -18,7 +18,7 @@ clusters of different tests never meet). The session timeout defaults to 3 s (th
 ask for >= 2 s), so a SIGKILLed broker leaves the cluster within seconds.
 
 Environment: `env` goes to every broker, `broker_env={node_id: {...}}` to one broker on top
-(e.g. `TRIOKA_FAILPOINTS`, protocol/failpoints.py); `cluster.brokers[i].extra_env` may be
+(e.g. `TRIOKA_FAILPOINTS`, deploy/node/failpoints.py); `cluster.brokers[i].extra_env` may be
 changed before a restart.
 
 Raft mode: `RaftCluster(tmp_dir, brokers=3, controllers=3, overrides=..., ...)` starts the

@@ -3,7 +3,7 @@
 - a zombie controller (its broker SIGSTOPped past the ZooKeeper session timeout, then SIGCONT)
   finds another controller elected, resigns, and the cluster keeps one consistent view: a
   topic created through the old controller's broker (forwarded to the new one) is led. With
-  the failpoint `controller.zk.ignore_session_loss` (protocol/failpoints.py) on every broker,
+  the failpoint `controller.zk.ignore_session_loss` (deploy/node/failpoints.py) on every broker,
   the zombie does not resign as soon as it sees its session expired: it first sends a
   LeaderAndIsr/UpdateMetadata round with its stale epoch (the brokers refuse it with
   STALE_CONTROLLER_EPOCH) and writes the broker change it missed (the multi-op fails on the

@@ -1,5 +1,5 @@
 """KIP-101's two scenarios on real broker processes and a real ZooKeeper (shared/DESIGN.md
-section 5), made to happen on every run by failpoints (protocol/failpoints.py) and by waiting for
+section 5), made to happen on every run by failpoints (deploy/node/failpoints.py) and by waiting for
 conditions, never by timing.
 
 Each test runs twice: with truncation by leader epoch (the default) it asserts that no

@@ -20,6 +20,7 @@ from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from broker.partition_changes import PartitionChangeApplier
 from deploy.node.broker_raft import log_manager_for
+from protocol.clock import SYSTEM_CLOCK
 from protocol.metadata.records import (
     BrokerEndpoint,
     FenceBrokerRecord,
@@ -30,7 +31,6 @@ from protocol.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from protocol.clock import SYSTEM_CLOCK
 from protocol.names import TopicPartition
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAg"
