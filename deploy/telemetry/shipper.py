@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -57,6 +56,7 @@ from deploy.telemetry.topics import (
     TOPIC_CONFIGS,
     creation_replication_factor,
 )
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 from protocol.telemetry import LOGS_TOPIC, METRICS_TOPIC, Source, log_record
 
@@ -151,7 +151,7 @@ class TelemetryShipper:
 
     async def _metrics_loop(self) -> None:
         while True:
-            snap = snapshot(self.registry, self.source, _now_ms())
+            snap = snapshot(self.registry, self.source, SYSTEM_CLOCK.wall_ms())
             self.buffer.offer(Entry(METRICS_TOPIC, self.key, snap.to_json()))
             self._report_drops()
             await trio.sleep(self.settings.interval_s)
@@ -402,7 +402,3 @@ class TelemetryShipper:
         except KafkaError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
