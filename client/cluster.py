@@ -52,7 +52,8 @@ class ClusterClient:
         self._refresh_done = trio.Event()
         self._refresh_wanted = False
         self._last_refresh_ms = -float("inf")
-        self._refresh_failures = 0
+        self._fruitless_refreshes = 0
+        """Consecutive refreshes that failed or still lacked a tracked topic or leader."""
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         """Topics to keep metadata for (those the producer or consumer uses)."""
@@ -201,13 +202,14 @@ class ClusterClient:
         return self._refresh_wanted or (self.metadata.age_ms(now) >= self.metadata_max_age_ms)
 
     def _next_refresh_allowed_ms(self) -> float:
-        """After failed refreshes, Kafka's exponential refresh backoff (retry.backoff.ms up to
-        retry.backoff.max.ms): without it a client with every broker down asks again at once,
-        forever."""
-        if not self._refresh_failures:
+        """After a refresh that failed, or succeeded without what the client waits for (a
+        tracked topic unknown, a partition without a leader), Kafka's exponential refresh
+        backoff (KIP-580: retry.backoff.ms up to retry.backoff.max.ms). Without it a client
+        with every broker down, or a partition without a leader, asks again at once, forever."""
+        if not self._fruitless_refreshes:
             return -float("inf")
         return self._last_refresh_ms + backoff_ms(
-            self._refresh_failures, self.retry_backoff_ms, self.retry_backoff_max_ms
+            self._fruitless_refreshes, self.retry_backoff_ms, self.retry_backoff_max_ms
         )
 
     async def maybe_refresh(self) -> None:
@@ -219,11 +221,17 @@ class ClusterClient:
             self._last_refresh_ms = now_ms()
             try:
                 await self.refresh_metadata(self.topics)
-                self._refresh_failures = 0
             except KafkaError as exc:
                 self._refresh_wanted = True
-                self._refresh_failures += 1
-                log.info("metadata refresh failed", error=str(exc), attempt=self._refresh_failures)
+                self._fruitless_refreshes += 1
+                log.info(
+                    "metadata refresh failed", error=str(exc), attempt=self._fruitless_refreshes
+                )
+            else:
+                if self.metadata.complete_for(self.topics):
+                    self._fruitless_refreshes = 0
+                else:
+                    self._fruitless_refreshes += 1
             finally:
                 done, self._refresh_done = self._refresh_done, trio.Event()
                 done.set()

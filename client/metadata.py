@@ -6,6 +6,7 @@ and after NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION / connection failu
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
@@ -115,6 +116,19 @@ class ClusterMetadata:
     def num_partitions(self, topic: str) -> int | None:
         info = self.topics.get(topic)
         return None if info is None else len(info.partitions)
+
+    def leaderless(self, topic: str) -> tuple[int, ...] | None:
+        """Partitions of `topic` without a live leader; None when the topic is not known."""
+        info = self.topics.get(topic)
+        if info is None:
+            return None
+        return tuple(
+            p.partition for p in info.partitions if (topic, p.partition) not in self._leaders
+        )
+
+    def complete_for(self, topics: Iterable[str]) -> bool:
+        """Every topic of `topics` known, with a live leader for each of its partitions."""
+        return all(self.leaderless(t) == () for t in topics)
 
     def available_partitions(self, topic: str) -> tuple[int, ...]:
         return self._available.get(topic, ())

@@ -91,6 +91,7 @@ class Producer(ClientBase):
         self._ignore_keys: bool = c["partitioner.ignore.keys"]
         self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
         self._producer_id_pending = False
+        self._leaderless_warned: set[str] = set()
         self._fatal_error: KafkaError | None = None
         """Set when the producer can no longer send (no producer id to be had)."""
         self._accumulator = RecordAccumulator(
@@ -292,6 +293,7 @@ class Producer(ClientBase):
                     self._producer_id_pending = True
                     self._nursery.start_soon(self._init_producer_id)
             check = acc.ready(cluster.metadata.leader_for, now)
+            self._warn_leaderless(check.unknown_leaders)
             if check.unknown_leaders:
                 cluster.topics.update(check.unknown_leaders)
                 cluster.request_update()
@@ -318,6 +320,22 @@ class Producer(ClientBase):
             self._wakeup = trio.Event()
             with trio.move_on_after(max(delay, 0.0) / 1000 if delay != float("inf") else 1.0):
                 await self._wakeup.wait()
+
+    def _warn_leaderless(self, topics: set[str]) -> None:
+        """Warn once per topic whose batches wait for a partition leader (again only after
+        its leaders were all known once more)."""
+        self._leaderless_warned &= topics
+        assert self._cluster is not None
+        for topic in topics - self._leaderless_warned:
+            partitions = self._cluster.metadata.leaderless(topic)
+            if not partitions:
+                continue  # not in metadata yet: the first refresh is still under way
+            self._leaderless_warned.add(topic)
+            log.warning(
+                "partitions have no leader; their records wait (up to delivery.timeout.ms)",
+                topic=topic,
+                partitions=list(partitions),
+            )
 
     async def _init_producer_id(self) -> None:
         """InitProducerId from any broker, retrying retriable errors with backoff (Kafka's

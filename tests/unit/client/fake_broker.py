@@ -79,6 +79,8 @@ class FakeBroker:
         self.requests: list[Any] = []
         self.handlers: dict[ApiKey, Callable[[Any], Awaitable[Any]]] = {}
         """Async answers for more APIs (tests.unit.client.fake_group plugs a coordinator in)."""
+        self.leaderless: set[tuple[str, int]] = set()
+        """Partitions Metadata shows without a leader (leader_id -1)."""
         self.held: trio.Event | None = None
         """While set to an unset Event, responses wait for it (requests pile up in flight)."""
         self._listeners: list[trio.SocketListener] = []
@@ -177,7 +179,8 @@ class FakeBroker:
                     topics.append(MetadataTopic(error_code=3, name=name, error_message="unknown"))
                     continue
                 topics.append(MetadataTopic(error_code=0, name=name, topic_id="id-" + name, partitions=tuple(
-                    MetadataPartition(error_code=0, index=i, leader_id=self.node_id, leader_epoch=0,
+                    MetadataPartition(error_code=0, index=i, leader_epoch=0,
+                                      leader_id=-1 if (name, i) in self.leaderless else self.node_id,
                                       replica_nodes=(self.node_id,), isr_nodes=(self.node_id,))
                     for i in range(len(parts)))))  # fmt: skip
             return MetadataResponse(

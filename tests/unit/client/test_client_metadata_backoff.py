@@ -1,14 +1,19 @@
-"""A client whose brokers are all down backs off between metadata refreshes (KIP-580)."""
+"""A client backs off between metadata refreshes that did not give what it waits for (KIP-580):
+all its brokers down, or a partition without a leader."""
 
 from __future__ import annotations
 
 import socket
 
+import structlog
 import trio
 
+from client import Producer
 from client.cluster import ClusterClient
 from client.config import admin_config
+from protocol.messages.metadata import MetadataRequest
 from tests.support.waiting import wait_until
+from tests.unit.client.fake_broker import FakeBroker
 
 
 def _closed_port() -> int:
@@ -31,3 +36,38 @@ async def test_failed_refreshes_back_off_then_retry() -> None:
         assert not cluster.needs_update(), "a failed refresh is retried only after a backoff"
         await wait_until(cluster.needs_update, within=5)
         await cluster.aclose()
+
+
+async def test_a_partition_without_leader_backs_off_refreshes_and_warns_once() -> None:
+    """Refreshes that succeed but still show no leader back off like failed ones (KIP-580):
+    before, the producer sent ~1,350 Metadata requests a second and said nothing."""
+    broker = FakeBroker()
+    broker.create("t", partitions=2)
+    broker.leaderless.add(("t", 1))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        producer = Producer(
+            bootstrap_servers=f"127.0.0.1:{broker.port}",
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=1000,
+            delivery_timeout_ms=60_000,
+        )
+        with structlog.testing.capture_logs() as logs:
+            async with producer:
+                await producer.send_and_wait("t", b"led", partition=0)
+                before = _metadata_requests(broker)
+                waiting = await producer.send("t", b"waits", partition=1)
+                with trio.move_on_after(3):
+                    await waiting
+                during = _metadata_requests(broker) - before
+                # 100, 200, 400, 800, 1000 ms apart: about 6 in 3 s (with 20% jitter).
+                assert 2 <= during <= 10, during
+                broker.leaderless.clear()
+                assert (await waiting).partition == 1
+        warnings = [e for e in logs if e["event"].startswith("partitions have no leader")]
+        assert [(w["topic"], w["partitions"]) for w in warnings] == [("t", [1])]
+        nursery.cancel_scope.cancel()
+
+
+def _metadata_requests(broker: FakeBroker) -> int:
+    return sum(isinstance(r, MetadataRequest) for r in broker.requests)
