@@ -27,6 +27,7 @@ from broker.handlers.admin import AdminHandler, TopicDefaults
 from broker.handlers.configs import ConfigsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.forwarding import ControllerForwarder
+from broker.handlers.leader_hints import LeaderHints
 from broker.handlers.metadata import LiveBrokers, MetadataHandler
 from broker.handlers.offsets import OffsetsHandler
 from broker.handlers.partition_reads import PartitionReader
@@ -232,15 +233,17 @@ class Broker:
                 delete_topic_enable=bool(config["delete.topic.enable"]),
             ),
         )
+        brokers = LiveBrokers(
+            node_id=config.node_id,
+            rack=config["broker.rack"] or None,
+            advertised=config.effective_advertised_listeners,
+            self_listed_once_unfenced=self.feed.self_listed_once_unfenced,
+            image=self._image,
+            bound=lambda: self.bound,
+        )
+        hints = LeaderHints(self._image, brokers)
         metadata = MetadataHandler(
-            brokers=LiveBrokers(
-                node_id=config.node_id,
-                rack=config["broker.rack"] or None,
-                advertised=config.effective_advertised_listeners,
-                self_listed_once_unfenced=self.feed.self_listed_once_unfenced,
-                image=self._image,
-                bound=lambda: self.bound,
-            ),
+            brokers=brokers,
             image=self._image,
             create_topics=admin.create_topics,
             auto_create_topics=bool(config["auto.create.topics.enable"]),
@@ -257,6 +260,7 @@ class Broker:
                 produce_purgatory=self.produce_purgatory,
                 topic_metrics=self.metrics.topics,
                 failpoints=self.failpoints,
+                leader_hints=hints,
             ),
             ProducerIdHandler(self.producer_ids),
             FetchHandler(
@@ -265,6 +269,7 @@ class Broker:
                 sessions=self.fetch_sessions,
                 fetch_max_bytes=int(config["fetch.max.bytes"]),
                 topic_metrics=self.metrics.topics,
+                leader_hints=hints,
             ),
             OffsetsHandler(self.partitions),
             metadata,

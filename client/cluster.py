@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import structlog
@@ -18,10 +18,11 @@ import trio
 from client.config import parse_host_port
 from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
-from client.metadata import ClusterMetadata
+from client.metadata import BrokerInfo, ClusterMetadata
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.quorum_common import LeaderIdAndEpoch, NodeEndpoint
 
 log = structlog.get_logger("client.cluster")
 
@@ -190,6 +191,30 @@ class ClusterClient:
             )
         self.metadata.update(response, now_ms(), all_topics=wanted is None)
         return response
+
+    def take_leader_hint(
+        self,
+        topic: str,
+        partition: int,
+        current_leader: LeaderIdAndEpoch | None,
+        endpoints: Sequence[NodeEndpoint],
+    ) -> bool:
+        """Use the leader an error answer named (KIP-951) instead of asking for metadata; True
+        when it was newer than the one known and is now the partition's leader."""
+        if current_leader is None or current_leader.leader_id < 0:
+            return False
+        endpoint = next((e for e in endpoints if e.node_id == current_leader.leader_id), None)
+        known = None if endpoint is None else self.metadata.brokers.get(endpoint.node_id)
+        info = (
+            None
+            if endpoint is None
+            else BrokerInfo(
+                endpoint.node_id, endpoint.host, endpoint.port, known.rack if known else None
+            )
+        )
+        return self.metadata.apply_leader_hint(
+            topic, partition, current_leader.leader_id, current_leader.leader_epoch, info
+        )
 
     def request_update(self) -> None:
         """Ask for a refresh of the tracked topics soon (after a leadership error)."""

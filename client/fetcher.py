@@ -179,6 +179,10 @@ class Fetcher:
                             CompletedFetch(tp, state.position, p.records, self._check_crcs)
                         )
                         self._buffered.add(tp)
+                elif code in _LEADERSHIP_ERRORS and cluster.take_leader_hint(
+                    tp.topic, tp.partition, p.current_leader, response.node_endpoints
+                ):
+                    log.info("leader moved; fetching from it", tp=str(tp), leader=p.current_leader)
                 else:
                     self._fetch_error(cluster, tp, state, code, p.error_message)
 

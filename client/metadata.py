@@ -7,7 +7,7 @@ and after NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION / connection failu
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataResponse
@@ -132,6 +132,37 @@ class ClusterMetadata:
 
     def available_partitions(self, topic: str) -> tuple[int, ...]:
         return self._available.get(topic, ())
+
+    def apply_leader_hint(
+        self,
+        topic: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        endpoint: BrokerInfo | None,
+    ) -> bool:
+        """Take a leader a broker named in an error answer (KIP-951) when it is newer than the
+        one known and reachable (`endpoint`, or a broker already known); True when taken."""
+        info = self.topics.get(topic)
+        if info is None or leader_id < 0 or not 0 <= partition < len(info.partitions):
+            return False
+        current = info.partitions[partition]
+        if current.partition != partition:
+            return False
+        if leader_epoch <= current.leader_epoch and current.leader >= 0:
+            return False
+        if endpoint is not None:
+            self.brokers[leader_id] = endpoint
+        elif leader_id not in self.brokers:
+            return False
+        parts = list(info.partitions)
+        parts[partition] = replace(current, leader=leader_id, leader_epoch=leader_epoch)
+        self.topics[topic] = replace(info, partitions=tuple(parts))
+        self._leaders[(topic, partition)] = leader_id
+        self._available[topic] = tuple(
+            p.partition for p in parts if (topic, p.partition) in self._leaders
+        )
+        return True
 
     def invalidate_leader(self, topic: str, partition: int) -> None:
         """Forget a leader the broker says is no longer one, until the next refresh."""

@@ -465,12 +465,18 @@ class Producer(ClientBase):
                     for batch in group:
                         self._sequence_error(batch, code, part.error_message)
                     continue
+                moved = False
                 if code in _LEADERSHIP_ERRORS:
-                    cluster.metadata.invalidate_leader(tp.topic, tp.partition)
-                    cluster.request_update()
+                    moved = cluster.take_leader_hint(
+                        tp.topic, tp.partition, part.current_leader, response.node_endpoints
+                    )
+                    if not moved:
+                        cluster.metadata.invalidate_leader(tp.topic, tp.partition)
+                        cluster.request_update()
                 error = KafkaError(code, part.error_message or f"producing to {tp} failed")
                 for batch in group:
-                    self._retry_or_fail(batch, error)
+                    # To a leader the answer named: at once (KIP-951), no backoff.
+                    self._retry_or_fail(batch, error, backoff=not moved)
         finally:
             self._memory_freed.set()
             self._memory_freed = trio.Event()
@@ -510,7 +516,12 @@ class Producer(ClientBase):
         self._fail(batch, error)
 
     def _retry_or_fail(
-        self, batch: ProducerBatch, error: KafkaError, *, retriable: bool | None = None
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        *,
+        retriable: bool | None = None,
+        backoff: bool = True,
     ) -> None:
         now = now_ms()
         idem = self._idempotence
@@ -538,8 +549,14 @@ class Producer(ClientBase):
             and not self._accumulator.closing
         ):
             assert self._cluster is not None
-            delay = backoff_ms(
-                batch.attempts, self._cluster.retry_backoff_ms, self._cluster.retry_backoff_max_ms
+            delay = (
+                backoff_ms(
+                    batch.attempts,
+                    self._cluster.retry_backoff_ms,
+                    self._cluster.retry_backoff_max_ms,
+                )
+                if backoff
+                else 0.0
             )
             log.info("retrying batch", tp=str(batch.tp), attempt=batch.attempts, error=str(error))
             self._accumulator.reenqueue(batch, now + delay)

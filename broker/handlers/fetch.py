@@ -5,10 +5,11 @@ the fetch purgatory (broker.purgatory.long_poll) for appends, up to its `max_wai
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import trio
 
+from broker.handlers.leader_hints import HINTED_ERRORS, LeaderHints
 from broker.handlers.partition_reads import PartitionReader, summary
 from broker.handlers.router import Handler
 from broker.metrics import BrokerTopicMetrics
@@ -23,6 +24,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopicResponse,
 )
+from protocol.messages.quorum_common import NodeEndpoint
 from protocol.names import TopicPartition
 
 Wanted = list[tuple[TopicPartition, PartitionRequest]]
@@ -58,8 +60,11 @@ class FetchHandler:
         sessions: FetchSessionCache[TopicPartition],
         fetch_max_bytes: int,
         topic_metrics: BrokerTopicMetrics | None = None,
+        leader_hints: LeaderHints | None = None,
     ) -> None:
         self.reader = reader
+        self.leader_hints = leader_hints
+        """KIP-951: consumers' partitions answered NOT_LEADER_OR_FOLLOWER name the leader."""
         self.purgatory = purgatory
         self.sessions = sessions
         self.fetch_max_bytes = fetch_max_bytes
@@ -107,11 +112,30 @@ class FetchHandler:
         answer = context.complete(
             reads.summaries, now_ms=self.reader.partitions.clock.monotonic_ms()
         )
+        endpoints: tuple[NodeEndpoint, ...] = ()
+        if reads.errors and not follower and self.leader_hints is not None:
+            endpoints = self._hint_leaders(reads.results, conn.listener)
         return FetchResponse(
             topics=_by_topic(answer.partitions, reads.results),
             error_code=int(answer.error_code),
             session_id=answer.session_id,
+            node_endpoints=endpoints,
         )
+
+    def _hint_leaders(
+        self, results: dict[TopicPartition, FetchPartitionResponse], listener: str
+    ) -> tuple[NodeEndpoint, ...]:
+        """Name the current leader in each result whose error calls for it (KIP-951); the
+        endpoints of those leaders."""
+        hints = self.leader_hints
+        assert hints is not None
+        leaders = set()
+        for tp, result in results.items():
+            if result.error_code in HINTED_ERRORS:
+                leader = hints.current_leader(tp)
+                results[tp] = replace(result, current_leader=leader)
+                leaders.add(leader.leader_id)
+        return hints.endpoints(leaders, listener)
 
     async def _read_and_wait(self, request: FetchRequest, wanted: Wanted) -> _Reads:
         """Read `wanted`, then, while short of `min_bytes` with no error, wait in the purgatory

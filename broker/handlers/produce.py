@@ -11,6 +11,7 @@ from dataclasses import replace
 import structlog
 
 from broker.handlers.errors import partition_error
+from broker.handlers.leader_hints import LeaderHints
 from broker.handlers.router import Handler
 from broker.metrics import BrokerTopicMetrics
 from broker.partitions import Partition, PartitionManager
@@ -36,6 +37,9 @@ Waiting = dict[TopicPartition, tuple[Partition, int]]
 """acks=all appends still to be replicated: (partition appended to, offset after the append)."""
 
 
+_NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
 class ProduceHandler:
     def __init__(
         self,
@@ -45,8 +49,11 @@ class ProduceHandler:
         produce_purgatory: FetchPurgatory,
         topic_metrics: BrokerTopicMetrics | None = None,
         failpoints: Failpoints | None = None,
+        leader_hints: LeaderHints | None = None,
     ) -> None:
         self.partitions = partitions
+        self.leader_hints = leader_hints
+        """KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER name the leader."""
         self.failpoints = failpoints
         self.fetch_purgatory = fetch_purgatory
         """Woken at every append: followers read up to the LEO."""
@@ -84,7 +91,36 @@ class ProduceHandler:
                 )
                 for t in topics
             ]
+        if self.leader_hints is not None:
+            return self._with_leader_hints(topics, conn.listener)
         return ProduceResponse(topics=tuple(topics))
+
+    def _with_leader_hints(
+        self, topics: list[ProduceTopicResponse], listener: str
+    ) -> ProduceResponse:
+        """Name the current leader in each partition answered NOT_LEADER_OR_FOLLOWER (KIP-951),
+        with those leaders' endpoints."""
+        hints = self.leader_hints
+        assert hints is not None
+        leaders: set[int] = set()
+
+        def hinted(
+            t: ProduceTopicResponse, p: ProducePartitionResponse
+        ) -> ProducePartitionResponse:
+            if p.error_code != _NOT_LEADER:
+                return p
+            leader = hints.current_leader(TopicPartition(t.name, p.index))
+            leaders.add(leader.leader_id)
+            return replace(p, current_leader=leader)
+
+        if not any(p.error_code == _NOT_LEADER for t in topics for p in t.partitions):
+            return ProduceResponse(topics=tuple(topics))
+        hinted_topics = tuple(
+            replace(t, partitions=tuple(hinted(t, p) for p in t.partitions)) for t in topics
+        )
+        return ProduceResponse(
+            topics=hinted_topics, node_endpoints=hints.endpoints(leaders, listener)
+        )
 
     def _append_all(self, request: ProduceRequest) -> tuple[list[ProduceTopicResponse], Waiting]:
         """Every partition's append and its answer, and the acks=all ones to wait for."""

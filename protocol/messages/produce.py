@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from protocol.messages.base import ApiKey, Request, Response, message, register
+from protocol.messages.quorum_common import LeaderIdAndEpoch, NodeEndpoint
 
 
 @message
@@ -35,6 +36,9 @@ class ProducePartitionResponse:
     """The partition's log start offset after the append."""
     error_message: str | None = None
     """What went wrong, for a person."""
+    current_leader: LeaderIdAndEpoch | None = None
+    """With NOT_LEADER_OR_FOLLOWER: the leader and epoch the answering broker knows (KIP-951),
+    so the client retries there without a Metadata round trip."""
 
 
 @message
@@ -55,6 +59,8 @@ class ProduceResponse(Response):
     """Request-level error (INVALID_REQUEST, UNSUPPORTED_VERSION); per-partition errors below."""
     error_message: str | None = None
     """What went wrong, for a person."""
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+    """Endpoints, on the request's listener, of the leaders named in `current_leader`."""
 
 
 @register

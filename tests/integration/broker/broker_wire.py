@@ -33,20 +33,46 @@ async def create_topic(
     assert resp.topics[0].error_code == 0, resp
 
 
+def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -> ProduceRequest:
+    return ProduceRequest(
+        acks=acks,
+        timeout_ms=5000,
+        topics=(
+            ProduceTopic(
+                name=topic, partitions=(ProducePartition(index=partition, records=records),)
+            ),
+        ),
+    )
+
+
 async def produce(c: WireClient, topic: str, partition: int, records: bytes, acks: int = 1):
-    resp = await c.request(
-        ProduceRequest(
-            acks=acks,
-            timeout_ms=5000,
-            topics=(
-                ProduceTopic(
-                    name=topic,
-                    partitions=(ProducePartition(index=partition, records=records),),
+    resp = await c.request(produce_request(topic, partition, records, acks))
+    return resp.topics[0].partitions[0]
+
+
+def fetch_request(
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    max_bytes: int = 1 << 20,
+) -> FetchRequest:
+    return FetchRequest(
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        topics=(
+            FetchTopic(
+                name=topic,
+                partitions=(
+                    FetchPartition(
+                        index=partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                    ),
                 ),
             ),
-        )
+        ),
     )
-    return resp.topics[0].partitions[0]
 
 
 async def fetch(
@@ -59,22 +85,10 @@ async def fetch(
     min_bytes: int = 0,
     max_bytes: int = 1 << 20,
 ):
-    resp = await c.request(
-        FetchRequest(
-            max_wait_ms=max_wait_ms,
-            min_bytes=min_bytes,
-            topics=(
-                FetchTopic(
-                    name=topic,
-                    partitions=(
-                        FetchPartition(
-                            index=partition, fetch_offset=offset, partition_max_bytes=max_bytes
-                        ),
-                    ),
-                ),
-            ),
-        )
+    request = fetch_request(
+        topic, partition, offset, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes
     )
+    resp = await c.request(request)
     return resp.topics[0].partitions[0]
 
 

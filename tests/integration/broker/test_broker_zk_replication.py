@@ -18,13 +18,14 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from protocol.messages.quorum_common import LeaderIdAndEpoch, NodeEndpoint
 from protocol.messages.stop_replica import (
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaTopicState,
 )
 from protocol.names import TopicPartition
-from tests.integration.broker.broker_wire import fetch, produce
+from tests.integration.broker.broker_wire import fetch, fetch_request, produce, produce_request
 from tests.integration.broker.zk_brokers import (
     Cluster,
     PartitionReg,
@@ -120,8 +121,20 @@ async def test_followers_replicate_acks_all_and_metadata_from_the_cache(tmp_path
             result = epochs.topics[0].partitions[0]
             assert (result.error_code, result.leader_epoch, result.end_offset) == (0, 0, 5)
         async with await cluster.client(2) as c:
-            r = await produce(c, TP.topic, 0, batch([b"x"]), acks=1)
+            # A follower's refusal names the leader and where it listens (KIP-951).
+            leader_endpoint = next(b for b in meta.brokers if b.node_id == 1)
+            refused = await c.request(produce_request(TP.topic, 0, batch([b"x"])))
+            r = refused.topics[0].partitions[0]
             assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert r.current_leader == LeaderIdAndEpoch(leader_id=1, leader_epoch=0)
+            assert refused.node_endpoints == (
+                NodeEndpoint(node_id=1, host=leader_endpoint.host, port=leader_endpoint.port),
+            )
+            read = await c.request(fetch_request(TP.topic, 0, 0))
+            f = read.topics[0].partitions[0]
+            assert f.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert f.current_leader == LeaderIdAndEpoch(leader_id=1, leader_epoch=0)
+            assert [e.node_id for e in read.node_endpoints] == [1]
         await stop_cluster(cluster)
 
 

@@ -40,6 +40,7 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from protocol.messages.quorum_common import LeaderIdAndEpoch, NodeEndpoint
 from protocol.messages.topics import (
     CreatableTopicResult,
     CreateTopicsResponse,
@@ -79,6 +80,9 @@ class FakeBroker:
         self.requests: list[Any] = []
         self.handlers: dict[ApiKey, Callable[[Any], Awaitable[Any]]] = {}
         """Async answers for more APIs (tests.unit.client.fake_group plugs a coordinator in)."""
+        self.moved: dict[tuple[str, int], tuple[int, int, int]] = {}
+        """Partitions led elsewhere: (leader id, leader epoch, leader port); Produce and Fetch
+        answer NOT_LEADER_OR_FOLLOWER naming that leader (KIP-951)."""
         self.leaderless: set[tuple[str, int]] = set()
         """Partitions Metadata shows without a leader (leader_id -1)."""
         self.held: trio.Event | None = None
@@ -197,9 +201,20 @@ class FakeBroker:
             return InitProducerIdResponse(producer_id=self.next_producer_id - 1, producer_epoch=0)
         if key is ApiKey.PRODUCE:
             out = []
+            endpoints: dict[int, NodeEndpoint] = {}
             for t in req.topics:
                 parts = []
                 for p in t.partitions:
+                    moved = self.moved.get((t.name, p.index))
+                    if moved is not None:
+                        leader, epoch, port = moved
+                        endpoints[leader] = NodeEndpoint(
+                            node_id=leader, host="127.0.0.1", port=port
+                        )
+                        parts.append(ProducePartitionResponse(
+                            index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            current_leader=LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)))  # fmt: skip
+                        continue
                     code = self._error(key)
                     if code:
                         parts.append(ProducePartitionResponse(index=p.index, error_code=code))
@@ -213,7 +228,9 @@ class FakeBroker:
                         )
                     )
                 out.append(ProduceTopicResponse(name=t.name, partitions=tuple(parts)))
-            return None if req.acks == 0 else ProduceResponse(topics=tuple(out))
+            if req.acks == 0:
+                return None
+            return ProduceResponse(topics=tuple(out), node_endpoints=tuple(endpoints.values()))
         if key is ApiKey.FETCH:
             out = []
             for t in req.topics:

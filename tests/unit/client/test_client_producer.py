@@ -12,6 +12,7 @@ from client.errors import ClientClosedError
 from client.partitioner import partition_for_key
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ApiKey
+from protocol.messages.metadata import MetadataRequest
 from protocol.messages.produce import ProduceRequest
 from tests.unit.client.fake_broker import FakeBroker, wait_for
 
@@ -193,3 +194,30 @@ async def test_unreachable_bootstrap_fails_start() -> None:
     with pytest.raises(KafkaError, match=f"cannot connect to broker 127.0.0.1:{port}"):
         async with Producer(bootstrap_servers=f"127.0.0.1:{port}"):
             pass
+
+
+async def test_a_produce_answered_with_the_new_leader_goes_there_without_metadata() -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER naming the leader (and its endpoint) sends the retry there
+    at once, without a Metadata request and without backoff."""
+    old, new = FakeBroker(node_id=1), FakeBroker(node_id=2)
+    for broker in (old, new):
+        broker.create("t")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(old.serve)
+        await nursery.start(new.serve)
+        async with Producer(
+            bootstrap_servers=f"127.0.0.1:{old.port}",
+            retry_backoff_ms=5_000,
+            retry_backoff_max_ms=5_000,
+            enable_idempotence=False,  # the fake leaders share no producer state
+        ) as producer:
+            await producer.send_and_wait("t", b"first")
+            old.moved[("t", 0)] = (2, 1, new.port)
+            metadata_before = sum(isinstance(r, MetadataRequest) for r in old.requests)
+            with trio.fail_after(3):  # a backoff (5 s) or a refresh would not make it
+                sent = await producer.send_and_wait("t", b"second")
+            assert sent.offset == 0  # the new leader's log
+            assert len(new.topics["t"][0].batches) == 1
+            assert sum(isinstance(r, MetadataRequest) for r in old.requests) == metadata_before
+            assert not any(isinstance(r, MetadataRequest) for r in new.requests)
+        nursery.cancel_scope.cancel()
