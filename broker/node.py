@@ -127,7 +127,7 @@ class Broker:
         self._make_controller_clients()
         self.bound: list[BoundListener] = []
         """The listeners serving, with their real ports (empty until `run` listens)."""
-        self.apis = ApiRouter()
+        self.apis = ApiRouter(identity=lambda: (config.node_id, self.broker_epoch_fn()))
         forwarder = ControllerForwarder(
             controller=controller,
             publisher=self.publisher,

@@ -24,10 +24,11 @@ calls `awaiting_remote()`, its response ready, sent; recorded by the writer afte
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,6 +70,8 @@ class ConnectionInfo:
     """`host:port` of the client."""
     listener: str
     """Name of the listener (PLAINTEXT, ...), to answer with the matching advertised address."""
+    connection_id: int = 0
+    """Unique per server and connection (what `on_connection_closed` is told about)."""
 
 
 class RequestHandler(Protocol):
@@ -327,8 +330,13 @@ class BrokerServer:
         listeners: Sequence[Listener],
         limits: ServerLimits = ServerLimits(),
         metrics: RequestMetrics | None = None,
+        on_connection_closed: Callable[[ConnectionInfo], None] | None = None,
     ) -> None:
         self.handler = handler
+        self.on_connection_closed = on_connection_closed
+        """Told of every connection that ended, whoever closed it (the controller's fast
+        fencing watches the connections its brokers' heartbeats came on)."""
+        self._connection_ids = itertools.count(1)
         self.metrics = metrics if metrics is not None else default_request_metrics()
         """RequestMetrics of every request served (the process-wide ones by default)."""
         self.listeners = tuple(listeners)
@@ -407,7 +415,8 @@ class BrokerServer:
             peer_text = f"{peer[0]}:{peer[1]}"
         except OSError:
             peer_text = "unknown"
-        conn = _Connection(self, stream, ConnectionInfo(peer_text, listener.name))
+        info = ConnectionInfo(peer_text, listener.name, next(self._connection_ids))
+        conn = _Connection(self, stream, info)
         if self._draining:
             # Accepted just before drain() stopped accepting, and scheduled after it cancelled
             # the readers: read nothing (a peer's reconnecting fetcher otherwise held the
@@ -427,6 +436,8 @@ class BrokerServer:
             self._connections.discard(conn)
             if not self._connections:
                 self._all_closed.set()
+            if self.on_connection_closed is not None:
+                self.on_connection_closed(info)
 
     def stop_accepting(self) -> None:
         self._accept_scope.cancel()

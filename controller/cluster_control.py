@@ -329,6 +329,35 @@ class ClusterControl:
             self.heartbeats.fence(broker_id)
         return ControllerResult(records=records, response=tuple(stale))
 
+    def fence_dead_broker(
+        self,
+        state: ControllerState,
+        broker_id: int,
+        broker_epoch: int,
+        lost_at_ms: int,
+        ctx: ControllerContext,
+    ) -> ControllerResult[str | None]:
+        """Fence incarnation `broker_epoch` of `broker_id` before its session ends, once the
+        fast fencing confirmed it dead (controller.liveness): only while that epoch is still
+        the broker's, unfenced, not in controlled shutdown, and nothing was heard from it since
+        its connection ended at `lost_at_ms`. The response is None when fenced, else why not."""
+        reg = state.image.cluster.broker(broker_id)
+        heard = self.heartbeats.state(broker_id)
+        reason = None
+        if reg is None or reg.epoch != broker_epoch:
+            reason = "the broker registered again since"
+        elif reg.fenced:
+            reason = "already fenced"
+        elif reg.in_controlled_shutdown or (heard is not None and heard.shutting_down):
+            reason = "in controlled shutdown"
+        elif heard is not None and heard.last_contact_ms > lost_at_ms:
+            reason = "heard from since its connection ended"
+        if reason is not None:
+            return ControllerResult(records=[], response=reason)
+        records = self._fence_records(state, ctx, [broker_id])
+        self.heartbeats.fence(broker_id)
+        return ControllerResult(records=records, response=None)
+
     # -- UnregisterBroker ------------------------------------------------------------------
 
     def unregister_broker(

@@ -86,6 +86,7 @@ _REQUEST_STATES: dict[str, ControllerStateName] = {
     "BrokerRegistrationRequest": ControllerStateName.BROKER_CHANGE,
     "UnregisterBrokerRequest": ControllerStateName.BROKER_CHANGE,
     "FenceStaleBrokers": ControllerStateName.BROKER_CHANGE,
+    "FenceDeadBroker": ControllerStateName.BROKER_CHANGE,
 }
 """Request type name -> Kafka's ControllerEvent.state. Requests not listed have no timer:
 DescribeConfigs and IncrementalAlterConfigs (Kafka answers them outside the ZK controller's

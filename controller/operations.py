@@ -20,12 +20,15 @@ from controller.create_partitions import create_partitions
 from controller.elect_leaders import AutoLeaderRebalance, auto_leader_rebalance, elect_leaders
 from controller.producer_ids import allocate_producer_ids
 from controller.raft_lifecycle import (
+    FenceDeadBroker,
+    FenceDeadBrokerResponse,
     FenceStaleBrokers,
     FenceStaleBrokersResponse,
     WriteNoOp,
     WriteNoOpResponse,
     broker_heartbeat,
     broker_registration,
+    fence_dead_broker,
     fence_stale_brokers,
     unregister_broker,
     write_noop,
@@ -98,6 +101,7 @@ OPERATIONS: dict[type, Operation] = {
     BrokerHeartbeatRequest: broker_heartbeat,
     UnregisterBrokerRequest: unregister_broker,
     FenceStaleBrokers: fence_stale_brokers,
+    FenceDeadBroker: fence_dead_broker,
     WriteNoOp: write_noop,
     # Both modes: the record is /latest_producer_id_block in ZK mode (zkstore.record_writes).
     AllocateProducerIdsRequest: allocate_producer_ids,
@@ -132,6 +136,7 @@ _INTERNAL_RESPONSES: dict[type, type] = {
     BrokerChange: BrokerChangeResponse,
     AutoLeaderRebalance: ElectLeadersResponse,
     FenceStaleBrokers: FenceStaleBrokersResponse,
+    FenceDeadBroker: FenceDeadBrokerResponse,
     WriteNoOp: WriteNoOpResponse,
 }
 

@@ -7,7 +7,8 @@ order (`ControllerDriver.handle_committed`).
 
 `BrokerSender` is how the active controller's per-broker channels (`controller.service.channel`) reach a
 broker; deploy wires `deploy.node.transport.PooledTransport` in (the broker's `broker.ports.Transport`
-has the same signature).
+has the same signature). `ListenerProbe` is how the fast fencing asks a broker's listener who
+answers (deploy.node.liveness_probe).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from controller.liveness import ProbeResult
 from protocol.messages import Request, Response
 from protocol.metadata.records import MetadataRecord
 
@@ -37,4 +39,14 @@ class BrokerSender(Protocol):
         """The broker's response (whose error codes the caller inspects). Raises KafkaError
         (NETWORK_EXCEPTION, REQUEST_TIMED_OUT) or OSError when no response came back; the
         request may or may not have reached the broker."""
+        ...
+
+
+class ListenerProbe(Protocol):
+    """Connects to a broker's listener and asks who answers, for the fast fencing
+    (controller.liveness); deploy wires deploy.node.liveness_probe.TcpListenerProbe in."""
+
+    async def probe(self, host: str, port: int) -> ProbeResult:
+        """REFUSED, TIMEOUT, UNREACHABLE, ERROR, NO_ANSWER, or ANSWERED with the node id and
+        broker epoch the broker's ApiVersions named. Never raises."""
         ...

@@ -279,6 +279,12 @@ SERVER_CONFIGS = ConfigDefs(
         ServerConfigDef("broker.session.timeout.ms", "int", 9000, "a broker not heard from for "
                         "this long is fenced by the controller (raft mode; the controller's value "
                         "decides: in combined mode this one)", min=1, read_only=True, kinds=BOTH),
+        ServerConfigDef("broker.session.fast.fencing.enable", "boolean", True, "trioka: when the "
+                        "connection a broker's heartbeats (raft mode) or the controller's requests "
+                        "(zk mode) came on ends, the active controller probes the broker's "
+                        "listeners and fences it at once if every one refuses connections twice "
+                        "(its process is gone) instead of waiting out its session "
+                        "(controller.liveness has the rule)", read_only=True, kinds=BOTH),
         ServerConfigDef("zookeeper.connect", "string", "", "ZooKeeper connection string "
                         "host:port[,host:port...][/chroot] (required when metadata.mode=zk)",
                         read_only=True, kinds=BROKER_ONLY),

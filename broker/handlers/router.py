@@ -48,8 +48,10 @@ class ApiRouter:
     """The RequestHandler the server calls (see broker.server.RequestHandler). It serves
     ApiVersions itself: only the router knows which APIs are registered."""
 
-    def __init__(self) -> None:
+    def __init__(self, identity: Callable[[], tuple[int, int]] | None = None) -> None:
         self._handlers: dict[ApiKey, Handler] = {ApiKey.API_VERSIONS: self.api_versions}
+        self._identity = identity
+        """(node id, broker epoch) that ApiVersions names: the controller's identity probe."""
 
     def add_handlers(self, handlers: Mapping[ApiKey, Handler]) -> None:
         """Serve more APIs (each family's `handlers()`, wired by broker.node)."""
@@ -76,4 +78,7 @@ class ApiRouter:
     ) -> ApiVersionsResponse:
         full = api_versions_response()
         served = tuple(r for r in full.api_keys if r.api_key in self._handlers)
-        return replace(full, api_keys=served)
+        if self._identity is None:
+            return replace(full, api_keys=served)
+        node_id, epoch = self._identity()
+        return replace(full, api_keys=served, node_id=node_id, broker_epoch=epoch)

@@ -22,16 +22,18 @@ from __future__ import annotations
 import functools
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import structlog
 import trio
 
 from broker.server import BrokerServer, ConnectionInfo
+from controller.service.fast_fencing import FastFencing
 from controller.service.terms import ControllerService
 from deploy.node.controller_config import ControllerProcessConfig, load_controller_config
-from deploy.node.controller_services import raft_controller_service
+from deploy.node.controller_services import raft_controller_service, raft_fast_fencing
+from deploy.node.liveness_probe import TcpListenerProbe
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.runtime import NodeRuntime
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
@@ -107,9 +109,13 @@ class ControllerHandler:
     the controller's requests (the ControllerService; NOT_CONTROLLER naming the active
     controller on a standby)."""
 
-    def __init__(self, driver: RaftDriver, service: ControllerService) -> None:
+    def __init__(
+        self, driver: RaftDriver, service: ControllerService, fencing: FastFencing | None = None
+    ) -> None:
         self.driver = driver
         self.service = service
+        self.fencing = fencing
+        """Told which connection each broker's heartbeats came on (fast fencing)."""
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
         body = request.body
@@ -122,6 +128,12 @@ class ControllerHandler:
         if isinstance(body, CONTROLLER_REQUESTS):
             await self.driver.started.wait()
             response: Response = await self.service.submit(body)
+            if (
+                self.fencing is not None
+                and isinstance(body, BrokerHeartbeatRequest)
+                and response.error_code == 0
+            ):
+                self.fencing.heard(conn.connection_id, body.broker_id, body.broker_epoch)
             if isinstance(body, BrokerRegistrationRequest) and response.error_code == 0:
                 log.info(
                     "broker registered",
@@ -135,6 +147,10 @@ class ControllerHandler:
             ErrorCode.UNSUPPORTED_VERSION,
             f"{request.api_key.name} is not served by this controller",
         )
+
+
+def _lost_by(fencing: FastFencing) -> Callable[[ConnectionInfo], None]:
+    return lambda info: fencing.lost(info.connection_id)
 
 
 def voter_endpoints(config: ControllerProcessConfig) -> tuple[DescribeQuorumNode, ...]:
@@ -221,10 +237,21 @@ async def _run_controller(
                 snapshot_max_record_bytes=config.snapshot_max_record_bytes,
                 cluster_id=config.cluster_id,
             )
-            server = BrokerServer(ControllerHandler(driver, service), config.listeners)
+            fencing = (
+                raft_fast_fencing(service, TcpListenerProbe())
+                if config.values["broker.session.fast.fencing.enable"]
+                else None
+            )
+            server = BrokerServer(
+                ControllerHandler(driver, service, fencing),
+                config.listeners,
+                on_connection_closed=None if fencing is None else _lost_by(fencing),
+            )
             async with trio.open_nursery() as nursery:
                 await nursery.start(driver.run)
                 await nursery.start(service.run)
+                if fencing is not None:
+                    await nursery.start(fencing.run)
                 bound = await nursery.start(server.serve)
                 log.info(
                     "controller started",

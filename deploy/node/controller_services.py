@@ -18,8 +18,10 @@ from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.heartbeats import BROKER_SESSION_TIMEOUT_MS_DEFAULT
 from controller.metrics import ControllerMetrics
-from controller.ports import BrokerSender
+from controller.ports import BrokerSender, ListenerProbe
+from controller.raft_lifecycle import FenceDeadBroker, FenceDeadBrokerResponse
 from controller.service.channel import DEFAULT_REQUEST_TIMEOUT_S
+from controller.service.fast_fencing import FastFencing
 from controller.service.kraft_mode import (
     IDLE_INTERVAL_MS_DEFAULT,
     SNAPSHOT_BYTES_DEFAULT,
@@ -73,6 +75,30 @@ def zk_controller_service(
         metrics=metrics,
         rebalance_initial_delay_s=rebalance_initial_delay_s,
         rebalance_interval_s=rebalance_interval_s,
+    )
+
+
+def raft_fast_fencing(service: ControllerService, probe: ListenerProbe) -> FastFencing:
+    """The fast fencing of a Raft controller (broker.session.fast.fencing.enable): a dead
+    broker's fence is `FenceDeadBroker` through the single writer, on the controller's clock
+    (the one its heartbeat sessions are kept on)."""
+
+    async def fence(
+        broker_id: int, broker_epoch: int, lost_at_ms: int, evidence: str
+    ) -> str | None:
+        response: FenceDeadBrokerResponse = await service.submit(
+            FenceDeadBroker(broker_id, broker_epoch, lost_at_ms, evidence)
+        )
+        if response.error_code:
+            return response.error_message or "the controller refused"
+        return None if response.fenced else response.not_fenced_because
+
+    return FastFencing(
+        image=lambda: service.state.image,
+        active=lambda: service.is_active,
+        probe=probe,
+        fence=fence,
+        clock_ms=service.ctx.clock_ms,
     )
 
 

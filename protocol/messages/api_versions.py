@@ -25,6 +25,11 @@ class ApiVersionsResponse(Response):
     """Kafka error code; UNSUPPORTED_VERSION when the request's version was too new."""
     error_message: str | None = None
     """What went wrong, for a person."""
+    node_id: int = -1
+    """trioka: the broker answering (-1: not a broker). With `broker_epoch`, what the
+    controller's identity probe checks before fencing a broker whose connection ended."""
+    broker_epoch: int = -1
+    """trioka: the answering broker's epoch (-1 until it is registered)."""
 
 
 @register

@@ -1,0 +1,219 @@
+"""Fast fencing (broker.session.fast.fencing.enable): the rule that says when a broker whose
+connection ended is dead (controller.liveness.judge), the single writer's last checks before
+the fence (ClusterControl.fence_dead_broker through FenceDeadBroker), and the trio driver that
+probes and fences (controller.service.fast_fencing.FastFencing)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+import trio.testing
+
+from controller.cluster_control import ClusterControl
+from controller.context import ControllerContext
+from controller.liveness import ROUND_INTERVAL_MS, ROUNDS, Probe, ProbeResult, Verdict, judge
+from controller.operations import failed_response, run_operation
+from controller.raft_lifecycle import FenceDeadBroker, FenceDeadBrokerResponse
+from controller.service.fast_fencing import FastFencing
+from controller.state import ControllerState
+from protocol.errors import ErrorCode
+from protocol.metadata.image import MetadataImage
+from protocol.metadata.records import FenceBrokerRecord
+from tests.unit.controller.test_controller_raft_operations import (
+    Clock,
+    commit,
+    heartbeat,
+    registration,
+)
+
+B, E = 1, 7
+REFUSED = ProbeResult(Probe.REFUSED)
+ALIVE = ProbeResult(Probe.ANSWERED, node_id=B, broker_epoch=E)
+
+
+# -- the rule ---------------------------------------------------------------------------------
+
+
+def test_every_listener_refused_in_every_round_is_dead() -> None:
+    assert judge([[REFUSED, REFUSED]], B, E)[0] is Verdict.PROBE_AGAIN
+    verdict, why = judge([[REFUSED, REFUSED]] * ROUNDS, B, E)
+    assert verdict is Verdict.DEAD
+    assert "refused" in why
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        ProbeResult(Probe.TIMEOUT),
+        ProbeResult(Probe.UNREACHABLE, detail="No route to host"),
+        ProbeResult(Probe.ERROR, detail="Too many open files"),
+        ProbeResult(Probe.NO_ANSWER, detail="connection reset"),
+        ALIVE,
+        ProbeResult(Probe.ANSWERED, node_id=2, broker_epoch=E),  # someone else's port now
+        ProbeResult(Probe.ANSWERED, node_id=B, broker_epoch=-1),  # not registered yet
+    ],
+)
+def test_anything_but_a_refusal_leaves_the_broker_its_session(other: ProbeResult) -> None:
+    for rounds in ([[other, REFUSED]], [[REFUSED, REFUSED], [REFUSED, other]]):
+        assert judge(rounds, B, E)[0] is Verdict.NOT_PROVEN
+
+
+def test_the_same_broker_with_another_epoch_proves_the_old_one_dead() -> None:
+    restarted = ProbeResult(Probe.ANSWERED, node_id=B, broker_epoch=E + 40)
+    verdict, why = judge([[restarted, ProbeResult(Probe.TIMEOUT)]], B, E)
+    assert verdict is Verdict.DEAD
+    assert "new incarnation" in why
+
+
+def test_no_listener_is_not_proof() -> None:
+    assert judge([[]], B, E)[0] is Verdict.NOT_PROVEN
+
+
+# -- the single writer's checks ---------------------------------------------------------------
+
+
+def _registered_and_unfenced() -> tuple[ControllerState, ControllerContext, Clock, int]:
+    state = ControllerState()
+    clock = Clock()
+    ctx = ControllerContext(
+        rng=random.Random(1),
+        cluster_control=ClusterControl.activate(state.image, clock(), session_timeout_ms=30_000),
+        clock_ms=clock,
+    )
+    result = run_operation(state, registration(B), ctx)
+    epoch = result.response.broker_epoch
+    commit(state, result.records)
+    commit(state, run_operation(state, heartbeat(epoch, epoch, B), ctx).records)
+    assert not state.image.cluster.brokers[B].fenced
+    return state, ctx, clock, epoch
+
+
+def test_a_dead_broker_is_fenced_long_before_its_session_ends() -> None:
+    state, ctx, clock, epoch = _registered_and_unfenced()
+    clock.now += 500  # far within the 30 s session
+    result = run_operation(state, FenceDeadBroker(B, epoch, clock.now - 300, "refused"), ctx)
+    assert result.response == FenceDeadBrokerResponse(fenced=True)
+    assert any(isinstance(r, FenceBrokerRecord) for r in result.records)
+    commit(state, result.records)
+    assert state.image.cluster.brokers[B].fenced
+
+
+def test_a_heartbeat_after_the_connection_ended_cancels_the_fence() -> None:
+    state, ctx, clock, epoch = _registered_and_unfenced()
+    lost_at = clock.now
+    clock.now += 100
+    commit(state, run_operation(state, heartbeat(epoch, epoch, B), ctx).records)
+    result = run_operation(state, FenceDeadBroker(B, epoch, lost_at, "refused"), ctx)
+    assert result.response.fenced is False
+    assert result.response.not_fenced_because == "heard from since its connection ended"
+    assert list(result.records) == []
+
+
+def test_another_incarnation_or_a_fenced_broker_is_left_alone() -> None:
+    state, ctx, clock, epoch = _registered_and_unfenced()
+    stale = run_operation(state, FenceDeadBroker(B, epoch - 1, clock.now, "x"), ctx)
+    assert stale.response.not_fenced_because == "the broker registered again since"
+    commit(state, run_operation(state, FenceDeadBroker(B, epoch, clock.now, "x"), ctx).records)
+    again = run_operation(state, FenceDeadBroker(B, epoch, clock.now, "x"), ctx)
+    assert again.response.not_fenced_because == "already fenced"
+
+
+def test_without_a_raft_term_it_is_not_controller() -> None:
+    with pytest.raises(Exception) as caught:
+        run_operation(ControllerState(), FenceDeadBroker(B, E, 0, "x"), ControllerContext())
+    assert getattr(caught.value, "code", None) is ErrorCode.NOT_CONTROLLER
+    failed = failed_response(FenceDeadBroker(B, E, 0, "x"), ErrorCode.NOT_CONTROLLER, "no")
+    assert failed == FenceDeadBrokerResponse(
+        error_code=int(ErrorCode.NOT_CONTROLLER), error_message="no"
+    )
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+class Probes:
+    """Answers by (host, port) from a script: one list per listener, one entry per round."""
+
+    def __init__(self, script: dict[tuple[str, int], list[ProbeResult]]) -> None:
+        self.script = script
+        self.asked: list[tuple[float, str, int]] = []
+
+    async def probe(self, host: str, port: int) -> ProbeResult:
+        self.asked.append((trio.current_time(), host, port))
+        return self.script[(host, port)].pop(0)
+
+
+def _image_with_broker(*, fenced: bool = False) -> MetadataImage:
+    state = ControllerState()
+    clock = Clock()
+    ctx = ControllerContext(
+        rng=random.Random(1),
+        cluster_control=ClusterControl.activate(state.image, clock(), session_timeout_ms=30_000),
+        clock_ms=clock,
+    )
+    result = run_operation(state, registration(B), ctx)
+    commit(state, result.records)
+    if not fenced:
+        e = result.response.broker_epoch
+        commit(state, run_operation(state, heartbeat(e, e, B), ctx).records)
+    return state.image
+
+
+async def _run_driver(
+    probes: Probes, image: MetadataImage, connection_events: list[tuple[str, int]]
+) -> list[tuple[int, int, int, str]]:
+    fenced: list[tuple[int, int, int, str]] = []
+
+    async def fence(broker_id: int, epoch: int, lost_at_ms: int, evidence: str) -> str | None:
+        fenced.append((broker_id, epoch, lost_at_ms, evidence))
+        return None
+
+    driver = FastFencing(
+        image=lambda: image,
+        active=lambda: True,
+        probe=probes,
+        fence=fence,
+        clock_ms=lambda: int(trio.current_time() * 1000),
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        for kind, connection_id in connection_events:
+            if kind == "heard":
+                driver.heard(connection_id, B, image.cluster.brokers[B].epoch)
+            else:
+                driver.lost(connection_id)
+        await trio.sleep(5)
+        nursery.cancel_scope.cancel()
+    return fenced
+
+
+async def test_a_lost_connection_is_probed_twice_then_fenced(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    image = _image_with_broker()
+    probes = Probes({("h", 9092): [REFUSED, REFUSED]})
+    fenced = await _run_driver(probes, image, [("heard", 11), ("lost", 11)])
+    epoch = image.cluster.brokers[B].epoch
+    assert [(b, e) for b, e, _, _ in fenced] == [(B, epoch)]
+    times = [t for t, _, _ in probes.asked]
+    assert len(times) == ROUNDS and times[1] - times[0] >= ROUND_INTERVAL_MS / 1000
+
+
+async def test_a_connection_that_carried_no_heartbeat_or_a_live_answer_fences_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    image = _image_with_broker()
+    epoch = image.cluster.brokers[B].epoch
+    alive = ProbeResult(Probe.ANSWERED, node_id=B, broker_epoch=epoch)
+    probes = Probes({("h", 9092): [alive]})
+    assert await _run_driver(probes, image, [("lost", 3), ("heard", 4), ("lost", 4)]) == []
+    assert len(probes.asked) == 1  # connection 3 never carried a heartbeat: not probed
+
+
+async def test_a_fenced_broker_is_not_probed(autojump_clock: trio.testing.MockClock) -> None:
+    image = _image_with_broker(fenced=True)
+    probes = Probes({})
+    assert await _run_driver(probes, image, [("heard", 1), ("lost", 1)]) == []
+    assert probes.asked == []
