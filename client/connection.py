@@ -91,6 +91,8 @@ class BrokerConnection:
         self._pending: dict[int, _Pending] = {}
         self._correlation = itertools.count(1)
         self._closed: BaseException | None = None
+        self.closed_by_peer = False
+        """The broker ended the connection (EOF or reset), not this side."""
 
     @property
     def closed(self) -> bool:
@@ -184,6 +186,7 @@ class BrokerConnection:
             while self._closed is None:
                 data = await self._stream.receive_some(_RECEIVE_BYTES)
                 if not data:
+                    self.closed_by_peer = self._closed is None
                     self._fail(KafkaConnectionError(f"broker {self.address} closed the connection"))
                     break
                 self._decoder.feed(data)
@@ -193,6 +196,9 @@ class BrokerConnection:
                         break
                     self._dispatch(frame)  # type: ignore[arg-type]
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self.closed_by_peer = self._closed is None and not isinstance(
+                exc, trio.ClosedResourceError
+            )
             self._fail(KafkaConnectionError(f"connection to broker {self.address} broke: {exc}"))
         except ProtocolError as exc:
             log.warning("bad response from broker", broker=self.address, error=str(exc))

@@ -17,18 +17,16 @@ from controller.brokers import RegisterBroker, RegisterBrokerResponse, register_
 from controller.configs import describe_configs
 from controller.context import ControllerContext
 from controller.create_partitions import create_partitions
+from controller.dead_brokers import FenceDeadBroker, FenceDeadBrokerResponse, fence_dead_broker
 from controller.elect_leaders import AutoLeaderRebalance, auto_leader_rebalance, elect_leaders
 from controller.producer_ids import allocate_producer_ids
 from controller.raft_lifecycle import (
-    FenceDeadBroker,
-    FenceDeadBrokerResponse,
     FenceStaleBrokers,
     FenceStaleBrokersResponse,
     WriteNoOp,
     WriteNoOpResponse,
     broker_heartbeat,
     broker_registration,
-    fence_dead_broker,
     fence_stale_brokers,
     unregister_broker,
     write_noop,

@@ -7,10 +7,10 @@ entries that call `controller.cluster_control.ClusterControl` through the contex
 (`ControllerContext.cluster_control`, `.clock_ms`): one term's ClusterControl, absent outside
 a Raft-mode term (NOT_CONTROLLER then).
 
-Three internal events have no wire form: `FenceStaleBrokers` (KRaft's maybeFenceOneStaleBroker,
-scheduled at `ClusterControl.next_check_time_ms()`), `FenceDeadBroker` (trioka's fast fencing of
-a broker whose process was confirmed dead, controller.liveness) and `WriteNoOp` (KRaft's
-NoOpRecord every metadata.max.idle.interval.ms when nothing else was written). They go through the same queue
+Two internal events have no wire form: `FenceStaleBrokers` (KRaft's maybeFenceOneStaleBroker,
+scheduled at `ClusterControl.next_check_time_ms()`) and `WriteNoOp` (KRaft's NoOpRecord every
+metadata.max.idle.interval.ms when nothing else was written); controller.dead_brokers'
+`FenceDeadBroker` (the fast fencing) goes through the same ClusterControl. They go through the same queue
 as requests so that the single writer's `state.next_offset` stays where the next record lands
 (broker epochs and controlled-shutdown offsets are computed from it).
 """
@@ -44,27 +44,6 @@ class FenceStaleBrokers:
 class FenceStaleBrokersResponse:
     broker_ids: tuple[int, ...] = ()
     """The brokers fenced, oldest contact first."""
-    error_code: int = 0
-    error_message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FenceDeadBroker:
-    """Fence one broker incarnation the fast fencing found dead (controller.liveness), without
-    waiting for the end of its session."""
-
-    broker_id: int
-    broker_epoch: int
-    lost_at_ms: int
-    """When its connection ended (the controller's clock): a heartbeat after it cancels."""
-    evidence: str
-    """What the probes found, for the log."""
-
-
-@dataclass(frozen=True, slots=True)
-class FenceDeadBrokerResponse:
-    fenced: bool = False
-    not_fenced_because: str | None = None
     error_code: int = 0
     error_message: str | None = None
 
@@ -113,20 +92,6 @@ def fence_stale_brokers(
     result = _cluster_control(ctx).fence_stale_brokers(state, ctx.clock_ms(), ctx)
     return ControllerResult(
         records=result.records, response=FenceStaleBrokersResponse(broker_ids=result.response)
-    )
-
-
-def fence_dead_broker(
-    state: ControllerState, request: FenceDeadBroker, ctx: ControllerContext
-) -> ControllerResult[FenceDeadBrokerResponse]:
-    result = _cluster_control(ctx).fence_dead_broker(
-        state, request.broker_id, request.broker_epoch, request.lost_at_ms, ctx
-    )
-    return ControllerResult(
-        records=result.records,
-        response=FenceDeadBrokerResponse(
-            fenced=result.response is None, not_fenced_because=result.response
-        ),
     )
 
 

@@ -1,15 +1,20 @@
 """Fast fencing on the active controller: a broker whose connection ended is probed, and fenced
 at once when controller.liveness finds it dead (broker.session.fast.fencing.enable).
 
-    fencing = FastFencing(service, probe, fence=..., clock_ms=...)
+    fencing = FastFencing(image=..., active=..., probe=..., fence=..., clock_ms=...)
     await nursery.start(fencing.run)
-    fencing.heard(connection_id, broker_id, broker_epoch)   # a heartbeat came on it
-    fencing.lost(connection_id)                               # that connection ended
+    fencing.heard(connection_id, broker_id, broker_epoch)   # Raft: a heartbeat came on it
+    fencing.lost(connection_id)                               # Raft: that connection ended
+    fencing.lost_address(host, port)                          # ZK: a broker ended our connection
 
 `fence(broker_id, broker_epoch, lost_at_ms, evidence)` applies the fence through the
 controller's single writer, which checks rule 4 (and 2 again) on the state it applies to; it
-returns why it did not fence, or None. Each mode wires its own: Raft mode submits
-`FenceDeadBroker`, ZK mode the broker's failure as its BrokerChange would.
+returns why it did not fence, or None (controller.dead_brokers.FenceDeadBroker, both modes).
+
+ZK mode has no heartbeat to undo a mistaken fence, so `revive(broker_id, broker_epoch)` is given:
+after a fence, the broker's listeners are probed every `REVIVAL_INTERVAL_S` for
+`revival_window_s` (its ZooKeeper session); an answer naming the fenced epoch means it lives
+(its znode too), and `revive` re-reads /brokers/ids, which registers it again.
 """
 
 from __future__ import annotations
@@ -38,12 +43,16 @@ class FastFencing:
         probe: ListenerProbe,
         fence: Fence,
         clock_ms: Callable[[], int],
+        revive: Callable[[int, int], Awaitable[None]] | None = None,
+        revival_window_s: float = 0.0,
     ) -> None:
         self._image = image
         self._active = active
         self._probe = probe
         self._fence = fence
         self._clock_ms = clock_ms
+        self._revive = revive
+        self._revival_window_s = revival_window_s
         self._carriers: dict[int, tuple[int, int]] = {}
         """Connection id -> (broker id, broker epoch) whose heartbeats came on it."""
         self._confirming: set[tuple[int, int]] = set()
@@ -60,12 +69,24 @@ class FastFencing:
 
     def lost(self, connection_id: int) -> None:
         carried = self._carriers.pop(connection_id, None)
-        if carried is None or self._nursery is None or not self._active():
+        if carried is not None:
+            self._start(*carried)
+
+    def lost_address(self, host: str, port: int) -> None:
+        """A broker ended a connection to host:port: the registered broker listening there."""
+        if not self._active():
             return
-        if carried in self._confirming:
+        for reg in self._image().cluster.brokers.values():
+            if any(e.host == host and e.port == port for e in reg.endpoints):
+                self._start(reg.broker_id, reg.epoch)
+                return
+
+    def _start(self, broker_id: int, broker_epoch: int) -> None:
+        key = (broker_id, broker_epoch)
+        if self._nursery is None or not self._active() or key in self._confirming:
             return
-        self._confirming.add(carried)
-        self._nursery.start_soon(self._confirm, *carried, self._clock_ms())
+        self._confirming.add(key)
+        self._nursery.start_soon(self._confirm, broker_id, broker_epoch, self._clock_ms())
 
     async def _confirm(self, broker_id: int, broker_epoch: int, lost_at_ms: int) -> None:
         try:
@@ -97,6 +118,10 @@ class FastFencing:
                     evidence=why,
                     since_connection_lost_ms=self._clock_ms() - lost_at_ms,
                 )
+                if self._revive is not None and self._nursery is not None:
+                    self._nursery.start_soon(
+                        self._watch_revival, broker_id, broker_epoch, listeners
+                    )
             else:
                 log.info(
                     "broker found dead but not fenced",
@@ -109,5 +134,26 @@ class FastFencing:
         finally:
             self._confirming.discard((broker_id, broker_epoch))
 
+    async def _watch_revival(
+        self, broker_id: int, broker_epoch: int, listeners: list[tuple[str, int]]
+    ) -> None:
+        """ZK mode: a broker fenced by mistake answers with its epoch; revive it once."""
+        assert self._revive is not None
+        with trio.move_on_after(self._revival_window_s):
+            while self._active() and broker_id not in self._image().cluster.brokers:
+                for host, port in listeners:
+                    result = await self._probe.probe(host, port)
+                    if result.node_id == broker_id and result.broker_epoch == broker_epoch:
+                        log.warning(
+                            "broker fenced early is alive; registering it again",
+                            broker_id=broker_id,
+                            broker_epoch=broker_epoch,
+                        )
+                        await self._revive(broker_id, broker_epoch)
+                        return
+                await trio.sleep(REVIVAL_INTERVAL_S)
 
-__all__ = ["FastFencing", "Fence"]
+
+REVIVAL_INTERVAL_S = 1.0
+
+__all__ = ["REVIVAL_INTERVAL_S", "FastFencing", "Fence"]

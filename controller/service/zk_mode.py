@@ -403,6 +403,14 @@ class ZkMode:
             log.info("topics queued for deletion", topics=wanted)
             self._deletion_step(term, driver.state.image, newly)
 
+    async def reread_brokers(self) -> None:
+        """A BrokerChange from /brokers/ids as it is now (the fast fencing revives a broker it
+        fenced by mistake: its znode is still there, so it registers again)."""
+        brokers = await self._read_brokers(lambda _e: None)
+        response = await self.service.submit(BrokerChange(brokers))
+        if response.error_code:
+            log.warning("broker re-read failed", error=response.error_message)
+
     # -- failures -------------------------------------------------------------------------------
 
     async def _act_as_zombie(self, within_s: float = 10.0) -> None:

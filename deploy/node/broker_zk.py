@@ -16,6 +16,7 @@ from broker.metadata_feeds.zk import ZkMetadataFeed
 from broker.node import Broker
 from broker.server import BoundListener
 from controller.operations import failed_response
+from controller.service.zk_mode import ZkMode
 from deploy.node.broker_base import (
     controller_config,
     registered_endpoints,
@@ -23,7 +24,8 @@ from deploy.node.broker_base import (
     serve_until_stopped,
 )
 from deploy.node.controller_routes import ControllerLocator, ZkControllerRoute
-from deploy.node.controller_services import zk_controller_service
+from deploy.node.controller_services import zk_controller_service, zk_fast_fencing
+from deploy.node.liveness_probe import TcpListenerProbe
 from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
 from protocol.config_defs import ConfigError
@@ -250,6 +252,13 @@ async def run_zk_broker(
                 failpoints=runtime.failpoints,
                 clock=runtime.clock,
             )
+            if config["broker.session.fast.fencing.enable"]:
+                assert isinstance(service.mode, ZkMode)
+                fencing = zk_fast_fencing(
+                    service, service.mode, TcpListenerProbe(), session_timeout_s=session_timeout_s
+                )
+                transport.on_peer_closed = fencing.lost_address
+                await nursery.start(fencing.run)
             channel = ControllerChannel(
                 ZkControllerRoute(service, zk_broker_locator(zk, listener)),
                 refuse=failed_response,

@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
+from controller.dead_brokers import FenceDeadBroker, FenceDeadBrokerResponse
 from controller.heartbeats import BROKER_SESSION_TIMEOUT_MS_DEFAULT
 from controller.metrics import ControllerMetrics
 from controller.ports import BrokerSender, ListenerProbe
-from controller.raft_lifecycle import FenceDeadBroker, FenceDeadBrokerResponse
 from controller.service.channel import DEFAULT_REQUEST_TIMEOUT_S
-from controller.service.fast_fencing import FastFencing
+from controller.service.fast_fencing import FastFencing, Fence
 from controller.service.kraft_mode import (
     IDLE_INTERVAL_MS_DEFAULT,
     SNAPSHOT_BYTES_DEFAULT,
@@ -78,10 +78,8 @@ def zk_controller_service(
     )
 
 
-def raft_fast_fencing(service: ControllerService, probe: ListenerProbe) -> FastFencing:
-    """The fast fencing of a Raft controller (broker.session.fast.fencing.enable): a dead
-    broker's fence is `FenceDeadBroker` through the single writer, on the controller's clock
-    (the one its heartbeat sessions are kept on)."""
+def _fence_through(service: ControllerService) -> Fence:
+    """FenceDeadBroker through the single writer: None when fenced, else why not."""
 
     async def fence(
         broker_id: int, broker_epoch: int, lost_at_ms: int, evidence: str
@@ -93,12 +91,42 @@ def raft_fast_fencing(service: ControllerService, probe: ListenerProbe) -> FastF
             return response.error_message or "the controller refused"
         return None if response.fenced else response.not_fenced_because
 
+    return fence
+
+
+def raft_fast_fencing(service: ControllerService, probe: ListenerProbe) -> FastFencing:
+    """The fast fencing of a Raft controller (broker.session.fast.fencing.enable): a dead
+    broker's fence is `FenceDeadBroker` through the single writer, on the controller's clock
+    (the one its heartbeat sessions are kept on)."""
+
     return FastFencing(
         image=lambda: service.state.image,
         active=lambda: service.is_active,
         probe=probe,
-        fence=fence,
+        fence=_fence_through(service),
         clock_ms=service.ctx.clock_ms,
+    )
+
+
+def zk_fast_fencing(
+    service: ControllerService, mode: ZkMode, probe: ListenerProbe, *, session_timeout_s: float
+) -> FastFencing:
+    """The fast fencing of a ZK-mode controller candidate (broker.session.fast.fencing.enable):
+    its channels' and fetchers' connections tell it a broker ended them; a dead broker's fence is
+    `FenceDeadBroker` (its BrokerChange without waiting for the znode's expiry); a broker fenced
+    by mistake is revived for as long as its ZooKeeper session may still hold its znode."""
+
+    async def revive(broker_id: int, broker_epoch: int) -> None:
+        await mode.reread_brokers()
+
+    return FastFencing(
+        image=lambda: service.state.image,
+        active=lambda: service.is_active,
+        probe=probe,
+        fence=_fence_through(service),
+        clock_ms=service.ctx.clock_ms,
+        revive=revive,
+        revival_window_s=session_timeout_s + 5,
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import structlog
@@ -57,12 +57,16 @@ class PooledTransport:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         connect_timeout_s: float = 10.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        on_peer_closed: Callable[[str, int], None] | None = None,
     ) -> None:
         if max_in_flight <= 0:
             raise ValueError(f"max_in_flight must be positive, got {max_in_flight}")
         if connect_timeout_s <= 0:
             raise ValueError(f"connect_timeout_s must be positive, got {connect_timeout_s}")
         self.client_id = client_id
+        self.on_peer_closed = on_peer_closed
+        """Told (host, port) when a broker ends a pooled connection (EOF or reset): a ZK-mode
+        controller's fast fencing hears of a dead broker from its channel's connection."""
         self._max_in_flight = max_in_flight
         self._connect_timeout_s = connect_timeout_s
         self._max_frame_bytes = max_frame_bytes
@@ -191,6 +195,8 @@ class PooledTransport:
             await connection.reader(task_status=task_status)
         finally:
             self._forget(address, connection)
+            if connection.closed_by_peer and self.on_peer_closed is not None:
+                self.on_peer_closed(*address)
 
     def _forget(self, address: tuple[str, int], connection: BrokerConnection) -> None:
         if self._connections.get(address) is connection:

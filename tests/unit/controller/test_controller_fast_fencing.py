@@ -11,16 +11,17 @@ import pytest
 import trio
 import trio.testing
 
+from controller.broker_lifecycle import BrokerChange, LiveBroker
 from controller.cluster_control import ClusterControl
 from controller.context import ControllerContext
+from controller.dead_brokers import FenceDeadBroker, FenceDeadBrokerResponse
 from controller.liveness import ROUND_INTERVAL_MS, ROUNDS, Probe, ProbeResult, Verdict, judge
 from controller.operations import failed_response, run_operation
-from controller.raft_lifecycle import FenceDeadBroker, FenceDeadBrokerResponse
 from controller.service.fast_fencing import FastFencing
 from controller.state import ControllerState
 from protocol.errors import ErrorCode
 from protocol.metadata.image import MetadataImage
-from protocol.metadata.records import FenceBrokerRecord
+from protocol.metadata.records import BrokerEndpoint, FenceBrokerRecord, UnregisterBrokerRecord
 from tests.unit.controller.test_controller_raft_operations import (
     Clock,
     commit,
@@ -120,10 +121,21 @@ def test_another_incarnation_or_a_fenced_broker_is_left_alone() -> None:
     assert again.response.not_fenced_because == "already fenced"
 
 
-def test_without_a_raft_term_it_is_not_controller() -> None:
-    with pytest.raises(Exception) as caught:
-        run_operation(ControllerState(), FenceDeadBroker(B, E, 0, "x"), ControllerContext())
-    assert getattr(caught.value, "code", None) is ErrorCode.NOT_CONTROLLER
+def test_zk_mode_fences_as_the_znode_deletion_would() -> None:
+    """Without a Raft term (ZK mode) the fence is the BrokerChange of the broker's vanished
+    znode: its registration leaves the image; a stale epoch or a gone broker changes nothing."""
+    state, ctx = ControllerState(), ControllerContext(rng=random.Random(1))
+    endpoint = (BrokerEndpoint(name="PLAINTEXT", host="h", port=9092),)
+    live = (LiveBroker(1, 10, endpoint), LiveBroker(2, 20, endpoint))
+    commit(state, run_operation(state, BrokerChange(live), ctx).records)
+    stale = run_operation(state, FenceDeadBroker(2, 19, 0, "x"), ctx)
+    assert stale.response.fenced is False and list(stale.records) == []
+    result = run_operation(state, FenceDeadBroker(2, 20, 0, "refused"), ctx)
+    assert result.response == FenceDeadBrokerResponse(fenced=True)
+    assert UnregisterBrokerRecord(broker_id=2, broker_epoch=20) in result.records
+    commit(state, result.records)
+    assert set(state.image.cluster.brokers) == {1}
+    assert run_operation(state, FenceDeadBroker(2, 20, 0, "x"), ctx).response.fenced is False
     failed = failed_response(FenceDeadBroker(B, E, 0, "x"), ErrorCode.NOT_CONTROLLER, "no")
     assert failed == FenceDeadBrokerResponse(
         error_code=int(ErrorCode.NOT_CONTROLLER), error_message="no"
