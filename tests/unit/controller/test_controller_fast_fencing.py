@@ -229,3 +229,42 @@ async def test_a_fenced_broker_is_not_probed(autojump_clock: trio.testing.MockCl
     probes = Probes({})
     assert await _run_driver(probes, image, [("heard", 1), ("lost", 1)]) == []
     assert probes.asked == []
+
+
+async def test_zk_mode_revives_a_broker_fenced_by_mistake(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A REJECT rule forges the refusals: fenced early; then the broker answers with its epoch
+    (alive, its znode too) and is registered again, once."""
+    registered = _image_with_broker()
+    epoch = registered.cluster.brokers[B].epoch
+    without = MetadataImage.empty()
+    images = [registered]
+    alive = ProbeResult(Probe.ANSWERED, node_id=B, broker_epoch=epoch)
+    probes = Probes({("h", 9092): [REFUSED, REFUSED, REFUSED, alive]})
+    revived: list[tuple[int, int]] = []
+
+    async def fence(broker_id: int, e: int, lost_at_ms: int, evidence: str) -> str | None:
+        images[0] = without  # the BrokerChange without it
+        return None
+
+    async def revive(broker_id: int, e: int) -> None:
+        revived.append((broker_id, e))
+        images[0] = registered
+
+    driver = FastFencing(
+        image=lambda: images[0],
+        active=lambda: True,
+        probe=probes,
+        fence=fence,
+        clock_ms=lambda: int(trio.current_time() * 1000),
+        revive=revive,
+        revival_window_s=30,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        driver.lost_address("h", 9092)
+        await trio.sleep(60)
+        nursery.cancel_scope.cancel()
+    assert revived == [(B, epoch)]
+    assert len(probes.asked) == 4  # two rounds, a refused revival probe, the answer
