@@ -7,6 +7,7 @@
     cut(plan, "broker-1", "controller-3001")       # DROP both ways, in the two namespaces
     isolate(plan, "broker-1", ["controller-3001"])  # cut from each of them
     probe(plan, "broker-1", "controller-3001", 9093)   # False while cut
+    reject(plan, "broker-1", ["controller-3001"])  # resets: its connects are refused
     heal(plan)                         # every rule gone
     destroy(plan)                      # namespaces, veths and bridge; also a crashed run's
 
@@ -157,6 +158,16 @@ def cut_rules(plan: NetworkPlan, peer: str, extra: Mapping[str, Collection[Endpo
     return rules
 
 
+def reject_rules(plan: NetworkPlan, peer: str, *, established_only: bool) -> list[list[str]]:
+    """iptables arguments that, in some node's namespace, answer TCP from `peer` with a reset:
+    every segment (new connections are refused: ECONNREFUSED, as if nothing listened), or with
+    `established_only` every segment but a SYN (connects succeed, then each connection is reset
+    at its first data: a live process whose connections break)."""
+    match = ["-p", "tcp", *(["!", "--syn"] if established_only else [])]
+    reset = ["-j", "REJECT", "--reject-with", "tcp-reset"]
+    return [["-A", "INPUT", "-s", plan.address(peer), *match, *reset]]
+
+
 # -- I/O: ip and iptables ---------------------------------------------------------------------
 
 
@@ -264,6 +275,14 @@ def isolate(plan: NetworkPlan, node: str, from_nodes: Iterable[str] | None = Non
     peers = [n for n in plan.nodes if n != node] if from_nodes is None else list(from_nodes)
     for peer in peers:
         cut(plan, node, peer, extra)
+
+
+def reject(plan: NetworkPlan, node: str, peers: Iterable[str], *,
+           established_only: bool = False) -> None:  # fmt: skip
+    """In `node`'s namespace, reset TCP from each of `peers` (reject_rules); `heal` removes it."""
+    for peer in peers:
+        for rule in reject_rules(plan, peer, established_only=established_only):
+            _iptables(plan, node, rule)
 
 
 def heal(plan: NetworkPlan) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable
 from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,9 +24,9 @@ from deploy.cluster.supervisor import (
     describe_cluster,
     read_state,
 )
-from protocol.errors import TriokaError
 from tests.integration.cli.test_cli_cluster import _pid_alive
 from tests.integration.cli.test_cli_commands import one_error_line, trioka
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 WHY_NOT = netns.available()
@@ -44,21 +42,6 @@ def _topic(bootstrap: str, name: str) -> dict[int, PartitionInfo]:
             return {p.partition: p for p in description.partitions}
 
     return trio.run(go)
-
-
-def _eventually(read: Callable[[], T], condition: Callable[[T], bool], what: str,
-                within: float = 45.0) -> T:  # fmt: skip
-    deadline = time.monotonic() + within
-    last: object = None
-    while True:
-        try:
-            last = value = read()
-            if condition(value):
-                return value
-        except (TriokaError, OSError) as exc:
-            last = exc
-        assert time.monotonic() < deadline, f"{what} did not happen within {within} s: {last}"
-        time.sleep(0.2)  # polling a condition under a deadline
 
 
 def _status(cluster_dir: Path) -> dict[str, Any]:
@@ -109,7 +92,7 @@ def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mo
         assert all(a in state.network.network for a in addresses)
         assert IPv4Address(state.network.host_address) not in addresses
         bootstrap = state.bootstrap
-        report = _eventually(lambda: trio.run(describe_cluster, bootstrap),
+        report = eventually(lambda: trio.run(describe_cluster, bootstrap),
                              lambda r: len(r.brokers) == 3, "3 live brokers")  # fmt: skip
         if mode == "zk":  # the per-broker override reached broker 1 only
             assert {b.node_id: b.rack for b in report.brokers} == {1: "r1", 2: None, 3: None}
@@ -124,7 +107,7 @@ def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mo
         assert sorted(consumed.split()) == sorted(values)
 
         # A follower cut from its leader leaves the ISR; heal brings it back.
-        p0 = _eventually(lambda: _topic(bootstrap, "t")[0], lambda p: len(p.isr) == 3, "ISR 3")
+        p0 = eventually(lambda: _topic(bootstrap, "t")[0], lambda p: len(p.isr) == 3, "ISR 3")
         # Not the ZK-mode controller broker: cut from it, the leader could not ask for the shrink.
         controller = trio.run(describe_cluster, bootstrap).controller_id
         leader = p0.leader
@@ -141,12 +124,12 @@ def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mo
                    stdin="after the cut"))  # fmt: skip
         # Asked of the leader: a broker cut from the ZK-mode controller keeps stale metadata.
         at_leader = f"{state.broker(leader).host}:{state.broker(leader).port}"
-        _eventually(lambda: _topic(at_leader, "t")[0], lambda p: follower not in p.isr,
+        eventually(lambda: _topic(at_leader, "t")[0], lambda p: follower not in p.isr,
                     "the ISR shrink")  # fmt: skip
         _ok(trioka("cluster", "heal", *d))
         assert probe_nodes(cluster_dir, follower, leader)
         assert _status(cluster_dir)["cuts"] == []
-        _eventually(lambda: _topic(at_leader, "t")[0], lambda p: len(p.isr) == 3, "the ISR expand")
+        eventually(lambda: _topic(at_leader, "t")[0], lambda p: len(p.isr) == 3, "the ISR expand")
 
         # A broker cut from the metadata quorum / ZooKeeper past its session loses its place.
         controller = trio.run(describe_cluster, bootstrap).controller_id
@@ -158,16 +141,16 @@ def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mo
         _ok(trioka("cluster", "partition", str(victim), "--from", *metadata_nodes, *d))
         if mode == "zk":
             assert not probe_nodes(cluster_dir, victim, 0)
-        _eventually(lambda: trio.run(describe_cluster, others),
+        eventually(lambda: trio.run(describe_cluster, others),
                     lambda r: victim not in [b.node_id for b in r.brokers],
                     f"broker {victim} leaving the live brokers")  # fmt: skip
-        _eventually(lambda: _topic(others, "t")[partition],
+        eventually(lambda: _topic(others, "t")[partition],
                     lambda p: p.leader not in (victim, -1), "the leadership moving")  # fmt: skip
         _ok(trioka("cluster", "heal", *d))
-        _eventually(lambda: trio.run(describe_cluster, others),
+        eventually(lambda: trio.run(describe_cluster, others),
                     lambda r: victim in [b.node_id for b in r.brokers],
                     f"broker {victim} rejoining")  # fmt: skip
-        _eventually(
+        eventually(
             lambda: _topic(bootstrap, "t"),
             lambda ps: all(len(p.isr) == 3 for p in ps.values()),
             "every ISR whole",
@@ -175,7 +158,7 @@ def test_netns_cluster_round_trip_partition_heal_isolate_down(tmp_path: Path, mo
 
         # A restart keeps the node in its namespace, on its address.
         _ok(trioka("cluster", "restart", str(victim), *d, timeout=120))
-        _eventually(lambda: trio.run(describe_cluster, bootstrap),
+        eventually(lambda: trio.run(describe_cluster, bootstrap),
                     lambda r: len(r.brokers) == 3, "3 live brokers after the restart")  # fmt: skip
 
         pids = [n.pid for n in read_state(cluster_dir).nodes]
