@@ -8,7 +8,7 @@ import json
 import subprocess
 from ipaddress import IPv4Address
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import trio
@@ -28,7 +28,6 @@ from tests.integration.cli.test_cli_cluster import _pid_alive
 from tests.integration.cli.test_cli_commands import one_error_line, trioka
 from tests.support.waiting import eventually
 
-T = TypeVar("T")
 WHY_NOT = netns.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces: {WHY_NOT}")
 

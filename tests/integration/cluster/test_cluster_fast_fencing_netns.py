@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import trio
@@ -30,7 +30,6 @@ from deploy.cluster.layout import plan_cluster_network
 from deploy.cluster.supervisor import cluster_down, cluster_up, describe_cluster, read_state
 from tests.support.waiting import eventually
 
-T = TypeVar("T")
 WHY_NOT = netns.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces: {WHY_NOT}")
 SESSION_MS = 30_000
