@@ -233,9 +233,20 @@ class FakeBroker:
             return ProduceResponse(topics=tuple(out), node_endpoints=tuple(endpoints.values()))
         if key is ApiKey.FETCH:
             out = []
+            endpoints = {}
             for t in req.topics:
                 parts = []
                 for p in t.partitions:
+                    moved = self.moved.get((t.name, p.index))
+                    if moved is not None:
+                        leader, epoch, port = moved
+                        endpoints[leader] = NodeEndpoint(
+                            node_id=leader, host="127.0.0.1", port=port
+                        )
+                        parts.append(FetchPartitionResponse(
+                            index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            current_leader=LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)))  # fmt: skip
+                        continue
                     part = self.topics[t.name][p.index]
                     code = self._error(key)
                     if not code and not part.start <= p.fetch_offset <= part.end:
@@ -253,7 +264,7 @@ class FakeBroker:
                     parts.append(FetchPartitionResponse(index=p.index, error_code=0, high_watermark=part.end,
                                                         log_start_offset=part.start, records=bytes(data)))  # fmt: skip
                 out.append(FetchTopicResponse(name=t.name, partitions=tuple(parts)))
-            return FetchResponse(topics=tuple(out))
+            return FetchResponse(topics=tuple(out), node_endpoints=tuple(endpoints.values()))
         if key is ApiKey.LIST_OFFSETS:
             out = []
             for t in req.topics:

@@ -9,6 +9,7 @@ from client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
 from client.fetched_records import CompletedFetch
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import FetchRequest
+from protocol.messages.metadata import MetadataRequest
 from protocol.record_batch import Record, build_batch
 from tests.unit.client.fake_broker import FakeBroker, wait_for
 
@@ -144,3 +145,24 @@ def test_completed_fetch_skips_below_fetch_offset_and_partial_tail() -> None:
     assert cf.take(100, out) is True
     assert [r.offset for r in out] == [12, 13, 14, 15, 16, 17]
     assert cf.next_offset == 18
+
+
+async def test_a_fetch_answered_with_the_new_leader_reads_from_it_without_metadata() -> None:
+    """KIP-951: a Fetch answered NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint
+    sends the next Fetch there, without asking for metadata."""
+    old, new = FakeBroker(node_id=1), FakeBroker(node_id=2)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(old.serve)
+        await nursery.start(new.serve)
+        await fill(new, 5)
+        produced = len(new.requests)
+        old.create("t")
+        old.moved[("t", 0)] = (2, 1, new.port)
+        async with consumer(old, auto_offset_reset="earliest", metadata_max_age_ms=600_000) as c:
+            c.assign([TP])
+            records = await poll_n(c, 5)
+        assert [r.value for r in records] == [b"%d" % i for i in range(5)]
+        first_fetch = next(i for i, r in enumerate(old.requests) if isinstance(r, FetchRequest))
+        assert not any(isinstance(r, MetadataRequest) for r in old.requests[first_fetch:])
+        assert not any(isinstance(r, MetadataRequest) for r in new.requests[produced:])
+        nursery.cancel_scope.cancel()
