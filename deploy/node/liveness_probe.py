@@ -35,10 +35,13 @@ class TcpListenerProbe:
         except ConnectionRefusedError:
             return ProbeResult(Probe.REFUSED)
         except OSError as exc:
-            refused = exc.errno == errno.ECONNREFUSED or _all_refused(exc)
-            if refused:
+            errnos = _errnos(exc)
+            if errnos == {errno.ECONNREFUSED}:
                 return ProbeResult(Probe.REFUSED)
-            outcome = Probe.UNREACHABLE if exc.errno in _UNREACHABLE else Probe.ERROR
+            if errnos & {errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE}:
+                # Accepted, then reset at once: something there lives (or a middlebox).
+                return ProbeResult(Probe.NO_ANSWER, detail=f"reset while connecting: {exc}")
+            outcome = Probe.UNREACHABLE if errnos and errnos <= _UNREACHABLE else Probe.ERROR
             return ProbeResult(outcome, detail=str(exc))
         async with stream:
             return await self._ask(stream)
@@ -69,13 +72,10 @@ class TcpListenerProbe:
         return ProbeResult(Probe.NO_ANSWER, detail=f"no answer in {self.timeout_s:g} s")
 
 
-def _all_refused(exc: OSError) -> bool:
-    """trio.open_tcp_stream tries every address and raises an OSError whose cause group holds
-    each attempt's error: refused only when every attempt was."""
+def _errnos(exc: OSError) -> set[int | None]:
+    """The errno of each connect attempt: trio.open_tcp_stream tries every address and raises
+    an OSError caused by an ExceptionGroup of each attempt's error."""
     causes = exc.__cause__
     if isinstance(causes, BaseExceptionGroup):
-        errors = causes.exceptions
-        return bool(errors) and all(
-            isinstance(e, OSError) and e.errno == errno.ECONNREFUSED for e in errors
-        )
-    return isinstance(causes, OSError) and causes.errno == errno.ECONNREFUSED
+        return {e.errno if isinstance(e, OSError) else None for e in causes.exceptions}
+    return {exc.errno}
