@@ -14,8 +14,10 @@ For each mode (default both, ZK first; one table at the end with a column per mo
    and its full ISR (Metadata from a broker).
 2. Broker failover: the broker with the most leaderships (ZK mode: not the controller's) is
    the victim. A sampler process (bench/failover_sampler.py) writes acks=all records to
-   `--sample` of its partitions, one at a time each. SIGKILL the victim. Detection is, in ZK
-   mode, the controller noticing the ZooKeeper session expiry (the start of its BrokerChange
+   `--sample` of its partitions, one at a time each. SIGKILL the victim. Detection is the
+   controller's "broker fenced early" event when the fast fencing fenced the victim
+   (broker.session.fast.fencing.enable, on by default; its time minus its fence_s), else, in
+   ZK mode, the controller noticing the ZooKeeper session expiry (the start of its BrokerChange
    event: the "brokers changed" log event's time minus its event_s), in Raft mode the active
    controller's "brokers fenced" event (logged once the fencing records, which re-elect the
    victim's partitions, committed; ~ broker.session.timeout.ms after its last heartbeat).
@@ -357,6 +359,10 @@ async def kill_and_measure(
                 # A new controller elects the dead one's partitions in its failover (it loads
                 # a /brokers/ids without the victim), the old one in a BrokerChange.
                 key = "answered_failover" if label == "controller" else "answered_broker_change"
+                if key == "answered_broker_change" and (found.get("brokers_changed") or {}).get(
+                    "fast"
+                ):
+                    break  # fast fencing: no BrokerChange event to wait for
             if found.get(key) is not None:
                 break
             await trio.sleep(0.2)  # polling a condition under the deadline
@@ -390,6 +396,10 @@ def find_events(
                 found["controller_active"] = {**e, "broker": i, "at": at}
             elif name == "brokers changed" and victim in (e.get("dead") or ()):
                 found["brokers_changed"] = {**e, "broker": i, "at": at}
+            elif name == "broker fenced early" and e.get("broker_id") == victim:
+                # Fast fencing: the BrokerChange of the victim, before its session expired.
+                found["brokers_changed"] = {**e, "broker": i, "at": at, "fast": True,
+                                            "event_s": e.get("fence_s", 0.0)}  # fmt: skip
             elif name == "controller requests answered" and at is not None:
                 key = "answered_" + str(e.get("trigger", "")).replace(" ", "_")
                 found.setdefault(key, {**e, "broker": i, "at": at})
@@ -404,6 +414,10 @@ def find_raft_events(cluster: BenchCluster, offsets: dict[int, int], victim: int
         for e in cluster.events(i, "brokers fenced", offset=offset):
             if victim in (e.get("broker_ids") or ()) and "timestamp" in e:
                 found["brokers_fenced"] = {**e, "controller": i, "at": parse_time(e["timestamp"])}
+        for e in cluster.events(i, "broker fenced early", offset=offset):
+            if e.get("broker_id") == victim and "timestamp" in e:
+                found["brokers_fenced"] = {**e, "controller": i, "fast": True,
+                                           "at": parse_time(e["timestamp"])}  # fmt: skip
     return found
 
 
@@ -504,8 +518,11 @@ def describe(result: dict[str, Any], session_s: float, label: str) -> list[str]:
         start = changed["at"] - changed.get("event_s", 0.0)
         expiry = start
         out.append(
-            f"  session expiry noticed (BrokerChange started) {start - t_kill:.2f} s after the "
-            f"kill (kill + zookeeper.session.timeout.ms = {session_s:.2f} s)"
+            f"  fast fencing decided (its BrokerChange started) {start - t_kill:.2f} s after the "
+            f"kill ({changed.get('evidence')}; zookeeper.session.timeout.ms = {session_s:.2f} s)"
+            if changed.get("fast")
+            else f"  session expiry noticed (BrokerChange started) {start - t_kill:.2f} s after "
+            f"the kill (kill + zookeeper.session.timeout.ms = {session_s:.2f} s)"
         )
         out.append(
             f"  (a) BrokerChange elections committed in {changed.get('event_s', float('nan')):.3f}"
@@ -561,10 +578,13 @@ def describe_raft_broker(result: dict[str, Any], session_s: float) -> list[str]:
     fenced = result.get("brokers_fenced")
     if fenced:
         start = fenced["at"]
+        how = (
+            f"fast fencing: {fenced.get('evidence')}" if fenced.get("fast") else "its session ended"
+        )
         out.append(
             f"  fenced by controller {fenced['controller']} {start - t_kill:.2f} s after the kill "
-            f'(broker.session.timeout.ms = {session_s:.2f} s; the "brokers fenced" event is '
-            "logged once the fencing and its re-elections committed)"
+            f"({how}; broker.session.timeout.ms = {session_s:.2f} s; the event is logged once "
+            "the fencing and its re-elections committed)"
         )
     else:
         start = t_kill + session_s

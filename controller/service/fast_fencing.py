@@ -109,14 +109,18 @@ class FastFencing:
                     reason=why,
                 )
                 return
+            decided_ms = self._clock_ms()
             not_fenced = await self._fence(broker_id, broker_epoch, lost_at_ms, why)
             if not_fenced is None:
+                # Logged once the fence (and its re-elections) committed: fence_s of it was
+                # the single writer's, the rest the probes'.
                 log.info(
                     "broker fenced early",
                     broker_id=broker_id,
                     broker_epoch=broker_epoch,
                     evidence=why,
                     since_connection_lost_ms=self._clock_ms() - lost_at_ms,
+                    fence_s=round((self._clock_ms() - decided_ms) / 1000, 3),
                 )
                 if self._revive is not None and self._nursery is not None:
                     self._nursery.start_soon(
