@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.broker_lifecycle import BrokerChange
+from controller.dead_brokers import FenceDeadBroker
 from controller.elect_leaders import AutoLeaderRebalance
 from controller.raft_lifecycle import FenceStaleBrokers
 from protocol.messages.alter_partition import AlterPartitionRequest
@@ -60,7 +61,11 @@ def broker_failures(
     after a controlled shutdown, or unregistered on request, did not fail."""
     if not isinstance(
         request,
-        BrokerChange | FenceStaleBrokers | BrokerRegistrationRequest | BrokerHeartbeatRequest,
+        BrokerChange
+        | FenceStaleBrokers
+        | FenceDeadBroker
+        | BrokerRegistrationRequest
+        | BrokerHeartbeatRequest,
     ):
         return []
     if isinstance(request, BrokerHeartbeatRequest) and request.want_shut_down:
@@ -72,6 +77,8 @@ def broker_failures(
         if isinstance(record, UnregisterBrokerRecord):
             broker_id = record.broker_id
             reason = "bounced" if broker_id in reregistered else "znode_deleted"
+            if isinstance(request, FenceDeadBroker):
+                reason = "process_dead"
         elif isinstance(record, FenceBrokerRecord):
             broker_id = record.id
             reason = _fence_reason(request)
@@ -86,6 +93,8 @@ def broker_failures(
 
 
 def _fence_reason(request: object) -> str:
+    if isinstance(request, FenceDeadBroker):
+        return "process_dead"
     if isinstance(request, BrokerRegistrationRequest):
         return "new_incarnation"
     if isinstance(request, BrokerHeartbeatRequest):

@@ -122,11 +122,14 @@ BROKER_FAILURE_REASONS = (
     "session_expired",
     "new_incarnation",
     "fence_requested",
+    "process_dead",
 )
 """How the active controller learnt that a broker failed. ZK mode: its /brokers/ids/<id> znode
 went away (znode_deleted), or came back with another epoch before the controller saw it go
 (bounced). Raft mode: no heartbeat within broker.session.timeout.ms (session_expired), a new
-incarnation of it registered (new_incarnation: it restarted), or it asked to be fenced."""
+incarnation of it registered (new_incarnation: it restarted), or it asked to be fenced. Both
+modes: the fast fencing found its process gone (process_dead: a connection it owned ended and
+its listeners refused connections, controller.liveness)."""
 
 ISR_CHANGE_ORIGINS = ("alter_partition", "controller")
 """Who changed a leader's ISR: its own AlterPartition proposal, committed (Kafka's

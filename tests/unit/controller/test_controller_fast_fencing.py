@@ -16,6 +16,7 @@ from controller.cluster_control import ClusterControl
 from controller.context import ControllerContext
 from controller.dead_brokers import FenceDeadBroker, FenceDeadBrokerResponse
 from controller.liveness import ROUND_INTERVAL_MS, ROUNDS, Probe, ProbeResult, Verdict, judge
+from controller.log_events import broker_failures
 from controller.operations import failed_response, run_operation
 from controller.service.fast_fencing import FastFencing
 from controller.state import ControllerState
@@ -97,6 +98,10 @@ def test_a_dead_broker_is_fenced_long_before_its_session_ends() -> None:
     result = run_operation(state, FenceDeadBroker(B, epoch, clock.now - 300, "refused"), ctx)
     assert result.response == FenceDeadBrokerResponse(fenced=True)
     assert any(isinstance(r, FenceBrokerRecord) for r in result.records)
+    [failure] = broker_failures(
+        FenceDeadBroker(B, epoch, 0, "refused"), state.image, list(result.records)
+    )
+    assert (failure.broker_id, failure.reason) == (B, "process_dead")
     commit(state, result.records)
     assert state.image.cluster.brokers[B].fenced
 
@@ -133,6 +138,10 @@ def test_zk_mode_fences_as_the_znode_deletion_would() -> None:
     result = run_operation(state, FenceDeadBroker(2, 20, 0, "refused"), ctx)
     assert result.response == FenceDeadBrokerResponse(fenced=True)
     assert UnregisterBrokerRecord(broker_id=2, broker_epoch=20) in result.records
+    [failure] = broker_failures(
+        FenceDeadBroker(2, 20, 0, "refused"), state.image, list(result.records)
+    )
+    assert (failure.broker_id, failure.reason) == (2, "process_dead")
     commit(state, result.records)
     assert set(state.image.cluster.brokers) == {1}
     assert run_operation(state, FenceDeadBroker(2, 20, 0, "x"), ctx).response.fenced is False
