@@ -8,7 +8,10 @@ not answered at all (DROP), never refused. The rule, for incarnation E (broker e
 
 1. a connection that carried E's heartbeats ended, and B was not in controlled shutdown;
 2. nothing from E arrived since (checked again when the fence applies);
-3. `ROUNDS` rounds of connects, `ROUND_INTERVAL_MS` apart, to every listener B registered:
+3. `ROUNDS` rounds of connects, `ROUND_INTERVAL_MS` apart, to every listener B registered that
+   the process owns itself (controller.service.fast_fencing: Raft mode, those at the address
+   its heartbeats came from; ZK mode, the one the lost connection went to: an advertised
+   address elsewhere, a published port or a proxy, may refuse while the broker lives):
    - every connect refused (ECONNREFUSED) in every round: nothing listens there; E is dead;
    - an answer to the identity probe (ApiVersions names node id and broker epoch) naming B
      with another epoch proves E dead at once (B was restarted in place);

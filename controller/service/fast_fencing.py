@@ -19,7 +19,7 @@ after a fence, the broker's listeners are probed every `REVIVAL_INTERVAL_S` for
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 import trio
@@ -27,6 +27,7 @@ import trio
 from controller.liveness import ROUND_INTERVAL_MS, ProbeResult, Verdict, judge
 from controller.ports import ListenerProbe
 from protocol.metadata.image import MetadataImage
+from protocol.metadata.records import BrokerEndpoint
 
 log = structlog.get_logger("controller.fast_fencing")
 
@@ -45,6 +46,7 @@ class FastFencing:
         clock_ms: Callable[[], int],
         revive: Callable[[int, int], Awaitable[None]] | None = None,
         revival_window_s: float = 0.0,
+        resolve: Callable[[str], Awaitable[set[str]]] | None = None,
     ) -> None:
         self._image = image
         self._active = active
@@ -53,8 +55,9 @@ class FastFencing:
         self._clock_ms = clock_ms
         self._revive = revive
         self._revival_window_s = revival_window_s
-        self._carriers: dict[int, tuple[int, int]] = {}
-        """Connection id -> (broker id, broker epoch) whose heartbeats came on it."""
+        self._resolve = resolve if resolve is not None else _addresses_of
+        self._carriers: dict[int, tuple[int, int, str]] = {}
+        """Connection id -> (broker id, broker epoch, peer address) whose heartbeats came on it."""
         self._confirming: set[tuple[int, int]] = set()
         self._nursery: trio.Nursery | None = None
 
@@ -64,13 +67,15 @@ class FastFencing:
             task_status.started()
             await trio.sleep_forever()
 
-    def heard(self, connection_id: int, broker_id: int, broker_epoch: int) -> None:
-        self._carriers[connection_id] = (broker_id, broker_epoch)
+    def heard(self, connection_id: int, broker_id: int, broker_epoch: int, peer: str) -> None:
+        """A heartbeat of `broker_epoch` came on `connection_id`, from `peer` (its address)."""
+        self._carriers[connection_id] = (broker_id, broker_epoch, peer)
 
     def lost(self, connection_id: int) -> None:
         carried = self._carriers.pop(connection_id, None)
         if carried is not None:
-            self._start(*carried)
+            broker_id, broker_epoch, peer = carried
+            self._start(broker_id, broker_epoch, peer, None)
 
     def lost_address(self, host: str, port: int) -> None:
         """A broker ended a connection to host:port: the registered broker listening there."""
@@ -78,22 +83,39 @@ class FastFencing:
             return
         for reg in self._image().cluster.brokers.values():
             if any(e.host == host and e.port == port for e in reg.endpoints):
-                self._start(reg.broker_id, reg.epoch)
+                self._start(reg.broker_id, reg.epoch, host, port)
                 return
 
-    def _start(self, broker_id: int, broker_epoch: int) -> None:
+    def _start(self, broker_id: int, broker_epoch: int, host: str, port: int | None) -> None:
         key = (broker_id, broker_epoch)
         if self._nursery is None or not self._active() or key in self._confirming:
             return
         self._confirming.add(key)
-        self._nursery.start_soon(self._confirm, broker_id, broker_epoch, self._clock_ms())
+        lost_at_ms = self._clock_ms()
+        self._nursery.start_soon(self._confirm, broker_id, broker_epoch, host, port, lost_at_ms)
 
-    async def _confirm(self, broker_id: int, broker_epoch: int, lost_at_ms: int) -> None:
+    async def _own_listeners(
+        self, endpoints: Sequence[BrokerEndpoint], host: str, port: int | None
+    ) -> list[tuple[str, int]]:
+        """The listeners the process itself owns, not a proxy or NAT in front of it: ZK mode
+        the one its lost connection went to; Raft mode those at the address its heartbeats
+        came from (an advertised address elsewhere may refuse while the broker lives)."""
+        if port is not None:
+            return [(host, port)]
+        own = []
+        for e in endpoints:
+            if e.host == host or host in await self._resolve(e.host):
+                own.append((e.host, e.port))
+        return own
+
+    async def _confirm(
+        self, broker_id: int, broker_epoch: int, host: str, port: int | None, lost_at_ms: int
+    ) -> None:
         try:
             reg = self._image().cluster.broker(broker_id)
             if reg is None or reg.epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown:
                 return
-            listeners = [(e.host, e.port) for e in reg.endpoints]
+            listeners = await self._own_listeners(reg.endpoints, host, port)
             rounds: list[list[ProbeResult]] = []
             while True:
                 rounds.append([await self._probe.probe(host, port) for host, port in listeners])
@@ -156,6 +178,15 @@ class FastFencing:
                         await self._revive(broker_id, broker_epoch)
                         return
                 await trio.sleep(REVIVAL_INTERVAL_S)
+
+
+async def _addresses_of(host: str) -> set[str]:
+    """The IP addresses `host` resolves to (empty when it does not)."""
+    try:
+        infos = await trio.socket.getaddrinfo(host, None, type=trio.socket.SOCK_STREAM)
+    except OSError:
+        return set()
+    return {str(info[4][0]) for info in infos}
 
 
 REVIVAL_INTERVAL_S = 1.0

@@ -133,7 +133,8 @@ class ControllerHandler:
                 and isinstance(body, BrokerHeartbeatRequest)
                 and response.error_code == 0
             ):
-                self.fencing.heard(conn.connection_id, body.broker_id, body.broker_epoch)
+                peer = conn.peer.rpartition(":")[0]
+                self.fencing.heard(conn.connection_id, body.broker_id, body.broker_epoch, peer)
             if isinstance(body, BrokerRegistrationRequest) and response.error_code == 0:
                 log.info(
                     "broker registered",

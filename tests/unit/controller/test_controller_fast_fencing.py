@@ -202,7 +202,7 @@ async def _run_driver(
         await nursery.start(driver.run)
         for kind, connection_id in connection_events:
             if kind == "heard":
-                driver.heard(connection_id, B, image.cluster.brokers[B].epoch)
+                driver.heard(connection_id, B, image.cluster.brokers[B].epoch, "h")
             else:
                 driver.lost(connection_id)
         await trio.sleep(5)
@@ -277,3 +277,33 @@ async def test_zk_mode_revives_a_broker_fenced_by_mistake(
         nursery.cancel_scope.cancel()
     assert revived == [(B, epoch)]
     assert len(probes.asked) == 4  # two rounds, a refused revival probe, the answer
+
+
+async def test_only_the_listeners_at_the_heartbeats_address_are_probed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An advertised address elsewhere (a published port, a proxy) may refuse while the broker
+    lives: Raft mode probes only the listeners at the address its heartbeats came from."""
+    image = _image_with_broker()
+    epoch = image.cluster.brokers[B].epoch
+    probes = Probes({("h", 9092): [REFUSED, REFUSED]})
+
+    async def fence(broker_id: int, e: int, lost_at_ms: int, evidence: str) -> str | None:
+        return None
+
+    async def resolve(name: str) -> set[str]:
+        return {"10.0.0.7"} if name == "h" else set()
+
+    driver = FastFencing(image=lambda: image, active=lambda: True, probe=probes, fence=fence,
+                         clock_ms=lambda: 0, resolve=resolve)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        driver.heard(1, B, epoch, "10.0.0.8")  # no registered listener there: nothing to probe
+        driver.lost(1)
+        await trio.sleep(1)
+        assert probes.asked == []
+        driver.heard(2, B, epoch, "10.0.0.7")  # "h" resolves to it
+        driver.lost(2)
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert [(h, p) for _, h, p in probes.asked] == [("h", 9092)] * 2
