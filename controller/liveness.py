@@ -12,7 +12,11 @@ not answered at all (DROP), never refused. The rule, for incarnation E (broker e
    the process owns itself (controller.service.fast_fencing: Raft mode, those at the address
    its heartbeats came from; ZK mode, the one the lost connection went to: an advertised
    address elsewhere, a published port or a proxy, may refuse while the broker lives):
-   - every connect refused (ECONNREFUSED) in every round: nothing listens there; E is dead;
+   - every connect refused (ECONNREFUSED) in the last `ROUNDS` rounds: nothing listens there;
+     E is dead;
+   - a connection reset before it answered (a dying process's listen socket accepts into its
+     backlog until the kernel closes it, then resets) proves nothing either way: probe again,
+     at most `MAX_ROUNDS` rounds in all;
    - an answer to the identity probe (ApiVersions names node id and broker epoch) naming B
      with another epoch proves E dead at once (B was restarted in place);
    - anything else stops the early fence and leaves B its whole session: a timeout or an
@@ -37,6 +41,8 @@ ROUNDS = 2
 ROUND_INTERVAL_MS = 200
 """Two rounds at least 200 ms apart: a listener being re-bound (a restart in place) has time to
 answer, and one lost SYN-ACK does not decide."""
+MAX_ROUNDS = 5
+"""Resets get this many rounds in all before the broker is left its session."""
 
 
 class Probe(Enum):
@@ -44,6 +50,9 @@ class Probe(Enum):
     """ECONNREFUSED: nothing listens on that port (or a REJECT rule says so)."""
     ANSWERED = "answered"
     """The identity probe was answered (node id and broker epoch in `ProbeResult`)."""
+    RESET = "reset"
+    """Accepted, then reset or closed before answering: a dying process's listen socket, or a
+    live one behind something that resets (probe again, never counts as dead)."""
     NO_ANSWER = "no answer"
     """Connected, but the identity probe got no well-formed answer in time."""
     TIMEOUT = "timeout"
@@ -88,11 +97,15 @@ def judge(
         if _another_incarnation(result, broker_id, broker_epoch):
             return Verdict.DEAD, f"its listener {result}: a new incarnation"
     for result in seen:
-        if result.outcome is not Probe.REFUSED:
+        if result.outcome not in (Probe.REFUSED, Probe.RESET):
             return Verdict.NOT_PROVEN, f"a listener {result}"
-    if len(rounds) < ROUNDS:
-        return Verdict.PROBE_AGAIN, "refused so far"
-    return Verdict.DEAD, f"every listener refused connections {len(rounds)} times"
+    last = rounds[-ROUNDS:]
+    if len(last) == ROUNDS and all(r.outcome is Probe.REFUSED for rs in last for r in rs):
+        return Verdict.DEAD, f"every listener refused connections {ROUNDS} times"
+    if len(rounds) < MAX_ROUNDS:
+        return Verdict.PROBE_AGAIN, "refused or reset so far"
+    reset = next(r for r in seen if r.outcome is Probe.RESET)
+    return Verdict.NOT_PROVEN, f"a listener {reset} {len(rounds)} times"
 
 
 def _another_incarnation(result: ProbeResult, broker_id: int, broker_epoch: int) -> bool:
@@ -105,4 +118,4 @@ def _another_incarnation(result: ProbeResult, broker_id: int, broker_epoch: int)
     )
 
 
-__all__ = ["ROUNDS", "ROUND_INTERVAL_MS", "Probe", "ProbeResult", "Verdict", "judge"]
+__all__ = ["MAX_ROUNDS", "ROUNDS", "ROUND_INTERVAL_MS", "Probe", "ProbeResult", "Verdict", "judge"]

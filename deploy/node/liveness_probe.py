@@ -39,8 +39,8 @@ class TcpListenerProbe:
             if errnos == {errno.ECONNREFUSED}:
                 return ProbeResult(Probe.REFUSED)
             if errnos & {errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE}:
-                # Accepted, then reset at once: something there lives (or a middlebox).
-                return ProbeResult(Probe.NO_ANSWER, detail=f"reset while connecting: {exc}")
+                # Accepted, then reset at once: a dying listener, or a middlebox.
+                return ProbeResult(Probe.RESET, detail=f"while connecting: {exc}")
             outcome = Probe.UNREACHABLE if errnos and errnos <= _UNREACHABLE else Probe.ERROR
             return ProbeResult(outcome, detail=str(exc))
         async with stream:
@@ -58,12 +58,14 @@ class TcpListenerProbe:
                         break
                     data = await stream.receive_some(65536)
                     if not data:
-                        return ProbeResult(Probe.NO_ANSWER, detail="closed without answering")
+                        return ProbeResult(Probe.RESET, detail="closed without answering")
                     decoder.feed(data)
                 correlation_id, body = decode_response_header(bytes(payload))
                 answer = decode_response_body(ApiVersionsResponse, body)
-            except (OSError, trio.BrokenResourceError, ProtocolError) as exc:
-                return ProbeResult(Probe.NO_ANSWER, detail=str(exc) or type(exc).__name__)
+            except (OSError, trio.BrokenResourceError) as exc:
+                return ProbeResult(Probe.RESET, detail=str(exc) or type(exc).__name__)
+            except ProtocolError as exc:
+                return ProbeResult(Probe.NO_ANSWER, detail=str(exc))
             if correlation_id != _PROBE_CORRELATION_ID:
                 return ProbeResult(Probe.NO_ANSWER, detail="answered another request")
             return ProbeResult(

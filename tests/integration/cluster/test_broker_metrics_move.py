@@ -60,10 +60,15 @@ async def test_zk_broker_metrics_move_with_produce_errors_and_isr_changes(
     zk_cluster_factory: ZkClusterFactory,
 ) -> None:
     # The leader shrinks a dead follower out of the ISR after replica.lag.time.max.ms (1 s),
-    # well before ZooKeeper expires its session (10 s) and the controller would do it.
+    # well before ZooKeeper expires its session (10 s) and the controller would do it; the
+    # fast fencing, which would take it out at once, is off (this is the leader's metric).
     cluster = zk_cluster_factory(
         3,
-        {"trioka.metrics.port": 0, "replica.lag.time.max.ms": 1000},
+        {
+            "trioka.metrics.port": 0,
+            "replica.lag.time.max.ms": 1000,
+            "broker.session.fast.fencing.enable": False,
+        },
         session_timeout_ms=10000,
     )
     await cluster.wait_ready()

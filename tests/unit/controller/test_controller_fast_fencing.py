@@ -15,7 +15,15 @@ from controller.broker_lifecycle import BrokerChange, LiveBroker
 from controller.cluster_control import ClusterControl
 from controller.context import ControllerContext
 from controller.dead_brokers import FenceDeadBroker, FenceDeadBrokerResponse
-from controller.liveness import ROUND_INTERVAL_MS, ROUNDS, Probe, ProbeResult, Verdict, judge
+from controller.liveness import (
+    MAX_ROUNDS,
+    ROUND_INTERVAL_MS,
+    ROUNDS,
+    Probe,
+    ProbeResult,
+    Verdict,
+    judge,
+)
 from controller.log_events import broker_failures
 from controller.operations import failed_response, run_operation
 from controller.service.fast_fencing import FastFencing
@@ -60,6 +68,18 @@ def test_every_listener_refused_in_every_round_is_dead() -> None:
 def test_anything_but_a_refusal_leaves_the_broker_its_session(other: ProbeResult) -> None:
     for rounds in ([[other, REFUSED]], [[REFUSED, REFUSED], [REFUSED, other]]):
         assert judge(rounds, B, E)[0] is Verdict.NOT_PROVEN
+
+
+def test_resets_are_probed_again_and_never_count_as_death() -> None:
+    """A dying process's listen socket accepts into its backlog, then resets: probe again.
+    A broker that keeps resetting (alive behind something that resets) keeps its session."""
+    reset = ProbeResult(Probe.RESET, detail="Connection reset by peer")
+    assert judge([[reset]], B, E)[0] is Verdict.PROBE_AGAIN
+    assert judge([[reset], [REFUSED]], B, E)[0] is Verdict.PROBE_AGAIN
+    assert judge([[reset], [REFUSED], [REFUSED]], B, E)[0] is Verdict.DEAD
+    assert judge([[REFUSED], [reset], [REFUSED]], B, E)[0] is Verdict.PROBE_AGAIN
+    verdict, why = judge([[reset]] * MAX_ROUNDS, B, E)
+    assert verdict is Verdict.NOT_PROVEN and "reset" in why
 
 
 def test_the_same_broker_with_another_epoch_proves_the_old_one_dead() -> None:
