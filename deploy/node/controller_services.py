@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
@@ -98,13 +99,17 @@ def raft_fast_fencing(service: ControllerService, probe: ListenerProbe) -> FastF
     """The fast fencing of a Raft controller (broker.session.fast.fencing.enable): a dead
     broker's fence is `FenceDeadBroker` through the single writer, on the controller's clock
     (the one its heartbeat sessions are kept on)."""
+    return _fast_fencing(service, probe)
 
+
+def _fast_fencing(service: ControllerService, probe: ListenerProbe, **zk: Any) -> FastFencing:
     return FastFencing(
         image=lambda: service.state.image,
         active=lambda: service.is_active,
         probe=probe,
         fence=_fence_through(service),
         clock_ms=service.ctx.clock_ms,
+        **zk,
     )
 
 
@@ -119,15 +124,7 @@ def zk_fast_fencing(
     async def revive(broker_id: int, broker_epoch: int) -> None:
         await mode.reread_brokers()
 
-    return FastFencing(
-        image=lambda: service.state.image,
-        active=lambda: service.is_active,
-        probe=probe,
-        fence=_fence_through(service),
-        clock_ms=service.ctx.clock_ms,
-        revive=revive,
-        revival_window_s=session_timeout_s + 5,
-    )
+    return _fast_fencing(service, probe, revive=revive, revival_window_s=session_timeout_s + 5)
 
 
 def raft_controller_service(

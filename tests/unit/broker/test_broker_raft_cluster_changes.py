@@ -45,9 +45,9 @@ class Unused:
         raise AssertionError(f"unexpected call: {name}")
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    config = BrokerConfig.from_values(
+def raft_broker_config(tmp_path: Path, **extra: Any) -> BrokerConfig:
+    """Broker 1 of a Raft-mode cluster whose one voter nobody dials (in-process tests)."""
+    return BrokerConfig.from_values(
         {
             "node.id": 1,
             "metadata.mode": "raft",
@@ -55,8 +55,14 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
             "controller.quorum.voters": "3001@127.0.0.1:9093",
             "controller.listener.names": ["CONTROLLER"],
             "log.dirs": [str(tmp_path / "logs")],
+            **extra,
         }
     )
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    config = raft_broker_config(tmp_path)
     log_manager = log_manager_for(config, "c", SYSTEM_CLOCK)
     log_manager.startup()
     node = Broker(

@@ -89,6 +89,17 @@ class FakeBroker:
         """While set to an unset Event, responses wait for it (requests pile up in flight)."""
         self._listeners: list[trio.SocketListener] = []
 
+    def _moved_to(
+        self, topic: str, partition: int, endpoints: dict[int, NodeEndpoint]
+    ) -> LeaderIdAndEpoch | None:
+        """The leader a moved partition names (its endpoint added to `endpoints`), else None."""
+        moved = self.moved.get((topic, partition))
+        if moved is None:
+            return None
+        leader, epoch, port = moved
+        endpoints[leader] = NodeEndpoint(node_id=leader, host="127.0.0.1", port=port)
+        return LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+
     def create(self, name: str, partitions: int = 1) -> None:
         self.topics[name] = [FakePartition() for _ in range(partitions)]
 
@@ -205,15 +216,11 @@ class FakeBroker:
             for t in req.topics:
                 parts = []
                 for p in t.partitions:
-                    moved = self.moved.get((t.name, p.index))
-                    if moved is not None:
-                        leader, epoch, port = moved
-                        endpoints[leader] = NodeEndpoint(
-                            node_id=leader, host="127.0.0.1", port=port
-                        )
+                    current = self._moved_to(t.name, p.index, endpoints)
+                    if current is not None:
                         parts.append(ProducePartitionResponse(
                             index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                            current_leader=LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)))  # fmt: skip
+                            current_leader=current))  # fmt: skip
                         continue
                     code = self._error(key)
                     if code:
@@ -233,19 +240,15 @@ class FakeBroker:
             return ProduceResponse(topics=tuple(out), node_endpoints=tuple(endpoints.values()))
         if key is ApiKey.FETCH:
             out = []
-            endpoints = {}
+            endpoints: dict[int, NodeEndpoint] = {}
             for t in req.topics:
                 parts = []
                 for p in t.partitions:
-                    moved = self.moved.get((t.name, p.index))
-                    if moved is not None:
-                        leader, epoch, port = moved
-                        endpoints[leader] = NodeEndpoint(
-                            node_id=leader, host="127.0.0.1", port=port
-                        )
+                    current = self._moved_to(t.name, p.index, endpoints)
+                    if current is not None:
                         parts.append(FetchPartitionResponse(
                             index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                            current_leader=LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)))  # fmt: skip
+                            current_leader=current))  # fmt: skip
                         continue
                     part = self.topics[t.name][p.index]
                     code = self._error(key)

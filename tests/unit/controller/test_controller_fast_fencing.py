@@ -96,7 +96,8 @@ def test_no_listener_is_not_proof() -> None:
 # -- the single writer's checks ---------------------------------------------------------------
 
 
-def _registered_and_unfenced() -> tuple[ControllerState, ControllerContext, Clock, int]:
+def _registered(*, unfenced: bool = True) -> tuple[ControllerState, ControllerContext, Clock, int]:
+    """Broker B registered (and, unless told otherwise, unfenced by a caught-up heartbeat)."""
     state = ControllerState()
     clock = Clock()
     ctx = ControllerContext(
@@ -107,13 +108,14 @@ def _registered_and_unfenced() -> tuple[ControllerState, ControllerContext, Cloc
     result = run_operation(state, registration(B), ctx)
     epoch = result.response.broker_epoch
     commit(state, result.records)
-    commit(state, run_operation(state, heartbeat(epoch, epoch, B), ctx).records)
-    assert not state.image.cluster.brokers[B].fenced
+    if unfenced:
+        commit(state, run_operation(state, heartbeat(epoch, epoch, B), ctx).records)
+        assert not state.image.cluster.brokers[B].fenced
     return state, ctx, clock, epoch
 
 
 def test_a_dead_broker_is_fenced_long_before_its_session_ends() -> None:
-    state, ctx, clock, epoch = _registered_and_unfenced()
+    state, ctx, clock, epoch = _registered()
     clock.now += 500  # far within the 30 s session
     result = run_operation(state, FenceDeadBroker(B, epoch, clock.now - 300, "refused"), ctx)
     assert result.response == FenceDeadBrokerResponse(fenced=True)
@@ -127,7 +129,7 @@ def test_a_dead_broker_is_fenced_long_before_its_session_ends() -> None:
 
 
 def test_a_heartbeat_after_the_connection_ended_cancels_the_fence() -> None:
-    state, ctx, clock, epoch = _registered_and_unfenced()
+    state, ctx, clock, epoch = _registered()
     lost_at = clock.now
     clock.now += 100
     commit(state, run_operation(state, heartbeat(epoch, epoch, B), ctx).records)
@@ -138,7 +140,7 @@ def test_a_heartbeat_after_the_connection_ended_cancels_the_fence() -> None:
 
 
 def test_another_incarnation_or_a_fenced_broker_is_left_alone() -> None:
-    state, ctx, clock, epoch = _registered_and_unfenced()
+    state, ctx, clock, epoch = _registered()
     stale = run_operation(state, FenceDeadBroker(B, epoch - 1, clock.now, "x"), ctx)
     assert stale.response.not_fenced_because == "the broker registered again since"
     commit(state, run_operation(state, FenceDeadBroker(B, epoch, clock.now, "x"), ctx).records)
@@ -187,19 +189,7 @@ class Probes:
 
 
 def _image_with_broker(*, fenced: bool = False) -> MetadataImage:
-    state = ControllerState()
-    clock = Clock()
-    ctx = ControllerContext(
-        rng=random.Random(1),
-        cluster_control=ClusterControl.activate(state.image, clock(), session_timeout_ms=30_000),
-        clock_ms=clock,
-    )
-    result = run_operation(state, registration(B), ctx)
-    commit(state, result.records)
-    if not fenced:
-        e = result.response.broker_epoch
-        commit(state, run_operation(state, heartbeat(e, e, B), ctx).records)
-    return state.image
+    return _registered(unfenced=not fenced)[0].image
 
 
 async def _run_driver(

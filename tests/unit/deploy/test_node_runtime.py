@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from deploy.node.broker_raft import log_manager_for
@@ -23,6 +21,7 @@ from protocol.metadata.records import (
     UnfenceBrokerRecord,
 )
 from protocol.names import TopicPartition
+from tests.unit.broker.test_broker_raft_cluster_changes import Unused, raft_broker_config
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAg"
 LAG_MS = 10_000
@@ -46,11 +45,6 @@ class ManualClock:
         self.monotonic += ms
 
 
-class Unused:
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"unexpected call: {name}")
-
-
 @pytest.fixture
 def runtime() -> NodeRuntime:
     return NodeRuntime(
@@ -60,17 +54,7 @@ def runtime() -> NodeRuntime:
 
 @pytest.fixture
 def broker(tmp_path: Path, runtime: NodeRuntime) -> Iterator[Broker]:
-    config = BrokerConfig.from_values(
-        {
-            "node.id": 1,
-            "metadata.mode": "raft",
-            "process.roles": ["broker"],
-            "controller.quorum.voters": "3001@127.0.0.1:9093",
-            "controller.listener.names": ["CONTROLLER"],
-            "log.dirs": [str(tmp_path / "logs")],
-            "replica.lag.time.max.ms": LAG_MS,
-        }
-    )
+    config = raft_broker_config(tmp_path, **{"replica.lag.time.max.ms": LAG_MS})
     log_manager = log_manager_for(config, "c", runtime.clock)
     log_manager.startup()
     node = Broker(
