@@ -305,6 +305,7 @@ async def kill_and_measure(
         }
         offsets = {i: cluster.log_size(i) for i in survivors}
         ctl_offsets = {i: cluster.log_size(i) for i in cluster.live_controller_ids()}
+        profilers = start_profilers(cluster, victim, label, args)
         log(f"{label}: SIGKILL broker {victim} (leads {len(led)}; sampling {len(sample)})")
         t_kill = cluster.kill(victim)
         result["kill_time"] = t_kill
@@ -348,6 +349,9 @@ async def kill_and_measure(
         )
     finally:
         sampler.stop()
+        for proc in profilers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=args.profile_s + 30)  # py-spy writes its file at the end
 
     # (a) the controller's own account, from its log events and /metrics. (Raft mode: the
     # failover is over by now; "brokers fenced" is missing only when the controller's own
@@ -385,6 +389,34 @@ async def kill_and_measure(
                     "mean_ms": (a[0] - b[0]) / (a[1] - b[1]),
                 }
     return result
+
+
+def start_profilers(
+    cluster: BenchCluster, victim: int, label: str, args: argparse.Namespace
+) -> list[subprocess.Popen[bytes]]:
+    """With --profile-dir: `py-spy record --nonblocking` (collapsed stacks) of every live
+    broker and controller but the victim for --profile-s seconds from just before the kill.
+    Non-blocking so that the profiled processes keep their timing (a blocking py-spy stopped a
+    quorum leader long enough to lose its epoch)."""
+    if not args.profile_dir:
+        return []
+    out = Path(args.profile_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    assert cluster.state is not None
+    nodes = [n for n in (*cluster.state.brokers, *cluster.state.controllers)
+             if n.node_id != victim and n.node_id in (*cluster.live_ids(),
+                                                       *cluster.live_controller_ids())]  # fmt: skip
+    spy = Path(sys.executable).parent / "py-spy"
+    procs = []
+    for n in nodes:
+        command = [str(spy), "record", "--nonblocking", "--format", "raw", "--rate", "100",
+                   "--duration", str(args.profile_s), "--pid", str(n.pid),
+                   "--output", str(out / f"{cluster.mode}-{label}-{n.name}.txt")]  # fmt: skip
+        procs.append(
+            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        )
+    time.sleep(0.5)  # py-spy attaches before the kill; not synchronisation of the cluster
+    return procs
 
 
 def find_events(
@@ -831,6 +863,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-controller-kill", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the cluster directory")
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
+    parser.add_argument(
+        "--profile-dir",
+        default="",
+        help="py-spy (collapsed stacks) of every live node around the broker "
+        "kill, one file per node here",
+    )
+    parser.add_argument("--profile-s", type=int, default=20)
     args = parser.parse_args(argv)
     if args.partitions < 1 or args.sample < 1 or args.topics < 0:
         parser.error("--partitions and --sample must be at least 1, --topics at least 0")

@@ -224,8 +224,28 @@ def _build_encoder(tp: Any) -> Encoder:
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         getters = [(f.name, encoder_for(hints[f.name])) for f in dataclasses.fields(tp)]
+        if getattr(tp, "WIRE_MEMO", False):
+            return _memo_encoder(getters)
         return lambda v: [enc(getattr(v, n)) for n, enc in getters]
     raise TypeError(f"unsupported schema type {tp!r}")
+
+
+def _memo_encoder(getters: list[tuple[str, Encoder]]) -> Encoder:
+    """An immutable message's encoding, kept on the instance (`reused_message`): a value sent
+    in many responses is walked once. The kept lists are never handed out to be changed:
+    msgpack only reads them."""
+
+    def memo(v: Any) -> Any:
+        kept = v.__dict__
+        wire = kept.get(_WIRE)
+        if wire is None:
+            wire = kept[_WIRE] = [enc(getattr(v, n)) for n, enc in getters]
+        return wire
+
+    return memo
+
+
+_WIRE = "_wire"
 
 
 def to_wire(message: Any) -> list[Any]:

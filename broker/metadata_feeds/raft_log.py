@@ -119,7 +119,9 @@ class RaftMetadataFeed:
             followers=fresh_followers,
             live_brokers=self.live_sources(image),
         )
-        self._update_ineligible(image)
+        # Only the partitions this change made leaders: the others' ineligible replicas
+        # change with the brokers alone (`_brokers_changed`), not with a partition change.
+        self._update_ineligible(image, [c.tp for c in fresh_leaders])
         failed = {str(tp): code for tp, code in errors.items() if code}
         log.info(
             "applied metadata changes",
@@ -149,11 +151,19 @@ class RaftMetadataFeed:
             )
         return False
 
-    def _update_ineligible(self, image: MetadataImage) -> None:
-        """Fenced or shutting-down brokers may not join an ISR (KIP-841)."""
-        for partition in self.core.partitions.partitions.values():
+    def _update_ineligible(
+        self, image: MetadataImage, only: Iterable[TopicPartition] | None = None
+    ) -> None:
+        """Fenced or shutting-down brokers may not join an ISR (KIP-841): for the partitions
+        this broker leads among `only` (None: all of them)."""
+        cluster = image.cluster
+        unusable = {b for b, reg in cluster.brokers.items() if not reg.usable}
+        partitions = self.core.partitions.partitions
+        chosen = partitions.values() if only is None else map(partitions.get, only)
+        for partition in chosen:
+            if partition is None or not partition.state.is_leader:
+                continue
             state = partition.state
-            if state.is_leader:
-                state.ineligible_replicas = frozenset(
-                    r for r in state.replicas if not image.cluster.is_usable(r)
-                )
+            state.ineligible_replicas = frozenset(
+                r for r in state.replicas if r in unusable or r not in cluster.brokers
+            )

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from deploy.telemetry import json_text
 from deploy.telemetry.tee import LOG_TEE
 
 _configured = False
@@ -54,7 +55,7 @@ def configure_logging(
     renderer: Any
     if json:
         shared += [structlog.processors.dict_tracebacks]
-        renderer = structlog.processors.JSONRenderer()
+        renderer = structlog.processors.JSONRenderer(serializer=json_text.dumps)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=_isatty(stream))
     structlog.configure(

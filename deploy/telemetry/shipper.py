@@ -30,7 +30,6 @@ Everything this shipper's tasks log is muted for the tee (telemetry.tee.MUTED).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Callable, Iterable, Sequence
@@ -43,6 +42,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from client import Admin, Producer
 from client.admin import NewTopic
+from deploy.telemetry import json_text
 from deploy.telemetry.buffer import DEFAULT_MAX_RECORDS, Entry, TelemetryBuffer
 from deploy.telemetry.metrics import RECORDS_DROPPED, RECORDS_SHIPPED, RECORDS_SPOOLED
 from deploy.telemetry.policy import Route, ShipPolicy
@@ -185,7 +185,7 @@ class TelemetryShipper:
         for entry in entries:
             seq = self._seq[entry.topic]
             self._seq[entry.topic] = seq + 1
-            value = json.dumps({**entry.record, "seq": seq}, separators=(",", ":"), default=repr)
+            value = json_text.dumps({**entry.record, "seq": seq})
             if len(value) > MAX_RECORD_BYTES:
                 self._drop(entry.topic, f"a record of {len(value)} bytes (> {MAX_RECORD_BYTES})")
                 continue

@@ -62,6 +62,16 @@ def message(cls: type[C]) -> type[C]:
     return dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
 
 
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def reused_message(cls: type[C]) -> type[C]:
+    """A wire message whose instances a server keeps and sends again and again (a broker's
+    cached Metadata topics): not slotted, so that `protocol.schema` can keep each instance's
+    encoded form on it (`WIRE_MEMO`) and encode it once. Immutable like every message."""
+    made = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+    made.WIRE_MEMO = True  # type: ignore[attr-defined]
+    return made
+
+
 class Request:
     """Base of request bodies. Subclasses set the API key, version range and response type."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.messages.base import ApiKey, Request, Response, message, register
+from protocol.messages.base import ApiKey, Request, Response, message, register, reused_message
 
 
 @message
@@ -35,7 +35,7 @@ class MetadataPartition:
     """Assigned replicas whose broker is down."""
 
 
-@message
+@reused_message
 class MetadataTopic:
     error_code: int
     """UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION or NONE."""

@@ -158,3 +158,21 @@ def test_a_later_change_replaces_the_wait_for_a_leader(broker: Broker) -> None:
     assert applier.waiting_for_leader == {}
     feed(_register(4, 50))
     assert broker.fetchers is not None and broker.fetchers.source_of(FOLLOWED) is None
+
+
+def test_a_partition_change_sets_only_its_own_ineligible_replicas(broker: Broker) -> None:
+    """A partition change recomputes the ineligible replicas of the partitions it made leaders
+    here, from the image, and no other's (before: every led partition per published batch,
+    O(partitions) per batch during a failover)."""
+    feed = _started(broker)
+    feed(FenceBrokerRecord(id=3, epoch=3))
+    led = broker.partitions.partitions[LED].state
+    assert led.ineligible_replicas == frozenset({3})
+    led.ineligible_replicas = frozenset({99})  # a marker: untouched by other partitions' changes
+    feed(_register(4, 4), UnfenceBrokerRecord(id=4, epoch=4))  # brokers changed: all recomputed
+    assert led.ineligible_replicas == frozenset({3})
+    led.ineligible_replicas = frozenset({99})
+    feed(PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, leader=1, isr=(1,)))
+    taken = broker.partitions.partitions[FOLLOWED].state
+    assert taken.is_leader and taken.ineligible_replicas == frozenset()
+    assert led.ineligible_replicas == frozenset({99})
