@@ -11,8 +11,10 @@ at shutdown so in-flight long polls answer at once.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import trio
 
@@ -28,11 +30,40 @@ class _Waiter:
     fired: set[TopicPartition] | None
 
 
+JOURNAL_CAPACITY = 100_000
+"""Notifications the change journal keeps; a reader further behind reads everything."""
+
+
 class FetchPurgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[_Waiter]] = {}
         self._waiters: dict[trio.Event, _Waiter] = {}
         self._closed = False
+        self._journal: deque[TopicPartition] = deque(maxlen=JOURNAL_CAPACITY)
+        self._journal_end = 0
+        self._changed = trio.Event()
+
+    # -- the change journal: what a follower's fetch session reads instead of watching ------
+
+    @property
+    def mark(self) -> int:
+        """The journal's position now: `changed_since(mark)` later lists what came after."""
+        return self._journal_end
+
+    def changed_since(self, mark: int) -> list[TopicPartition] | None:
+        """The partitions notified since `mark` (repeats possible, any order); None when the
+        journal no longer reaches back that far (or `mark` is not one of its positions)."""
+        count = self._journal_end - mark
+        if count < 0 or count > len(self._journal):
+            return None
+        return list(islice(reversed(self._journal), count))
+
+    def next_change(self) -> trio.Event:
+        """An event set at the next notification (of any partition), or set already if the
+        purgatory closed. Check `mark` after taking it, then wait: nothing is missed."""
+        if self._changed.is_set() and not self._closed:
+            self._changed = trio.Event()
+        return self._changed
 
     def watch(
         self, partitions: Iterable[TopicPartition], fired: set[TopicPartition] | None = None
@@ -78,6 +109,11 @@ class FetchPurgatory:
                     del self._watchers[tp]
 
     def notify(self, tp: TopicPartition) -> None:
+        """An append to `tp`, a move of its HW, ISR or leadership: whatever may change what a
+        fetch of it answers."""
+        self._journal.append(tp)
+        self._journal_end += 1
+        self._changed.set()
         watchers = self._watchers.get(tp)
         if watchers:
             for waiter in watchers:
@@ -88,6 +124,7 @@ class FetchPurgatory:
     def wake_all(self) -> None:
         """Answer every waiting fetch now and from now on (shutdown)."""
         self._closed = True
+        self._changed.set()
         self._watchers = {}
         waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():

@@ -4,7 +4,7 @@ checks, and its new position may move the HW or propose an ISR expansion."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import structlog
@@ -13,7 +13,7 @@ from broker.alter_partition import AlterPartitionManager
 from broker.handlers.errors import partition_error
 from broker.partitions import IdleFollowerRead, Partition, PartitionManager
 from broker.replica.fetch_session import PartitionRequest, PartitionResult
-from broker.replica.leader import check_current_leader_epoch
+from broker.replica.leader import SessionClock, check_current_leader_epoch
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import EpochEndOffset, FetchPartitionResponse
 from protocol.names import TopicPartition
@@ -101,7 +101,11 @@ class PartitionReader:
             )
 
     def idle_follower_read(
-        self, tp: TopicPartition, replica_id: int, part: PartitionRequest
+        self,
+        tp: TopicPartition,
+        replica_id: int,
+        part: PartitionRequest,
+        quiet: SessionClock | None = None,
     ) -> IdleFollowerRead | None:
         """The leader's fast path for an idle follower (Kafka's FetchSession keeps per-partition
         state for the same reason): the follower asks with the very request object of its last
@@ -123,10 +127,23 @@ class PartitionReader:
             or state.high_watermark != response.high_watermark
             or partition.log.log_end_offset != part.fetch_offset
             or partition.log.log_start_offset != response.log_start_offset
-            or not state.record_idle_follower_fetch(replica_id, part.fetch_offset, state.clock_ms())
+            or not state.record_idle_follower_fetch(
+                replica_id, part.fetch_offset, state.clock_ms(), quiet
+            )
         ):
             return None
         return idle
+
+    def fold_quiet(self, tps: Iterable[TopicPartition], replica_id: int) -> None:
+        """`replica_id`'s session reads `tps` again: their quiet stretch ends at the session's
+        clock as it is now (FollowerState.fold_quiet), before that clock moves on."""
+        get = self.partitions.get
+        for tp in tps:
+            partition = get(tp)
+            if partition is not None:
+                follower = partition.state.followers.get(replica_id)
+                if follower is not None:
+                    follower.fold_quiet()
 
     def read_follower(
         self,

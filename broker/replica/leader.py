@@ -28,6 +28,13 @@ NEVER_MS = -(1 << 62)
 """A time long before any clock's now (Kafka uses 0 with wall-clock time)."""
 
 
+@dataclass(slots=True, eq=False)
+class SessionClock:
+    """When a follower's fetch session last fetched (its latest request's start, ms)."""
+
+    ms: int = NEVER_MS
+
+
 @dataclass(slots=True)
 class FollowerState:
     """Kafka's ReplicaState for one remote replica, as the leader sees it."""
@@ -38,6 +45,19 @@ class FollowerState:
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     last_fetch_time_ms: int = NEVER_MS
     last_caught_up_time_ms: int = NEVER_MS
+    quiet: SessionClock | None = None
+    """Set while the follower's session does not read this partition because nothing changed
+    since the follower was at our LEO (broker.handlers.fetch): every fetch of that session is
+    then one at our LEO, at `quiet.ms`, without touching this state. Folded into the times by
+    `fold_quiet`, which the leader calls before the session's clock moves past a change."""
+
+    def fold_quiet(self) -> None:
+        """The session's fetches while this partition was quiet, as if each was recorded."""
+        quiet = self.quiet
+        if quiet is not None:
+            self.quiet = None
+            self.last_fetch_time_ms = max(self.last_fetch_time_ms, quiet.ms)
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, quiet.ms)
 
     def update_fetch(
         self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int, leader_leo: int
@@ -48,6 +68,7 @@ class FollowerState:
         Caught up at this fetch if it asks from the leader's LEO or beyond; caught up as of the
         previous fetch if it asks from at least the LEO the leader had then (it has everything
         the leader had at that time)."""
+        self.fold_quiet()
         if fetch_offset >= leader_leo:
             caught_up = max(self.last_caught_up_time_ms, fetch_time_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
@@ -65,6 +86,7 @@ class FollowerState:
     def reset(self, now_ms: int, leader_leo: int, *, new_leader: bool, in_sync: bool) -> None:
         """On a new leader epoch (Kafka's resetReplicaState). An ISR member counts as caught up
         now, anyone else as never, so that it does not hold the HW back."""
+        self.quiet = None
         self.last_caught_up_time_ms = now_ms if in_sync else NEVER_MS
         if new_leader:
             self.log_end_offset = UNKNOWN_OFFSET
@@ -77,9 +99,12 @@ class FollowerState:
             self.last_fetch_time_ms = now_ms if in_sync else NEVER_MS
 
     def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
-        return (
-            leader_leo == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
-        )
+        if leader_leo == self.log_end_offset:
+            return True
+        caught_up = self.last_caught_up_time_ms
+        if self.quiet is not None:
+            caught_up = max(caught_up, self.quiet.ms)
+        return now_ms - caught_up <= max_lag_ms
 
 
 # -- ISR states (KIP-497) --------------------------------------------------------------------

@@ -45,6 +45,7 @@ from broker.replica.leader import (
     IsrState,
     PendingExpandIsr,
     PendingShrinkIsr,
+    SessionClock,
     _end_offset_for,
     check_current_leader_epoch,
     diverging_epoch,
@@ -345,7 +346,9 @@ class PartitionState:
         proposal = self.maybe_expand_isr(replica_id)
         return FollowerFetchUpdate(self.maybe_advance_high_watermark(now_ms), proposal)
 
-    def record_idle_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def record_idle_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, quiet: SessionClock | None = None
+    ) -> bool:
         """The cheap case of `update_follower_fetch`: an ISR member fetching again from our LEO,
         where it already was, with everything committed (HW = LEO). Such a fetch can neither
         move the HW (Kafka checks the HW only when a follower's LEO moved) nor expand the ISR;
@@ -362,6 +365,9 @@ class PartitionState:
         ):
             return False
         follower.update_fetch(fetch_offset, follower.log_start_offset, now_ms, fetch_offset)
+        # `quiet`: the follower's session stops reading this partition until it changes; its
+        # fetches meanwhile count as fetches at our LEO (FollowerState.quiet).
+        follower.quiet = quiet
         return True
 
     # -- ISR changes ---------------------------------------------------------------------

@@ -22,6 +22,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.server import BoundListener
+from deploy.node import gc_policy
 from deploy.node.broker_raft import run_raft_broker
 from deploy.node.broker_standalone import run_standalone_broker
 from deploy.node.broker_zk import run_zk_broker
@@ -88,6 +89,7 @@ def start(config_file: str | None, overrides: Sequence[str]) -> None:
         **({"process_roles": ",".join(config.process_roles)} if config.combined_mode else {}),
     )
     runtime = NodeRuntime.from_environ(os.environ)
+    gc_policy.install()
     run_process(
         functools.partial(run_broker, runtime=runtime),
         config,

@@ -31,6 +31,7 @@ import trio
 from broker.server import BrokerServer, ConnectionInfo
 from controller.service.fast_fencing import FastFencing
 from controller.service.terms import ControllerService
+from deploy.node import gc_policy
 from deploy.node.controller_config import ControllerProcessConfig, load_controller_config
 from deploy.node.controller_services import raft_controller_service, raft_fast_fencing
 from deploy.node.liveness_probe import TcpListenerProbe
@@ -291,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = load_controller_config(args.config, args.override)
         configure_logging(role="controller", node_id=config.node_id)
         runtime = NodeRuntime.from_environ(os.environ)
+        gc_policy.install()
         run_process(
             functools.partial(run_controller, runtime=runtime),
             config,

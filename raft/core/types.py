@@ -46,14 +46,19 @@ class RaftConfig:
     max_batch_entries: int = 1000
     # KRaft's fetch max wait: the leader parks a Fetch with nothing new for this long.
     fetch_max_wait_ms: int = 500
-    fetch_max_entries: int = 1000
+    # Entries per Fetch answer. KRaft bounds an answer by bytes only; so does this default in
+    # practice: a broker's 25,000-partition fencing (25,000 records of ~60 bytes) replicated
+    # 1,000 entries per Fetch took 25 round trips, each with its fsync on the follower, before
+    # it committed (3-5 s), and as many again for every broker's observer.
+    fetch_max_entries: int = 200_000
     # Bytes of entry data per Fetch answer (KafkaRaftClient's MAX_FETCH_SIZE_BYTES, 8 MiB; at
     # least one entry goes): an answer never carries an unbounded run of big records.
     fetch_max_bytes: int = 8 * 1024 * 1024
     # Bytes per FetchSnapshot answer (KRaft fetches snapshots in chunks of at most this).
     fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
-    # Entries handed out as committed per Ready.
-    max_committed_per_ready: int = 1000
+    # Entries handed out as committed per Ready (the controller replays, a broker applies
+    # them as one batch).
+    max_committed_per_ready: int = 10_000
     # KIP-996 pre-vote before bumping the epoch.
     pre_vote: bool = True
     # UNSAFE when False: grant votes without the log up-to-date check. Exists only so the

@@ -12,6 +12,7 @@ from broker.replica.leader import (
     FollowerState,
     PendingExpandIsr,
     PendingShrinkIsr,
+    SessionClock,
     check_current_leader_epoch,
     diverging_epoch,
 )
@@ -579,3 +580,35 @@ def test_idle_follower_fetch_only_for_an_isr_member_at_leo_with_everything_commi
         t.update_follower_fetch(r, 4, clock.now, 4)
     assert not t.record_idle_follower_fetch(3, 4, clock.now)
     assert not t.record_idle_follower_fetch(9, 4, clock.now)  # not a replica at all
+
+
+def test_a_quiet_partition_counts_its_sessions_fetches_as_fetches_at_our_leo() -> None:
+    """A follower's session stops reading a partition that gave the idle answer (the leader's
+    broker.handlers.fetch); each later fetch of that session is one at our LEO at the
+    session's clock, without touching the partition. After an append, the follower is caught
+    up as of the session's last fetch, not as of the idle read long before (which would shrink
+    it out of the ISR within a lag of going quiet: a false shrink)."""
+    clock = Clock()
+    s = leader_state(leo=10, clock=clock)
+    for r in (2, 3):
+        s.update_follower_fetch(r, 10, clock.now, 10)
+    session = SessionClock(clock.now)
+    assert s.record_idle_follower_fetch(2, 10, clock.now, session)
+    assert s.followers[2].quiet is session
+    clock.now += 5 * LAG
+    session.ms = clock.now  # the session fetched, the partition was not read
+    s.update_local_leo(11)  # an append: neither follower is at our LEO any more
+    assert s.out_of_sync_replicas(clock.now + LAG - 1) == frozenset({3})
+    # The session reads it again: the quiet stretch is folded into the times first.
+    s.followers[2].fold_quiet()
+    assert s.followers[2].quiet is None
+    assert s.followers[2].last_caught_up_time_ms == clock.now
+    s.update_follower_fetch(2, 10, clock.now + 1, 11)  # from the LEO it had at that fetch
+    assert s.out_of_sync_replicas(clock.now + LAG) == frozenset({3})
+    assert s.out_of_sync_replicas(clock.now + LAG + 1) == frozenset({2, 3})
+
+
+def test_a_new_leader_epoch_forgets_the_quiet_session() -> None:
+    f = FollowerState(2, log_end_offset=5, quiet=SessionClock(1_000))
+    f.reset(2_000, 5, new_leader=False, in_sync=True)
+    assert f.quiet is None and f.last_caught_up_time_ms == 2_000
