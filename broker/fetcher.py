@@ -222,6 +222,12 @@ class ReplicaFetcher:
             return
         changed = self._refresh(now)
         if not self._requests:
+            # Nothing to send: what this round saw is still owed to the session handler
+            # (a partition forgotten now must be forgotten in the next request too).
+            if changed is None:
+                self._next_full_scan_ms = 0
+            else:
+                self._dirty |= changed
             await self._idle(now)
             return
         sent = self._requests

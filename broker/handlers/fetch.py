@@ -113,6 +113,11 @@ class FetchHandler:
                 error_message=f"fetch session {request.session_id} at epoch "
                 f"{request.session_epoch}: {context.error_code.name}",
             )
+        if follower and context.removed:
+            # A partition the follower no longer fetches in this session is no longer quiet
+            # in it: its times stop at the session's last fetch (else it would count as
+            # caught up for as long as the session lives, holding the HW and the ISR).
+            self.reader.fold_quiet(context.removed, request.replica_id)
         session = context.session
         if follower and context.kind is ContextKind.INCREMENTAL and session is not None:
             reads = await self._read_changes(request, session, context.fetch_data)

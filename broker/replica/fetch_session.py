@@ -262,6 +262,8 @@ class FetchContext(Generic[K]):
         self.request_epoch = request_epoch
         self.privileged = privileged
         self.error_code = error_code
+        self.removed: list[K] = []
+        """Partitions this request removed from its session (forgotten)."""
 
     def partitions(self) -> list[tuple[K, PartitionRequest]]:
         """The partitions to read for this request, in order."""
@@ -366,13 +368,18 @@ class FetchSessionCache(Generic[K]):
             return FetchContext(
                 self, ContextKind.ERROR, error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH
             )
-        session.update(fetch_data, forgotten)
+        _, _, removed = session.update(fetch_data, forgotten)
         if not session.partitions:
             self.remove(session_id)
-            return FetchContext(self, ContextKind.SESSIONLESS, fetch_data=fetch_data)
-        self.touch(session, now_ms)
-        session.epoch = next_epoch(session.epoch)
-        return FetchContext(self, ContextKind.INCREMENTAL, session=session, request_epoch=epoch)
+            context = FetchContext(self, ContextKind.SESSIONLESS, fetch_data=fetch_data)
+        else:
+            self.touch(session, now_ms)
+            session.epoch = next_epoch(session.epoch)
+            context = FetchContext(
+                self, ContextKind.INCREMENTAL, session=session, request_epoch=epoch
+            )
+        context.removed = removed
+        return context
 
     # -- the cache ---------------------------------------------------------------------------
 

@@ -22,7 +22,13 @@ from broker.server import ConnectionInfo
 from deploy.node.broker_raft import log_manager_for
 from protocol.codec import RequestEnvelope
 from protocol.messages import ApiKey
-from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    ForgottenTopic,
+)
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
 from protocol.metadata.records import PartitionRecord, TopicRecord, UnfenceBrokerRecord
 from protocol.names import TopicPartition
@@ -103,6 +109,13 @@ class Follower:
         self.epoch = 0
         self.sent: dict[int, int] = {}
         """What the session on the leader holds for each partition."""
+        self.to_forget: list[int] = []
+
+    def forget(self, partition: int) -> None:
+        """Stop fetching `partition`: the next fetch forgets it in the session."""
+        del self.offsets[partition]
+        self.sent.pop(partition, None)
+        self.to_forget.append(partition)
 
     async def fetch(self, max_wait_ms: int = 0) -> set[int]:
         """One fetch: all partitions when full, else only those whose position moved; the
@@ -118,7 +131,13 @@ class Follower:
             replica_id=self.replica,
             session_id=self.session_id,
             session_epoch=self.epoch,
+            forgotten_topics_data=(
+                (ForgottenTopic(topic="t", partitions=tuple(self.to_forget)),)
+                if self.to_forget
+                else ()
+            ),
         )
+        self.to_forget = []
         envelope = RequestEnvelope(ApiKey.FETCH, 0, 1, f"broker-{self.replica}", request)
         response = await self.leader.apis.handle(envelope, CONN)
         assert isinstance(response, FetchResponse) and response.error_code == 0
@@ -241,5 +260,29 @@ def test_quiet_followers_stay_in_the_isr_after_an_append(leader: Broker, clock: 
         state.replica_lag_time_max_ms = lag_ms
         assert state.out_of_sync_replicas(clock.now) == frozenset()
         assert state.out_of_sync_replicas(clock.now + lag_ms + 1) == frozenset({2, 3})
+
+    trio.run(main)
+
+
+def test_a_partition_forgotten_while_quiet_is_no_longer_caught_up(
+    leader: Broker, clock: Clock
+) -> None:
+    """A follower that stops fetching a quiet partition (its session forgets it) is caught up
+    there as of its last fetch, not for as long as its session lives: after a lag it is out of
+    sync again, as before sessions read only what changed."""
+    lag_ms = 2_000
+    f2, f3 = Follower(leader, 2), Follower(leader, 3)
+
+    async def main() -> None:
+        await settle(f2, f3)
+        state = leader.partitions.partitions[TopicPartition("t", 5)].state
+        state.replica_lag_time_max_ms = lag_ms
+        f2.forget(5)
+        for _ in range(2 * lag_ms // 500):
+            clock.now += 500
+            await f2.fetch()
+            await f3.fetch()
+        await produce(leader, 5)
+        assert state.out_of_sync_replicas(clock.now) == frozenset({2})
 
     trio.run(main)

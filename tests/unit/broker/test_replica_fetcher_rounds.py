@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
+import trio.testing
 
 from broker.fetcher import FULL_SCAN_MS, FetcherConfig, ReplicaFetcher, SourceBroker
 from broker.replica.follower import FollowerFetchState
@@ -167,3 +168,27 @@ def test_every_partition_is_looked_at_again_after_the_full_scan_interval() -> No
     assert _sent(last) == {tps[6]: 0}
     assert last.topics[0].partitions[0].log_start_offset == 5
     assert manager.partitions.lookups == FOLLOWED
+
+
+def test_what_a_round_without_requests_saw_reaches_the_next_request() -> None:
+    """A round whose partitions were all forgotten sends nothing; the forgets still go out with
+    the next request (else the leader's session kept them until the next full scan)."""
+    fetcher, manager, tps = _fetcher()
+    trio.run(fetcher._fetch_once)  # full
+
+    async def idle_round() -> None:
+        with trio.move_on_after(5):
+            await fetcher._fetch_once()  # nothing ready: it idles until woken or 5 s
+
+    for tp in tps:
+        fetcher.forget(tp)
+    trio.run(idle_round, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert len(manager.transport.requests) == 1
+    fetcher.follow(tps[0], FollowerFetchState("id", 0, fetch_offset=0, last_fetched_epoch=0))
+    trio.run(fetcher._fetch_once)
+    last = manager.transport.requests[-1]
+    forgotten = {
+        TopicPartition(f.topic, p) for f in last.forgotten_topics_data for p in f.partitions
+    }
+    assert forgotten == set(tps[1:])
+    assert _sent(last) == {}  # tps[0] is back with the request the session holds
