@@ -231,12 +231,7 @@ class ReplicaFetcher:
             await self._idle(now)
             return
         sent = self._requests
-        data = self.session.build(
-            {tp: kept.request for tp, kept in sent.items()}
-            if changed is None
-            else _RequestView(sent),
-            changed,
-        )
+        data = self.session.build(_RequestView(sent), changed)
         request = FetchRequest(
             max_wait_ms=config.max_wait_ms,
             min_bytes=config.min_bytes,

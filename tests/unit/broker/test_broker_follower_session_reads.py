@@ -16,10 +16,8 @@ import pytest
 import trio
 
 from broker.handlers.fetch import FULL_READ_MS
-from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from broker.server import ConnectionInfo
-from deploy.node.broker_raft import log_manager_for
 from protocol.codec import RequestEnvelope
 from protocol.messages import ApiKey
 from protocol.messages.fetch import (
@@ -36,9 +34,8 @@ from protocol.record_batch import Record, build_batch
 from tests.unit.broker.test_broker_raft_cluster_changes import (
     TOPIC_ID,
     Feed,
-    Unused,
     _register,
-    raft_broker_config,
+    in_process_broker,
 )
 
 PARTITIONS = 50
@@ -66,18 +63,16 @@ def clock() -> Clock:
 @pytest.fixture
 def leader(tmp_path: Path, clock: Clock) -> Iterator[Broker]:
     """Broker 1, leader of t-0..t-49 (replicas 1, 2, 3), brokers 2 and 3 registered."""
-    config = raft_broker_config(tmp_path, **{"replica.lag.time.max.ms": 10_000})
-    log_manager = log_manager_for(config, "c", clock)  # type: ignore[arg-type]
-    log_manager.startup()
-    node = Broker(
-        config,
-        log_manager=log_manager,
-        controller=Unused(),  # type: ignore[arg-type]
-        feed=RaftMetadataFeed(Unused()),  # type: ignore[arg-type]
-        cluster_id="c",
-        transport=Unused(),  # type: ignore[arg-type]
-        clock=clock,  # type: ignore[arg-type]
-    )
+    with in_process_broker(
+        tmp_path,
+        clock,
+        **{"replica.lag.time.max.ms": 10_000},  # type: ignore[arg-type]
+    ) as node:
+        _lead_all(node)
+        yield node
+
+
+def _lead_all(node: Broker) -> None:
     feed = Feed(node)
     feed(
         *(_register(b, b) for b in (1, 2, 3)),
@@ -91,10 +86,6 @@ def leader(tmp_path: Path, clock: Clock) -> Iterator[Broker]:
         ),
     )
     node.publisher.apply_full()
-    try:
-        yield node
-    finally:
-        log_manager.shutdown()
 
 
 class Follower:

@@ -10,6 +10,7 @@ Fence/Unfence, controlled shutdown) reach the local partitions although no parti
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from broker.partition_changes import PartitionChangeApplier
 from deploy.node.broker_raft import log_manager_for
-from protocol.clock import SYSTEM_CLOCK
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.metadata.records import (
     BrokerEndpoint,
     FenceBrokerRecord,
@@ -60,23 +61,34 @@ def raft_broker_config(tmp_path: Path, **extra: Any) -> BrokerConfig:
     )
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    config = raft_broker_config(tmp_path)
-    log_manager = log_manager_for(config, "c", SYSTEM_CLOCK)
+@contextmanager
+def in_process_broker(
+    tmp_path: Path, clock: Clock = SYSTEM_CLOCK, failpoints: Any = None, **config: Any
+) -> Iterator[Broker]:
+    """Broker 1 of `raft_broker_config`, in this process, on `clock`; its metadata comes from
+    the test (`Feed`), nothing else is ever called."""
+    broker_config = raft_broker_config(tmp_path, **config)
+    log_manager = log_manager_for(broker_config, "c", clock)
     log_manager.startup()
-    node = Broker(
-        config,
-        log_manager=log_manager,
-        controller=Unused(),  # type: ignore[arg-type]
-        feed=RaftMetadataFeed(Unused()),  # type: ignore[arg-type]
-        cluster_id="c",
-        transport=Unused(),  # type: ignore[arg-type]
-    )
     try:
-        yield node
+        yield Broker(
+            broker_config,
+            log_manager=log_manager,
+            controller=Unused(),  # type: ignore[arg-type]
+            feed=RaftMetadataFeed(Unused()),  # type: ignore[arg-type]
+            cluster_id="c",
+            transport=Unused(),  # type: ignore[arg-type]
+            clock=clock,
+            failpoints=failpoints,
+        )
     finally:
         log_manager.shutdown()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    with in_process_broker(tmp_path) as node:
+        yield node
 
 
 def _register(broker_id: int, epoch: int) -> RegisterBrokerRecord:

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
-from deploy.node.broker_raft import log_manager_for
 from deploy.node.failpoints import Failpoints
 from deploy.node.runtime import NodeRuntime
 from protocol.metadata.records import (
@@ -21,7 +19,7 @@ from protocol.metadata.records import (
     UnfenceBrokerRecord,
 )
 from protocol.names import TopicPartition
-from tests.unit.broker.test_broker_raft_cluster_changes import Unused, raft_broker_config
+from tests.unit.broker.test_broker_raft_cluster_changes import in_process_broker
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAg"
 LAG_MS = 10_000
@@ -54,23 +52,13 @@ def runtime() -> NodeRuntime:
 
 @pytest.fixture
 def broker(tmp_path: Path, runtime: NodeRuntime) -> Iterator[Broker]:
-    config = raft_broker_config(tmp_path, **{"replica.lag.time.max.ms": LAG_MS})
-    log_manager = log_manager_for(config, "c", runtime.clock)
-    log_manager.startup()
-    node = Broker(
-        config,
-        log_manager=log_manager,
-        controller=Unused(),  # type: ignore[arg-type]
-        feed=RaftMetadataFeed(Unused()),  # type: ignore[arg-type]
-        cluster_id="c",
-        transport=Unused(),  # type: ignore[arg-type]
-        clock=runtime.clock,
-        failpoints=runtime.failpoints,
-    )
-    try:
+    with in_process_broker(
+        tmp_path,
+        runtime.clock,
+        runtime.failpoints,
+        **{"replica.lag.time.max.ms": LAG_MS},
+    ) as node:
         yield node
-    finally:
-        log_manager.shutdown()
 
 
 def _lead_one_partition(broker: Broker) -> None:
