@@ -375,8 +375,14 @@ class FetchSessionCache(Generic[K]):
         else:
             self.touch(session, now_ms)
             session.epoch = next_epoch(session.epoch)
+            # The request's own partitions travel with the context: a follower's session
+            # reads them whatever it thinks of them (broker.handlers.fetch).
             context = FetchContext(
-                self, ContextKind.INCREMENTAL, session=session, request_epoch=epoch
+                self,
+                ContextKind.INCREMENTAL,
+                fetch_data=fetch_data,
+                session=session,
+                request_epoch=epoch,
             )
         context.removed = removed
         return context

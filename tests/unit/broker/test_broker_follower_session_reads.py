@@ -277,3 +277,24 @@ def test_a_partition_forgotten_while_quiet_is_no_longer_caught_up(
         assert state.out_of_sync_replicas(clock.now) == frozenset({2})
 
     trio.run(main)
+
+
+def test_a_partition_added_to_a_quiet_session_is_read_at_once(leader: Broker) -> None:
+    """A partition the follower adds to its session (a new follower, or back after a backoff)
+    is read by the fetch that adds it, although the append waiting for it was notified before
+    it joined the session. Before, it waited for the next full read (FULL_READ_MS): every
+    first acks=all write to a new topic took 5 s in ZK mode, the SyncGroup of a new offsets
+    partition timed out."""
+    f2, f3 = Follower(leader, 2), Follower(leader, 3)
+
+    async def main() -> None:
+        await settle(f2, f3)
+        f2.forget(7)
+        assert await f2.fetch() == set()
+        await produce(leader, 7)
+        assert await f3.fetch() == {7}
+        assert await f2.fetch() == set()  # the append's notification, read without 7
+        f2.offsets[7] = 0
+        assert await f2.fetch() == {7}
+
+    trio.run(main)
