@@ -23,7 +23,7 @@ broker.partition_changes, fetchers included).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -35,6 +35,7 @@ from broker.replica.partition_state import PartitionChange
 from protocol.config_defs import TOPIC_CONFIGS, ConfigError
 from protocol.metadata.delta import LocalReplica, LocalReplicaChanges, MetadataDelta
 from protocol.metadata.image import TOPIC_RESOURCE, MetadataImage
+from protocol.metadata.records import PartitionChangeRecord
 from protocol.names import TopicPartition
 
 log = structlog.get_logger("broker.metadata")
@@ -271,7 +272,41 @@ class MetadataPublisher:
         )
         task_status.started()
         while True:
-            self.publish(await source.read_committed(self.applied_offset))
+            records = await source.read_committed(self.applied_offset)
+            steps = publish_steps(records, PUBLISH_STEP)
+            self.publish(next(steps))
+            for step in steps:
+                # Requests run between the steps of a large delta (a fenced broker's 25,000
+                # partition changes took 2 s in one go, during which nothing was served).
+                await trio.lowlevel.checkpoint()
+                self.publish(step)
+
+
+PUBLISH_STEP = 2_000
+"""Records published at most in one step (between two steps, requests are served)."""
+
+
+def publish_steps(records: Sequence[Any], step: int) -> Iterator[Sequence[Any]]:
+    """`records` in consecutive slices of about `step` items, the first one always (maybe
+    empty). A slice ends only between two PartitionChangeRecords, each a whole change of one
+    partition that the controller writes without atomicity (KRaft's non-atomic batches: a
+    fenced broker's elections and ISR shrinks); anything else - a topic's creation with its
+    partitions, a snapshot - is published whole, as the controller wrote it."""
+    start = 0
+    n = len(records)
+    while n - start > step:
+        end = start + step
+        while end < n and not (_is_change(records[end - 1]) and _is_change(records[end])):
+            end += 1
+        if end >= n:
+            break
+        yield records[start:end]
+        start = end
+    yield records[start:]
+
+
+def _is_change(item: Any) -> bool:
+    return isinstance(item, tuple) and isinstance(item[1], PartitionChangeRecord)
 
 
 def _changed_topic_configs(before_image: MetadataImage, after_image: MetadataImage) -> list[str]:

@@ -52,6 +52,7 @@ from protocol.messages.broker_lifecycle import (
 from protocol.metadata.image import MetadataImage
 from protocol.metadata.records import (
     NO_LEADER,
+    NO_LEADER_CHANGE,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
@@ -90,27 +91,37 @@ def leader_and_isr_updates(
     the ISR of (or lead) lose them from the ISR and, when they led, get a new leader; they are
     never acceptable leaders. With `add`: partitions without a leader get an election in which
     `add` counts as active although the image still shows it fenced (its unfence record is in
-    the same batch)."""
+    the same batch). An ISR shrink keeps the leader epoch (Kafka since metadata version 3.6,
+    KAFKA-15021): the partition epoch orders the change, the leader never takes the removed
+    replica back while it is fenced or shutting down (KIP-841), and its followers keep
+    fetching; only a new leader bumps it."""
     image = state.image
     removed = frozenset(remove)
 
     def acceptable(r: int) -> bool:
         return r not in removed and (r == add or is_active(image, r))
 
-    records: list[MetadataRecord] = []
+    elections: list[MetadataRecord] = []
+    others: list[MetadataRecord] = []
     for name, topic_id, pid, part in iter_partitions(image):
         if removed:
             if part.leader not in removed and not any(r in removed for r in part.isr):
                 continue
         elif part.leader != NO_LEADER:
             continue
-        builder = PartitionChangeBuilder(part, topic_id, pid, acceptable)
+        builder = PartitionChangeBuilder(
+            part, topic_id, pid, acceptable, bump_leader_epoch_on_isr_shrink=False
+        )
         builder.set_target_isr([r for r in part.isr if r not in removed])
         builder.set_election(election_for(state, name, ctx))
         record = builder.build()
         if record is not None:
-            records.append(record)
-    return records
+            moved = record.leader not in (NO_LEADER_CHANGE, part.leader)
+            (elections if moved else others).append(record)
+    # New leaders first: brokers apply a large change in steps (broker.metadata_publisher),
+    # and a partition without its leader accepts nothing, where one with a member too many
+    # in its ISR still serves acks=1 and reads.
+    return elections + others
 
 
 class ClusterControl:

@@ -349,18 +349,40 @@ def test_missed_heartbeats_fence_and_reelect(c3: Cluster) -> None:
     c.heartbeat(2)
     c.heartbeat(3)
     c.now = start + SESSION_MS + 1
-    b_epoch = part(c.h, "b").leader_epoch
+    b_before = part(c.h, "b")
     assert c.fence_stale() == (1,)
     assert c.last_records[-1] == FenceBrokerRecord(id=1, epoch=c.epoch(1))
     assert c.fenced(1)
     assert lia(part(c.h, "a")) == (2, (2, 3))  # led: re-elected, out of the ISR
     assert lia(part(c.h, "b")) == (2, (2, 3))  # followed: out of the ISR
-    assert part(c.h, "b").leader_epoch == b_epoch + 1  # a shrink bumps the leader epoch
+    # A shrink keeps the leader epoch (KAFKA-15021: the followers keep fetching); the
+    # partition epoch orders it.
+    assert part(c.h, "b").leader_epoch == b_before.leader_epoch
+    assert part(c.h, "b").partition_epoch == b_before.partition_epoch + 1
     assert lia(part(c.h, "s")) == (NO_LEADER, (1,))  # sole replica: leaderless, ISR kept
     assert lia(part(c.h, "d")) == (2, (2,))
     # Fenced brokers are not checked again; the others' sessions run from their heartbeats.
     assert c.fence_stale() == ()
     assert c.control.next_check_time_ms() == start + 2 * SESSION_MS
+
+
+def test_fencing_writes_the_new_leaders_before_the_isr_shrinks(c3: Cluster) -> None:
+    """Brokers apply a large change in steps (broker.metadata_publisher.publish_steps): the
+    partitions left without a leader come first, the ISR-only shrinks after, the fencing
+    last."""
+    c = c3
+    for i in range(6):
+        # Topics in image order alternate: led by 2 (followed by 1), then led by 1.
+        create(c.h, f"t{i}", (2, 1, 3) if i % 2 == 0 else (1, 2, 3))
+    c.now += SESSION_MS + 1
+    c.heartbeat(2)
+    c.heartbeat(3)
+    assert c.fence_stale() == (1,)
+    changes = [r for r in c.last_records if isinstance(r, PartitionChangeRecord)]
+    topics = c.h.state.image.topics.by_id
+    assert [topics[r.topic_id].name for r in changes] == ["t1", "t3", "t5", "t0", "t2", "t4"]
+    assert {r.leader for r in changes[:3]} == {2}
+    assert isinstance(c.last_records[-1], FenceBrokerRecord)
 
 
 def test_two_stale_brokers_fenced_together_isr_never_empty(c3: Cluster) -> None:
