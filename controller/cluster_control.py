@@ -338,7 +338,7 @@ class ClusterControl:
                     scratch = ControllerState(state.image)
                 scratch.replay_appended(step, scratch.next_offset + len(step) - 1)
             self.heartbeats.fence(broker_id)
-        return ControllerResult(records=records, response=tuple(stale))
+        return ControllerResult(records=records, response=tuple(stale), atomic=False)
 
     def fence_dead_broker(
         self,
@@ -367,7 +367,7 @@ class ClusterControl:
             return ControllerResult(records=[], response=reason)
         records = self._fence_records(state, ctx, [broker_id])
         self.heartbeats.fence(broker_id)
-        return ControllerResult(records=records, response=None)
+        return ControllerResult(records=records, response=None, atomic=False)
 
     # -- UnregisterBroker ------------------------------------------------------------------
 
@@ -387,7 +387,7 @@ class ClusterControl:
         records = leader_and_isr_updates(state, ctx, remove=[request.broker_id])
         records.append(UnregisterBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch))
         self.heartbeats.remove(reg.broker_id)
-        return ControllerResult(records=records, response=UnregisterBrokerResponse())
+        return ControllerResult(records=records, response=UnregisterBrokerResponse(), atomic=False)
 
     def _fence_records(
         self, state: ControllerState, ctx: ControllerContext, broker_ids: Collection[int]

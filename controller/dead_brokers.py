@@ -51,7 +51,9 @@ def fence_dead_broker(
         result = ctx.cluster_control.fence_dead_broker(
             state, request.broker_id, request.broker_epoch, request.lost_at_ms, ctx
         )
-        return ControllerResult(records=result.records, response=_answer(result.response))
+        return ControllerResult(
+            records=result.records, response=_answer(result.response), atomic=result.atomic
+        )
     return _fence_zk_broker(state, request, ctx)
 
 

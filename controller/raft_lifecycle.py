@@ -91,7 +91,9 @@ def fence_stale_brokers(
 ) -> ControllerResult[FenceStaleBrokersResponse]:
     result = _cluster_control(ctx).fence_stale_brokers(state, ctx.clock_ms(), ctx)
     return ControllerResult(
-        records=result.records, response=FenceStaleBrokersResponse(broker_ids=result.response)
+        records=result.records,
+        response=FenceStaleBrokersResponse(broker_ids=result.response),
+        atomic=result.atomic,
     )
 
 

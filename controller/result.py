@@ -21,3 +21,7 @@ class ControllerResult(Generic[T]):
     state_changes: Sequence[StateChange] = ()
     """The partition / replica state changes the records make (checked against Kafka's
     state machines when the operation ran); logged once the records are committed."""
+    atomic: bool = True
+    """False: the records may be appended (and committed, and applied by brokers) in several
+    batches, as KRaft's non-atomic results; each record must stand on its own (a fenced
+    broker's partition changes). The answer still waits for the last one."""

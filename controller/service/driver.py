@@ -74,6 +74,7 @@ from controller.metrics import (
 )
 from controller.operations import failed_response, operation_for
 from controller.ports import MetadataLog
+from controller.result import ControllerResult
 from controller.state import ControllerState
 from controller.state_machines import StateChange
 from protocol.errors import ErrorCode, KafkaError
@@ -356,16 +357,37 @@ class ControllerDriver:
             offset = self._highest_pending if self._in_purgatory else -1
             return _Completion(event, offset, result, before, before, started, timer)
         event.records = len(result.records)
+        last_offset = -1
+        for batch in _batches(result):
+            if last_offset >= 0:
+                # A non-atomic result goes out batch by batch: the first ones commit (and
+                # reach the brokers) while the later ones are appended.
+                await trio.lowlevel.checkpoint()
+            appended = await self._append(event, batch, partly=last_offset >= 0)
+            if appended is None:
+                return None
+            last_offset = appended
+        return _Completion(event, last_offset, result, before, self._state.image, started, timer)
+
+    async def _append(
+        self, event: _Event, records: Sequence[MetadataRecord], *, partly: bool
+    ) -> int | None:
+        """Append and replay `records`; their last offset, or None when the event failed.
+        `partly`: earlier batches of the same event are appended already, so a failure now
+        is one of a pending write (the state goes back to committed)."""
         try:
-            last_offset = await self._log.append(result.records)
-        except KafkaError as exc:
-            log.warning("metadata append failed", error=str(exc))
-            event.fail(exc.code, exc.message)
-            return None
+            last_offset = await self._log.append(records)
         except Exception as exc:
             # Whatever did commit still reaches the state through the log's listener.
-            log.exception("metadata append failed")
-            event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata append failed: {exc!r}")
+            if isinstance(exc, KafkaError):
+                log.warning("metadata append failed", error=str(exc))
+                code, message = exc.code, exc.message
+            else:
+                log.exception("metadata append failed")
+                code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata append failed: {exc!r}"
+            if partly and self._failure is None:
+                self._commit_failed(code, message)
+            event.fail(code, message)
             return None
         if self._failure is not None:
             # An earlier write failed to commit during this append: the state was reverted
@@ -373,13 +395,13 @@ class ControllerDriver:
             event.fail(ErrorCode.NOT_CONTROLLER, self._failure)
             return None
         try:
-            self._state.replay_pending(result.records, last_offset)
+            self._state.replay_pending(records, last_offset)
         except MetadataReplayError as exc:
             # State and log disagree: keep no state that might be wrong (Kafka's fatal
             # fault handler); the process supervisor restarts and replays from the log.
             event.fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata replay failed: {exc}")
             raise
-        return _Completion(event, last_offset, result, before, self._state.image, started, timer)
+        return last_offset
 
     async def _complete_in_order(self) -> None:
         """The purgatory: answer appended events once their offsets committed, in order."""
@@ -423,8 +445,9 @@ class ControllerDriver:
         for completion in pending:
             completion.event.fail(code, message)
             self._observe(completion.timer, completion.started)
-        if pending:
-            self._state.revert()
+        # Also what the running event appended before it failed (a non-atomic result's
+        # earlier batches): nothing waits for those.
+        self._state.revert()
 
     def _wake_room(self) -> None:
         self._room.set()
@@ -462,6 +485,18 @@ class ControllerDriver:
 
     def queue_length(self) -> int:
         return self._receive.statistics().current_buffer_used
+
+
+MAX_RECORDS_PER_BATCH = 2_000
+"""Records of a non-atomic result appended together at most (KRaft bounds its batches too)."""
+
+
+def _batches(result: ControllerResult[Any]) -> list[Sequence[MetadataRecord]]:
+    records = result.records
+    if result.atomic or len(records) <= MAX_RECORDS_PER_BATCH:
+        return [records]
+    step = MAX_RECORDS_PER_BATCH
+    return [records[i : i + step] for i in range(0, len(records), step)]
 
 
 def _log_processed(event: _Event) -> None:

@@ -17,9 +17,11 @@ from controller.brokers import RegisterBroker
 from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.metrics import ControllerMetrics
-from controller.service.driver import ControllerDriver
+from controller.result import ControllerResult
+from controller.service.driver import MAX_RECORDS_PER_BATCH, ControllerDriver
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.broker_lifecycle import UnregisterBrokerResponse
 from protocol.messages.configs import (
     AlterableConfig,
     AlterConfigOp,
@@ -34,6 +36,7 @@ from protocol.messages.topics import CreatableTopic, CreateTopicsRequest, Delete
 from protocol.metadata.records import (
     BrokerEndpoint,
     MetadataRecord,
+    NoOpRecord,
     OffsetRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
@@ -366,3 +369,85 @@ async def test_standalone_over_local_log_survives_restart(tmp_path: Path) -> Non
         assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
         nursery.cancel_scope.cancel()
     await log.aclose()
+
+
+class ManyNoOps:
+    """A request whose operation writes `count` records, atomically or not."""
+
+    RESPONSE = UnregisterBrokerResponse
+
+    def __init__(self, count: int, atomic: bool) -> None:
+        self.count, self.atomic = count, atomic
+
+
+def many_noops(
+    state: Any, request: ManyNoOps, ctx: Any
+) -> ControllerResult[UnregisterBrokerResponse]:
+    return ControllerResult(
+        records=[NoOpRecord()] * request.count,
+        response=UnregisterBrokerResponse(),
+        atomic=request.atomic,
+    )
+
+
+class SizesLog(FakeLog):
+    """Records the size of every append; `fail_at`: the append (0-based) that fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+        self.fail_at: int | None = None
+
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
+        if self.fail_at == len(self.sizes):
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "lost the leadership")
+        self.sizes.append(len(records))
+        return await super().append(records)
+
+
+async def test_a_non_atomic_result_is_appended_in_bounded_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fenced broker's 25,000 partition changes went out as one Raft batch: nothing of it
+    reached a broker before the whole of it had committed."""
+    monkeypatch.setitem(operations.OPERATIONS, ManyNoOps, many_noops)
+    log = SizesLog()
+    driver = make_driver(log)
+    n = MAX_RECORDS_PER_BATCH
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        assert (await driver.submit(ManyNoOps(2 * n + 5, atomic=False))).error_code == 0
+        assert log.sizes == [n, n, 5]
+        assert (await driver.submit(ManyNoOps(2 * n + 5, atomic=True))).error_code == 0
+        assert log.sizes[3:] == [2 * n + 5]
+        assert driver.state.committed_offset == len(log.records) - 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failure_between_batches_reverts_to_the_committed_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(operations.OPERATIONS, ManyNoOps, many_noops)
+    log = SizesLog()
+    log.hold = True  # nothing commits: the first batch stays pending
+    driver = make_driver(log)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        committed = driver.state.image
+        log.fail_at = 1
+
+        async def submit() -> None:
+            response = await driver.submit(ManyNoOps(MAX_RECORDS_PER_BATCH + 1, atomic=False))
+            assert response.error_code == ErrorCode.NOT_CONTROLLER
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as inner:
+                inner.start_soon(submit)
+                await trio.testing.wait_all_tasks_blocked()
+                assert log.sizes == [MAX_RECORDS_PER_BATCH]
+                log.release.set()
+        assert driver.state.image is committed
+        with pytest.raises(KafkaError) as info:
+            await driver.register_broker(me())
+        assert info.value.code == ErrorCode.NOT_CONTROLLER  # writes nothing until a new term
+        nursery.cancel_scope.cancel()
