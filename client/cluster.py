@@ -66,6 +66,12 @@ class ClusterClient:
         self.retry_backoff_ms: float = config["retry.backoff.ms"]
         self.retry_backoff_max_ms: float = config["retry.backoff.max.ms"]
         self.metadata_max_age_ms: float = config["metadata.max.age.ms"]
+        self.reconnect_backoff_ms: float = config["reconnect.backoff.ms"]
+        self.reconnect_backoff_max_ms: float = config["reconnect.backoff.max.ms"]
+        self._refused: dict[int, tuple[int, float]] = {}
+        """Node id -> (failed connects in a row, when the next one may start): Kafka's
+        ClusterConnectionStates. Without it a producer with records for a dead broker tried
+        to connect ~1,400 times a second until the metadata named another leader."""
         self._closed = False
 
     # -- connections --------------------------------------------------------------------------
@@ -89,6 +95,19 @@ class ClusterClient:
             raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         return await self._open(node_id, broker.host, broker.port)
 
+    def connection_delay_ms(self, node_id: int) -> float:
+        """How long before a connect to `node_id` may start (0: now, or one is under way):
+        after failed connects, reconnect.backoff.ms doubling up to reconnect.backoff.max.ms."""
+        refused = self._refused.get(node_id)
+        if refused is None or node_id in self._connecting:
+            return 0.0
+        return max(0.0, refused[1] - now_ms())
+
+    def _connect_failed(self, node_id: int) -> None:
+        failures = self._refused.get(node_id, (0, 0.0))[0] + 1
+        delay = backoff_ms(failures, self.reconnect_backoff_ms, self.reconnect_backoff_max_ms)
+        self._refused[node_id] = (failures, now_ms() + delay)
+
     async def _open(self, node_id: int, host: str, port: int) -> BrokerConnection:
         waiting = self._connecting.get(node_id)
         if waiting is not None:  # someone else is connecting to it: share their result
@@ -97,11 +116,22 @@ class ClusterClient:
             if conn is None:
                 raise KafkaConnectionError(f"cannot connect to broker {host}:{port}")
             return conn
+        delay = self.connection_delay_ms(node_id)
+        if delay > 0:
+            raise KafkaConnectionError(
+                f"cannot connect to broker {host}:{port}: backing off {delay:.0f} ms after "
+                f"{self._refused[node_id][0]} failed connects (reconnect.backoff.ms)"
+            )
         event = self._connecting[node_id] = trio.Event()
         try:
-            stream = await open_stream(
-                host, port, self._config["socket.connection.setup.timeout.ms"]
-            )
+            try:
+                stream = await open_stream(
+                    host, port, self._config["socket.connection.setup.timeout.ms"]
+                )
+            except KafkaConnectionError:
+                self._connect_failed(node_id)
+                raise
+            self._refused.pop(node_id, None)
             conn = BrokerConnection(
                 stream,
                 address=f"{host}:{port}",

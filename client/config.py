@@ -24,6 +24,10 @@ _COMMON = [
     ConfigDef("retry.backoff.ms", "long", 100, "first wait before retrying a failed request",
               min=0),
     ConfigDef("retry.backoff.max.ms", "long", 1000, "longest wait between retries", min=0),
+    ConfigDef("reconnect.backoff.ms", "long", 50,
+              "first wait before connecting again to a broker that refused", min=0),
+    ConfigDef("reconnect.backoff.max.ms", "long", 1000,
+              "longest wait between connects to a broker that keeps refusing", min=0),
     ConfigDef("metadata.max.age.ms", "long", 300000,
               "refresh metadata at least this often", min=0),
     ConfigDef("max.in.flight.requests.per.connection", "int", 5,
@@ -113,6 +117,8 @@ def resolve(
         parse_host_port(server)
     if values["retry.backoff.max.ms"] < values["retry.backoff.ms"]:
         values["retry.backoff.max.ms"] = values["retry.backoff.ms"]
+    if values["reconnect.backoff.max.ms"] < values["reconnect.backoff.ms"]:
+        values["reconnect.backoff.max.ms"] = values["reconnect.backoff.ms"]
     return values
 
 

@@ -92,6 +92,8 @@ class Producer(ClientBase):
         self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
         self._producer_id_pending = False
         self._leaderless_warned: set[str] = set()
+        self._connecting: set[int] = set()
+        """Nodes a `_connect` task is connecting to (one at a time per node)."""
         self._fatal_error: KafkaError | None = None
         """Set when the producer can no longer send (no producer id to be had)."""
         self._accumulator = RecordAccumulator(
@@ -300,10 +302,18 @@ class Producer(ClientBase):
             if cluster.needs_update():
                 self._nursery.start_soon(self._refresh_metadata)
             sendable = []
+            reconnect_ms = float("inf")
             for node in check.ready_nodes:
                 conn = cluster.connection_if_ready(node)
                 if conn is None:
-                    self._nursery.start_soon(self._connect, node)
+                    # One connect per node at a time, none while it backs off (Kafka's
+                    # NetworkClient.ready): the sender sleeps until the backoff ends.
+                    wait_ms = cluster.connection_delay_ms(node)
+                    if wait_ms > 0:
+                        reconnect_ms = min(reconnect_ms, wait_ms)
+                    elif node not in self._connecting:
+                        self._connecting.add(node)
+                        self._nursery.start_soon(self._connect, node)
                 elif conn.can_send:
                     sendable.append(node)
             if sendable:
@@ -314,7 +324,7 @@ class Producer(ClientBase):
                 if drained:
                     await trio.lowlevel.checkpoint()
                     continue
-            delay = check.next_check_ms
+            delay = min(check.next_check_ms, reconnect_ms)
             if check.unknown_leaders:
                 delay = min(delay, cluster.retry_backoff_ms)
             self._wakeup = trio.Event()
@@ -396,7 +406,8 @@ class Producer(ClientBase):
         except KafkaConnectionError as exc:
             log.info("cannot connect to broker", node=node, error=exc.message)
             self._cluster.request_update()
-            await trio.sleep(self._cluster.retry_backoff_ms / 1000)
+        finally:
+            self._connecting.discard(node)
         self._wake()
 
     async def _send_batches(self, node: int, batches: list[ProducerBatch]) -> None:
