@@ -451,3 +451,54 @@ async def test_a_failure_between_batches_reverts_to_the_committed_state(
             await driver.register_broker(me())
         assert info.value.code == ErrorCode.NOT_CONTROLLER  # writes nothing until a new term
         nursery.cancel_scope.cancel()
+
+
+class PendingLog(FakeLog):
+    """Appends get offsets at once and commit only when told; appending a batch of
+    `fail_on_size` records makes every pending commit fail (the leadership was lost)."""
+
+    def __init__(self, fail_on_size: int) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+        self.fail_on_size = fail_on_size
+        self.lost = trio.Event()
+
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
+        self.sizes.append(len(records))
+        self.records.extend(records)
+        if len(records) == self.fail_on_size:
+            self.lost.set()
+            # The failure is seen (the purgatory ran) before this append returns.
+            await trio.testing.wait_all_tasks_blocked()
+        return len(self.records) - 1
+
+    async def wait_committed(self, offset: int) -> None:
+        await self.lost.wait()
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "lost the leadership")
+
+
+async def test_a_commit_failure_between_batches_stops_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An earlier write failing to commit while a non-atomic result is being appended: the
+    result fails with it and its later batches are not appended (the controller writes
+    nothing more until a new term)."""
+    monkeypatch.setitem(operations.OPERATIONS, ManyNoOps, many_noops)
+    n = MAX_RECORDS_PER_BATCH
+    log = PendingLog(fail_on_size=n)
+    driver = make_driver(log)
+    answers: list[int] = []
+
+    async def submit(request: ManyNoOps) -> None:
+        answers.append((await driver.submit(request)).error_code)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        with trio.fail_after(10):
+            async with trio.open_nursery() as inner:
+                inner.start_soon(submit, ManyNoOps(1, atomic=True))
+                await trio.testing.wait_all_tasks_blocked()
+                inner.start_soon(submit, ManyNoOps(n + 1, atomic=False))
+        assert log.sizes == [1, n]  # the second batch was never appended
+        assert answers == [ErrorCode.NOT_CONTROLLER] * 2
+        nursery.cancel_scope.cancel()
