@@ -392,11 +392,15 @@ class ClusterControl:
     def _fence_records(
         self, state: ControllerState, ctx: ControllerContext, broker_ids: Collection[int]
     ) -> list[MetadataRecord]:
-        """KRaft's handleBrokerFenced: out of every ISR, leaderships re-elected, then fenced."""
-        records = leader_and_isr_updates(state, ctx, remove=broker_ids)
-        for broker_id in broker_ids:
-            reg = state.image.cluster.brokers[broker_id]
-            records.append(FenceBrokerRecord(id=broker_id, epoch=reg.epoch))
+        """KRaft's handleBrokerFenced: fenced, out of every ISR, leaderships re-elected. The
+        fencing comes first (KRaft writes it last, in one batch the brokers apply at once):
+        brokers publish a large change in steps, and a leader must know the broker fenced
+        when its shrink arrives, or the broker, caught up outside the ISR, holds the HW
+        (KAFKA-15021's rule) until the last step."""
+        records: list[MetadataRecord] = [
+            FenceBrokerRecord(id=b, epoch=state.image.cluster.brokers[b].epoch) for b in broker_ids
+        ]
+        records += leader_and_isr_updates(state, ctx, remove=broker_ids)
         return records
 
 

@@ -164,6 +164,14 @@ class RaftMetadataFeed:
             if partition is None or not partition.state.is_leader:
                 continue
             state = partition.state
-            state.ineligible_replicas = frozenset(
+            ineligible = frozenset(
                 r for r in state.replicas if r in unusable or r not in cluster.brokers
             )
+            if ineligible == state.ineligible_replicas:
+                continue
+            state.ineligible_replicas = ineligible
+            # A replica out of the ISR counts for the HW while it is caught up and eligible
+            # (Kafka's rule): a fenced one no longer holds it back (KAFKA-15021), and the
+            # produces and fetches waiting on the HW must hear of it.
+            if state.maybe_advance_high_watermark():
+                self.core.notify(partition.tp)

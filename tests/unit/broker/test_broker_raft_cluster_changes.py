@@ -33,6 +33,7 @@ from protocol.metadata.records import (
     UnfenceBrokerRecord,
 )
 from protocol.names import TopicPartition
+from protocol.record_batch import Record, build_batch
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAg"
 LED = TopicPartition("t", 0)
@@ -188,3 +189,29 @@ def test_a_partition_change_sets_only_its_own_ineligible_replicas(broker: Broker
     taken = broker.partitions.partitions[FOLLOWED].state
     assert taken.is_leader and taken.ineligible_replicas == frozenset()
     assert led.ineligible_replicas == frozenset({99})
+
+
+def test_a_shrink_then_the_fencing_of_a_lagging_follower_frees_the_hw(broker: Broker) -> None:
+    """A Raft-mode shrink keeps the leader epoch, so the removed follower's times are not
+    reset: until its fencing is published it counts as caught up outside the ISR (Kafka's HW
+    rule) and holds the HW at its log end. Its fencing makes it ineligible, and the HW moves
+    at once. Before, the HW stayed where the dead follower left it until the next append."""
+    _started(broker)
+    feed = Feed(broker)
+    feed.offset = 100
+    partition = broker.partitions.partitions[TopicPartition("t", 0)]
+    state = partition.state
+    now = state.clock_ms()
+    for follower in (2, 3):
+        state.update_follower_fetch(follower, 0, now, partition.log.log_end_offset)
+    partition.log.append_as_leader(
+        build_batch([Record(value=b"v%d" % i) for i in range(5)]), state.leader_epoch
+    )
+    state.update_local_leo(partition.log.log_end_offset)
+    state.update_follower_fetch(3, 5, now, 5)  # 3 has everything, 2 nothing: HW 0
+    assert state.high_watermark == 0
+    feed(PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=(1, 3)))
+    assert state.isr == (1, 3) and state.leader_epoch == 0  # the same leader epoch
+    feed(FenceBrokerRecord(id=2, epoch=2))
+    assert state.ineligible_replicas == frozenset({2})
+    assert state.high_watermark == 5

@@ -275,8 +275,8 @@ def test_new_incarnation_after_session_expiry_fences_the_old_one_first(c3: Clust
     response = c.register(1, "incarnation-1-b")
     assert response.error_code == 0
     kinds = [type(r) for r in c.last_records]
-    assert kinds == [PartitionChangeRecord, FenceBrokerRecord, RegisterBrokerRecord]
-    assert c.last_records[1] == FenceBrokerRecord(id=1, epoch=old_epoch)
+    assert kinds == [FenceBrokerRecord, PartitionChangeRecord, RegisterBrokerRecord]
+    assert c.last_records[0] == FenceBrokerRecord(id=1, epoch=old_epoch)
     # The new epoch is the registration record's own offset.
     assert response.broker_epoch == c.h.state.last_applied_offset == c.epoch(1)
     assert lia(part(c.h, "t")) == (2, (2, 3))
@@ -351,7 +351,7 @@ def test_missed_heartbeats_fence_and_reelect(c3: Cluster) -> None:
     c.now = start + SESSION_MS + 1
     b_before = part(c.h, "b")
     assert c.fence_stale() == (1,)
-    assert c.last_records[-1] == FenceBrokerRecord(id=1, epoch=c.epoch(1))
+    assert c.last_records[0] == FenceBrokerRecord(id=1, epoch=c.epoch(1))  # fenced first
     assert c.fenced(1)
     assert lia(part(c.h, "a")) == (2, (2, 3))  # led: re-elected, out of the ISR
     assert lia(part(c.h, "b")) == (2, (2, 3))  # followed: out of the ISR
@@ -368,7 +368,7 @@ def test_missed_heartbeats_fence_and_reelect(c3: Cluster) -> None:
 
 def test_fencing_writes_the_new_leaders_before_the_isr_shrinks(c3: Cluster) -> None:
     """Brokers apply a large change in steps (broker.metadata_publisher.publish_steps): the
-    partitions left without a leader come first, the ISR-only shrinks after, the fencing
+    fencing comes first, then the partitions left without a leader, the ISR-only shrinks
     last."""
     c = c3
     for i in range(6):
@@ -382,7 +382,7 @@ def test_fencing_writes_the_new_leaders_before_the_isr_shrinks(c3: Cluster) -> N
     topics = c.h.state.image.topics.by_id
     assert [topics[r.topic_id].name for r in changes] == ["t1", "t3", "t5", "t0", "t2", "t4"]
     assert {r.leader for r in changes[:3]} == {2}
-    assert isinstance(c.last_records[-1], FenceBrokerRecord)
+    assert isinstance(c.last_records[0], FenceBrokerRecord)
 
 
 def test_two_stale_brokers_fenced_together_isr_never_empty(c3: Cluster) -> None:
@@ -469,7 +469,7 @@ def test_controlled_shutdown_without_leaderships_is_immediate(c3: Cluster) -> No
     response = c.heartbeat(1, want_shut_down=True)
     assert (response.is_fenced, response.should_shut_down) == (True, True)
     kinds = [type(r) for r in c.last_records]
-    assert kinds == [PartitionChangeRecord, FenceBrokerRecord]  # leaves the ISR, fenced
+    assert kinds == [FenceBrokerRecord, PartitionChangeRecord]  # fenced, leaves the ISR
     assert lia(part(c.h, "t")) == (2, (2,))
 
 
