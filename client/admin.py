@@ -46,6 +46,7 @@ from protocol.messages.elect_leaders import (
     ElectLeadersResponse,
     ElectLeadersTopicPartitions,
 )
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -303,6 +304,45 @@ class Admin(GroupAdmin, ClientBase):
             [NewTopic(name, num_partitions, replication_factor, dict(configs or {}))]
         )
         return created
+
+    async def wait_for_topics(
+        self,
+        names: Iterable[str],
+        *,
+        partitions: Mapping[str, int] | None = None,
+        timeout_ms: float | None = None,
+    ) -> list[int]:
+        """Wait until every live broker's metadata shows `names` with a leader for each
+        partition. CreateTopics answers once the broker that forwarded it has the topic; the
+        others learn it a moment later (ZK mode: UpdateMetadata; Raft mode: their metadata
+        log), so a command run at once against another broker could still be told that the
+        topic does not exist. `partitions` ({topic: count}) also waits for added partitions.
+        Returns the ids of the brokers that did not show it in time
+        (default.api.timeout.ms), [] when all did; a broker that cannot be reached is skipped."""
+        wanted = tuple(sorted(set(names)))
+        cluster = self._client()
+        deadline = now_ms() + (self._api_timeout_ms if timeout_ms is None else timeout_ms)
+        await self._refresh(())
+        pending = set(cluster.metadata.brokers)
+        attempt = 0
+        while pending:
+            attempt += 1
+            for node_id in sorted(pending):
+                try:
+                    response = await cluster.send(node_id, MetadataRequest(topics=wanted))
+                except KafkaConnectionError:
+                    pending.discard(node_id)  # down: it learns the topic when it comes back
+                    continue
+                if _shows_leaders(response, wanted, partitions or {}):
+                    pending.discard(node_id)
+            remaining = deadline - now_ms()
+            if not pending or remaining <= 0:
+                break
+            await trio.sleep(
+                min(backoff_ms(attempt, cluster.retry_backoff_ms, cluster.retry_backoff_max_ms),
+                    remaining) / 1000
+            )  # fmt: skip
+        return sorted(pending)
 
     async def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000) -> None:
         wanted = list(dict.fromkeys(names))
@@ -675,4 +715,19 @@ def _creatable(topic: NewTopic) -> CreatableTopic:
         num_partitions=topic.num_partitions,
         replication_factor=topic.replication_factor,
         configs=configs,
+    )
+
+
+def _shows_leaders(
+    response: MetadataResponse, names: Sequence[str], counts: Mapping[str, int]
+) -> bool:
+    """Whether a Metadata answer has every topic of `names` with its partitions (at least
+    `counts[name]`, else at least one), each with a leader."""
+    topics = {t.name: t for t in response.topics}
+    return all(
+        name in topics
+        and topics[name].error_code == 0
+        and len(topics[name].partitions) >= max(1, counts.get(name, 1))
+        and all(p.leader_id >= 0 for p in topics[name].partitions)
+        for name in names
     )

@@ -74,6 +74,7 @@ def topic_create(name: str, bootstrap_server: str, partitions: int, replication_
                 f"replication factor {created.replication_factor}).",
                 err=True,
             )
+            await _wait_until_known(admin, name, created.num_partitions)
 
     run(go)
 
@@ -227,7 +228,21 @@ def topic_alter(name: str, bootstrap_server: str, partitions: int,
             await admin.create_partitions(
                 {name: NewPartitions(partitions, assignment)}, validate_only=validate_only
             )
+            if not validate_only:
+                await _wait_until_known(admin, name, partitions)
 
     run(go)
     verb = "Validated" if validate_only else "Altered"
     click.echo(f"{verb} topic {name}: {partitions} partitions.", err=True)
+
+
+async def _wait_until_known(admin: Admin, name: str, partitions: int) -> None:
+    """Return once every live broker shows the topic's partitions with leaders, so that the
+    next command, whichever broker it asks, finds them; warn (not fail) when some do not
+    within default.api.timeout.ms: the topic exists, they will learn it."""
+    late = await admin.wait_for_topics([name], partitions={name: partitions})
+    if late:
+        click.echo(
+            f"warning: brokers {', '.join(map(str, late))} do not show {name}'s leaders yet",
+            err=True,
+        )
