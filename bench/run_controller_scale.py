@@ -46,6 +46,7 @@ from controller.context import ControllerContext
 from controller.dead_brokers import FenceDeadBroker
 from controller.service.driver import ControllerDriver
 from controller.state import ControllerState
+from deploy.node import gc_policy
 from deploy.telemetry.logs import configure_logging
 from protocol.clock import SYSTEM_CLOCK
 from protocol.messages.broker_lifecycle import (
@@ -269,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         open(Path(directory) / "controller.log", "w") as log_file,
     ):
         configure_logging(role="controller", node_id=3001, stream=log_file, json=True)
+        gc_policy.install()  # as a node process does
         out = trio.run(measure, args, str(Path(directory) / "metadata"))
     rows = [
         ("create the partitions (s)", "create_s"),
