@@ -30,14 +30,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TypeVar
 
-from controller.broker_lifecycle import election_for, iter_partitions
+from controller.broker_lifecycle import election_for
 from controller.context import ControllerContext
 from controller.heartbeats import (
     BROKER_SESSION_TIMEOUT_MS_DEFAULT,
     BrokerControlState,
     BrokerHeartbeatManager,
 )
-from controller.partition_change import PartitionChangeBuilder
+from controller.partition_change import Election, PartitionChangeBuilder
 from controller.result import ControllerResult
 from controller.state import ControllerState
 from protocol.errors import ErrorCode, KafkaError
@@ -103,7 +103,12 @@ def leader_and_isr_updates(
 
     elections: list[MetadataRecord] = []
     others: list[MetadataRecord] = []
-    for name, topic_id, pid, part in iter_partitions(image):
+    by_name = image.topics.by_name
+    elections_by_topic: dict[str, Election] = {}
+    candidates = state.partitions_of_brokers(removed) if removed else state.leaderless_partitions()
+    for name, pid in candidates:
+        topic = by_name[name]
+        topic_id, part = topic.topic_id, topic.partitions[pid]
         if removed:
             if part.leader not in removed and not any(r in removed for r in part.isr):
                 continue
@@ -113,7 +118,10 @@ def leader_and_isr_updates(
             part, topic_id, pid, acceptable, bump_leader_epoch_on_isr_shrink=False
         )
         builder.set_target_isr([r for r in part.isr if r not in removed])
-        builder.set_election(election_for(state, name, ctx))
+        election = elections_by_topic.get(name)
+        if election is None:
+            election = elections_by_topic[name] = election_for(state, name, ctx)
+        builder.set_election(election)
         record = builder.build()
         if record is not None:
             moved = record.leader not in (NO_LEADER_CHANGE, part.leader)

@@ -29,9 +29,10 @@ from protocol.metadata.image import (
     MetadataImage,
     MetadataProvenance,
     MetadataReplayError,
+    PartitionRegistration,
     TopicImage,
 )
-from protocol.metadata.records import MetadataRecord, NoOpRecord
+from protocol.metadata.records import NO_LEADER, MetadataRecord, NoOpRecord
 
 
 def unify_collision_chars(name: str) -> str:
@@ -66,6 +67,9 @@ class ControllerState:
         self._committed_image = self._image
         self._pending: deque[_PendingAppend] = deque()
         self._collisions: dict[str, set[str]] = {}
+        self._by_broker: dict[int, set[tuple[str, int]]] = {}
+        """Broker id -> the partitions it is a replica of (or in the ISR of, or leads)."""
+        self._leaderless: set[tuple[str, int]] = set()
         self._reindex()
 
     @property
@@ -201,14 +205,46 @@ class ControllerState:
         topics = delta.topics_delta
         if topics is not None:
             for topic_id in topics.deleted_topic_ids:
-                self._unindex(before.topics.by_id[topic_id].name)
+                topic = before.topics.by_id[topic_id]
+                self._unindex(topic.name)
+                for pid, part in topic.partitions.items():
+                    self._unindex_partition((topic.name, pid), part)
             for name in topics.created_topics:
                 self._index(name)
+            for topic_id, changed in topics.changed_topics.items():
+                if topic_id in topics.deleted_topic_ids:
+                    continue
+                old = changed.image.partitions
+                for pid, part in changed.partition_changes.items():
+                    key = (changed.name, pid)
+                    previous = old.get(pid)
+                    if previous is not None:
+                        self._unindex_partition(key, previous)
+                    self._index_partition(key, part)
 
     def _reindex(self) -> None:
         self._collisions = {}
-        for name in self._image.topics.by_name:
+        self._by_broker = {}
+        self._leaderless = set()
+        for name, topic in self._image.topics.by_name.items():
             self._index(name)
+            for pid, part in topic.partitions.items():
+                self._index_partition((name, pid), part)
+
+    def _index_partition(self, key: tuple[str, int], part: PartitionRegistration) -> None:
+        for broker_id in _members(part):
+            self._by_broker.setdefault(broker_id, set()).add(key)
+        if part.leader == NO_LEADER:
+            self._leaderless.add(key)
+
+    def _unindex_partition(self, key: tuple[str, int], part: PartitionRegistration) -> None:
+        for broker_id in _members(part):
+            keys = self._by_broker.get(broker_id)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_broker[broker_id]
+        self._leaderless.discard(key)
 
     def _index(self, name: str) -> None:
         if has_collision_chars(name):
@@ -224,6 +260,19 @@ class ControllerState:
                     del self._collisions[key]
 
     # Queries used by operations.
+
+    def partitions_of_brokers(self, broker_ids: Iterable[int]) -> list[tuple[str, int]]:
+        """(topic name, partition id) of every partition one of `broker_ids` is a replica
+        of, in the ISR of or leads, by name then id (KRaft's BrokersToIsrs): what a broker's
+        fencing or shutdown changes, without walking every partition of the cluster."""
+        keys: set[tuple[str, int]] = set()
+        for broker_id in broker_ids:
+            keys |= self._by_broker.get(broker_id, set())
+        return sorted(keys)
+
+    def leaderless_partitions(self) -> list[tuple[str, int]]:
+        """(topic name, partition id) of every partition without a leader, by name then id."""
+        return sorted(self._leaderless)
 
     def topic(self, name: str) -> TopicImage | None:
         return self._image.topics.by_name.get(name)
@@ -248,3 +297,10 @@ class ControllerState:
     @property
     def provenance(self) -> MetadataProvenance:
         return self._image.provenance
+
+
+def _members(part: PartitionRegistration) -> set[int]:
+    members = {*part.replicas, *part.isr}
+    if part.leader >= 0:
+        members.add(part.leader)
+    return members
