@@ -48,6 +48,7 @@ from protocol.messages.controlled_shutdown import (
 from protocol.metadata.image import MetadataImage, PartitionRegistration
 from protocol.metadata.records import (
     NO_LEADER,
+    NO_LEADER_CHANGE,
     BrokerEndpoint,
     MetadataRecord,
     PartitionChangeRecord,
@@ -113,6 +114,8 @@ class _Changes:
         self.image = image
         self.records: list[MetadataRecord] = []
         self.current: dict[PartitionKey, PartitionRegistration] = {}
+        self.moved: set[PartitionKey] = set()
+        """Partitions one of the records gives a new leader."""
 
     def partitions(self) -> Iterator[tuple[str, str, int, PartitionRegistration]]:
         for name, topic_id, pid, part in iter_partitions(self.image):
@@ -122,6 +125,22 @@ class _Changes:
         if isinstance(record, PartitionChangeRecord):
             self.records.append(record)
             self.current[(topic_id, pid)] = part.merge(record)
+            if record.leader not in (NO_LEADER_CHANGE, part.leader):
+                self.moved.add((topic_id, pid))
+
+    def elections_first(self) -> list[MetadataRecord]:
+        """The records, those of partitions that get a new leader first (each partition's
+        own records stay in their order): the controller appends a large change in batches
+        and propagates each (Kafka's onBrokerFailure elects, then takes replicas offline),
+        and a partition without its leader accepts nothing, where one with a member too
+        many in its ISR still serves."""
+        by_partition: dict[PartitionKey, list[PartitionChangeRecord]] = {}
+        for record in self.records:
+            assert isinstance(record, PartitionChangeRecord)
+            by_partition.setdefault((record.topic_id, record.partition_id), []).append(record)
+        moved = [rs for key, rs in by_partition.items() if key in self.moved]
+        kept = [rs for key, rs in by_partition.items() if key not in self.moved]
+        return [r for rs in (*moved, *kept) for r in rs]
 
 
 def _reelect(
@@ -227,13 +246,14 @@ def broker_change(
         came_up={*new, *bounced},
     )
     return ControllerResult(
-        records=records + changes.records,
+        records=records + changes.elections_first(),
         response=BrokerChangeResponse(
             new_broker_ids=tuple(new),
             dead_broker_ids=tuple(dead),
             bounced_broker_ids=tuple(bounced),
         ),
         state_changes=state_changes,
+        atomic=False,
     )
 
 

@@ -76,7 +76,10 @@ def _fence_zk_broker(
     )
     result = broker_change(state, BrokerChange(others), ctx)
     return ControllerResult(
-        records=result.records, response=_answer(None), state_changes=result.state_changes
+        records=result.records,
+        response=_answer(None),
+        state_changes=result.state_changes,
+        atomic=result.atomic,
     )
 
 

@@ -129,7 +129,17 @@ class _Event:
 class _Completion:
     """An event whose records were appended (or a read), waiting in the purgatory."""
 
-    __slots__ = ("after", "before", "event", "offset", "result", "started", "timer")
+    __slots__ = (
+        "after",
+        "before",
+        "event",
+        "hooks_before",
+        "offset",
+        "partial",
+        "result",
+        "started",
+        "timer",
+    )
 
     def __init__(
         self,
@@ -140,6 +150,9 @@ class _Completion:
         after: MetadataImage,
         started: float,
         timer: ControllerStateName | None,
+        *,
+        hooks_before: MetadataImage | None = None,
+        partial: bool = False,
     ) -> None:
         self.event = event
         self.offset = offset
@@ -149,6 +162,12 @@ class _Completion:
         self.after = after
         self.started = started
         self.timer = timer
+        self.hooks_before = before if hooks_before is None else hooks_before
+        """The image the commit hooks compare `after` with: `before`, or for a batch of a
+        non-atomic result the image after the previous batch."""
+        self.partial = partial
+        """A batch of a non-atomic result before its last: its commit runs the hooks only
+        (propagation follows the batches); the event is answered by the last one."""
 
 
 class ControllerDriver:
@@ -321,7 +340,13 @@ class ControllerDriver:
         completion = await self._run_event(event, started, timer)
         if completion is None:
             self._observe(timer, started)
-        elif completion.offset < 0 or (
+        else:
+            await self._hand_over(completion)
+
+    async def _hand_over(self, completion: _Completion) -> None:
+        """Finish `completion` now if nothing is left to wait for, else queue it in the
+        purgatory (in offset order)."""
+        if completion.offset < 0 or (
             not self._in_purgatory and self._state.committed_offset >= completion.offset
         ):
             # Nothing to wait for (a read with nothing pending, or a log whose append
@@ -358,7 +383,9 @@ class ControllerDriver:
             return _Completion(event, offset, result, before, before, started, timer)
         event.records = len(result.records)
         last_offset = -1
-        for batch in _batches(result):
+        batches = _batches(result)
+        hooks_before = before
+        for i, batch in enumerate(batches):
             if last_offset >= 0:
                 # A non-atomic result goes out batch by batch: the first ones commit (and
                 # reach the brokers) while the later ones are appended.
@@ -367,7 +394,19 @@ class ControllerDriver:
             if appended is None:
                 return None
             last_offset = appended
-        return _Completion(event, last_offset, result, before, self._state.image, started, timer)
+            if i < len(batches) - 1 and self._commit_hooks:
+                # ZK mode: each batch is propagated once committed, not the whole result
+                # at its end (Kafka's controller sends the elections before the shrinks).
+                after = self._state.image
+                await self._hand_over(
+                    _Completion(event, appended, result, before, after, started, timer,
+                                hooks_before=hooks_before, partial=True)
+                )  # fmt: skip
+                hooks_before = after
+        return _Completion(
+            event, last_offset, result, before, self._state.image, started, timer,
+            hooks_before=hooks_before,
+        )  # fmt: skip
 
     async def _append(
         self, event: _Event, records: Sequence[MetadataRecord], *, partly: bool
@@ -444,7 +483,8 @@ class ControllerDriver:
         self._wake_room()
         for completion in pending:
             completion.event.fail(code, message)
-            self._observe(completion.timer, completion.started)
+            if not completion.partial:
+                self._observe(completion.timer, completion.started)
         # Also what the running event appended before it failed (a non-atomic result's
         # earlier batches): nothing waits for those.
         self._state.revert()
@@ -455,6 +495,9 @@ class ControllerDriver:
 
     def _finish(self, completion: _Completion) -> None:
         result, request = completion.result, completion.event.request
+        if completion.partial:
+            self._run_commit_hooks(completion.hooks_before, completion.after)
+            return
         if result.records:
             unclean = sum(
                 1
@@ -466,7 +509,7 @@ class ControllerDriver:
                 self._metrics.unclean_leader_elections.inc(unclean)
             # Before the hooks: the elections precede their propagation in the log.
             _log_elections(request, completion.before, completion.after, result.records)
-            self._run_commit_hooks(completion.before, completion.after)
+            self._run_commit_hooks(completion.hooks_before, completion.after)
         if result.state_changes:
             _log_state_changes(type(request).__name__, result.state_changes)
         completion.event.finish(result.response)

@@ -123,6 +123,19 @@ def test_dead_leader_reelected_and_removed_from_isrs(h: Harness) -> None:
     assert h.state.image.cluster.broker(1) is None
 
 
+def test_a_dead_brokers_elections_come_before_the_shrinks_in_batches(h: Harness) -> None:
+    """The controller appends a large BrokerChange in batches and propagates each: the new
+    leaders first, as Kafka's onBrokerFailure elects before it takes replicas offline (the
+    result used to be one atomic write in partition order)."""
+    create(h, "t", (2, 1, 3), (1, 2, 3), (3, 1, 2), (2, 3, 1), (1, 3, 2))
+    result = h.run(live(h, 2, 3))
+    assert not result.atomic
+    changes = [r for r in result.records if isinstance(r, PartitionChangeRecord)]
+    # Partitions 1 and 4 were led by the dead broker 1; the others only lose it from the ISR.
+    assert [r.partition_id for r in changes] == [1, 4, 0, 2, 3]
+    assert [r.leader for r in changes[:2]] == [2, 3]
+
+
 def test_replica_dead_before_failover_leaves_isrs_it_only_followed(h: Harness) -> None:
     # A new controller loads /brokers/ids without broker 3, but the partition state znodes still
     # list 3 in ISRs: its first BrokerChange takes 3 out of them, as Kafka's replica state

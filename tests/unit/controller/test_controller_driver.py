@@ -502,3 +502,30 @@ async def test_a_commit_failure_between_batches_stops_the_rest(
         assert log.sizes == [1, n]  # the second batch was never appended
         assert answers == [ErrorCode.NOT_CONTROLLER] * 2
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("listen", [False, True])
+async def test_each_batch_of_a_non_atomic_result_is_propagated_once_committed(
+    monkeypatch: pytest.MonkeyPatch, listen: bool
+) -> None:
+    """ZK mode propagates through commit hooks: a dead broker's 25,000 changes were sent to
+    the brokers only once the last of them was written (3.5 s of znode writes and one
+    LeaderAndIsr of every partition), not batch by batch."""
+    monkeypatch.setitem(operations.OPERATIONS, ManyNoOps, many_noops)
+    log = SizesLog()
+    driver = make_driver(log, listen=listen)
+    seen: list[tuple[int, int]] = []
+    driver.add_commit_hook(
+        lambda before, after: seen.append(
+            (before.provenance.last_offset, after.provenance.last_offset)
+        )
+    )
+    n = MAX_RECORDS_PER_BATCH
+    async with trio.open_nursery() as nursery:
+        await nursery.start(driver.run)
+        assert (await driver.submit(ManyNoOps(2 * n + 5, atomic=False))).error_code == 0
+        assert seen == [(-1, n - 1), (n - 1, 2 * n - 1), (2 * n - 1, 2 * n + 4)]
+        seen.clear()
+        assert (await driver.submit(ManyNoOps(2 * n + 5, atomic=True))).error_code == 0
+        assert seen == [(2 * n + 4, 4 * n + 9)]
+        nursery.cancel_scope.cancel()
