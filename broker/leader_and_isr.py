@@ -84,6 +84,10 @@ class ControllerRequestHandler:
         """The newest controller epoch seen (Kafka's ReplicaManager.controllerEpoch)."""
         self.controller_id = -1
         """The controller of the newest accepted request; Metadata reports it."""
+        self._ineligible_live: frozenset[int] | None = None
+        """The live brokers the ineligible replicas were last computed from."""
+        self._new_leaders: set[TopicPartition] = set()
+        """Partitions made leaders here since then (their ineligible replicas are due)."""
 
     # -- fencing ---------------------------------------------------------------------------
 
@@ -152,6 +156,7 @@ class ControllerRequestHandler:
                 leaders=leaders, followers=followers, live_brokers=live
             )
         )
+        self._new_leaders.update(c.tp for c in leaders)
         # No HW checkpoint here: as Kafka's ReplicaManager, the periodic one
         # (replica.high.watermark.checkpoint.interval.ms) and the one at shutdown write it.
         # Rewriting the HWs of every partition per LeaderAndIsr was 12.5% of a broker's
@@ -286,9 +291,19 @@ class ControllerRequestHandler:
         return UpdateMetadataResponse()
 
     def _update_ineligible(self) -> None:
-        """Brokers not live may not join an ISR (Kafka checks this on expansion)."""
+        """Brokers not live may not join an ISR (Kafka checks this on expansion). Every led
+        partition when the live brokers changed, else only the leaders made since: a large
+        change arrives as several LeaderAndIsr and UpdateMetadata, and walking every
+        partition per UpdateMetadata made its cost follow the broker, not the change."""
         live = frozenset(self.publisher.image.cluster.brokers)
-        for partition in self.partitions.partitions.values():
+        partitions = self.partitions.partitions
+        if live != self._ineligible_live:
+            chosen = list(partitions.values())
+        else:
+            chosen = [p for tp in self._new_leaders if (p := partitions.get(tp)) is not None]
+        self._ineligible_live = live
+        self._new_leaders.clear()
+        for partition in chosen:
             state = partition.state
             if state.is_leader:
                 state.ineligible_replicas = frozenset(r for r in state.replicas if r not in live)

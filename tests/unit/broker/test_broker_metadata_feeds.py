@@ -22,7 +22,17 @@ from protocol.codec import RequestEnvelope
 from protocol.config_defs import ConfigError
 from protocol.messages import ApiKey
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from protocol.messages.leader_and_isr import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrTopicState,
+)
+from protocol.messages.update_metadata import (
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 from protocol.metadata.records import (
     BrokerEndpoint,
     PartitionRecord,
@@ -210,3 +220,61 @@ async def test_raft_controlled_shutdown_is_the_wiring_s_hook(tmp_path: Path) -> 
     await RaftMetadataFeed(Source(), controlled_shutdown=hook).controlled_shutdown()
     await RaftMetadataFeed(Source()).controlled_shutdown()  # combined: none
     assert calls == ["lifecycle"]
+
+
+def _lai(*partitions: tuple[int, int]) -> LeaderAndIsrRequest:
+    """A LeaderAndIsr from controller 5 for t-<pid> led by <leader>, replicas (1, 2, 3)."""
+    return LeaderAndIsrRequest(
+        controller_id=5,
+        controller_epoch=1,
+        broker_epoch=-1,
+        topic_states=(
+            LeaderAndIsrTopicState(
+                topic_name="t",
+                topic_id=TOPIC_ID,
+                partition_states=tuple(
+                    LeaderAndIsrPartitionState(
+                        partition_index=pid, controller_epoch=1, leader=leader, leader_epoch=1,
+                        isr=(1, 2, 3), partition_epoch=1, replicas=(1, 2, 3),
+                    )
+                    for pid, leader in partitions
+                ),
+            ),
+        ),
+        live_leaders=(),
+    )  # fmt: skip
+
+
+def _um(*live: int) -> UpdateMetadataRequest:
+    return UpdateMetadataRequest(
+        controller_id=5,
+        controller_epoch=1,
+        broker_epoch=-1,
+        topic_states=(),
+        live_brokers=tuple(
+            UpdateMetadataBroker(
+                id=b,
+                endpoints=(UpdateMetadataEndpoint(port=9000 + b, host="h", listener="PLAINTEXT"),),
+            )
+            for b in live
+        ),
+    )
+
+
+def test_zk_update_metadata_recomputes_ineligible_replicas_only_where_needed(make: Made) -> None:
+    """A large ZK-mode change arrives as several LeaderAndIsr + UpdateMetadata pairs; each
+    UpdateMetadata walked every led partition (O(partitions) per request). Now: all of them
+    when the live brokers changed, else only the leaders made since."""
+    broker = make("zk")
+    requests = broker.feed.requests  # type: ignore[attr-defined]
+    requests.leader_and_isr(_lai((0, 1)))
+    requests.update_metadata(_um(1, 2))
+    led = broker.partitions.partitions[TopicPartition("t", 0)].state
+    assert led.ineligible_replicas == frozenset({3})
+    led.ineligible_replicas = frozenset({99})  # a marker: untouched unless recomputed
+    requests.leader_and_isr(_lai((1, 1)))
+    requests.update_metadata(_um(1, 2))  # the same live brokers: only t-1 is computed
+    assert led.ineligible_replicas == frozenset({99})
+    assert broker.partitions.partitions[TopicPartition("t", 1)].state.ineligible_replicas == {3}
+    requests.update_metadata(_um(1, 2, 3))  # broker 3 is back: every leader
+    assert led.ineligible_replicas == frozenset()
