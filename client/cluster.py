@@ -256,10 +256,24 @@ class ClusterClient:
             return False
         return self._refresh_wanted or (self.metadata.age_ms(now) >= self.metadata_max_age_ms)
 
+    def _leaders_of_tracked(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(leader, leader epoch) of every known partition of the tracked topics."""
+        out = {}
+        for topic in self.topics:
+            info = self.metadata.topics.get(topic)
+            if info is not None:
+                for p in info.partitions:
+                    live = (
+                        p.leader if self.metadata.leader_for(topic, p.partition) is not None else -1
+                    )
+                    out[(topic, p.partition)] = (live, p.leader_epoch)
+        return out
+
     def _next_refresh_allowed_ms(self) -> float:
         """After a refresh that failed, or succeeded without what the client waits for (a
         tracked topic unknown, a partition without a leader), Kafka's exponential refresh
-        backoff (KIP-580: retry.backoff.ms up to retry.backoff.max.ms). Without it a client
+        backoff (KIP-580: retry.backoff.ms up to retry.backoff.max.ms), growing while the
+        answers do not change and back to retry.backoff.ms when one did. Without it a client
         with every broker down, or a partition without a leader, asks again at once, forever."""
         if not self._fruitless_refreshes:
             return -float("inf")
@@ -274,6 +288,7 @@ class ClusterClient:
         async with self._refresh_lock:
             self._refresh_wanted = False
             self._last_refresh_ms = now_ms()
+            before = self._leaders_of_tracked()
             try:
                 await self.refresh_metadata(self.topics)
             except KafkaError as exc:
@@ -285,6 +300,11 @@ class ClusterClient:
             else:
                 if self.metadata.complete_for(self.topics):
                     self._fruitless_refreshes = 0
+                elif self._leaders_of_tracked() != before:
+                    # Progress (new leaders while a failover's changes land): the next
+                    # refresh one retry.backoff.ms later, as Kafka's Metadata resets its
+                    # equivalent-response backoff when a response changed something.
+                    self._fruitless_refreshes = 1
                 else:
                     self._fruitless_refreshes += 1
             finally:

@@ -112,3 +112,44 @@ async def test_connects_to_a_refusing_broker_back_off(monkeypatch: pytest.Monkey
         gaps = [b - a for a, b in itertools.pairwise(attempts)]
         assert min(gaps) >= 0.035, gaps  # never two at once (50 ms less 20% jitter)
         nursery.cancel_scope.cancel()
+
+
+async def test_refreshes_that_show_progress_go_back_to_the_base_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a failover's changes land on the brokers step by step, each refresh shows some new
+    leaders: Kafka's Metadata then resets its backoff (equivalent responses only grow it).
+    Before, any refresh still missing a leader doubled it, up to retry.backoff.max.ms, so a
+    client learned a leader that had moved up to a second after it had."""
+    clock = [1_000_000.0]
+    monkeypatch.setattr(client_cluster, "now_ms", lambda: clock[0])
+    broker = FakeBroker()
+    broker.create("t", partitions=3)
+    broker.leaderless.update({("t", 0), ("t", 1), ("t", 2)})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        config = admin_config(
+            bootstrap_servers=f"127.0.0.1:{broker.port}",
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=10_000,
+        )
+        cluster = ClusterClient(config, nursery)
+        cluster.topics.add("t")
+
+        async def refresh_when_allowed() -> float:
+            cluster.request_update()
+            wait = max(cluster._next_refresh_allowed_ms() - clock[0], 0.0)
+            clock[0] += wait * 1.5  # the jitter (+-20%) is drawn again at each look
+            refreshes = _metadata_requests(broker)
+            await cluster.maybe_refresh()
+            assert _metadata_requests(broker) == refreshes + 1
+            return wait
+
+        await refresh_when_allowed()  # learns the topic
+        same = [await refresh_when_allowed() for _ in range(3)]  # nothing changed
+        assert same[0] < same[1] < same[2], same  # ~100, 200, 400 ms: growing
+        broker.leaderless.discard(("t", 0))  # a step of the failover lands
+        await refresh_when_allowed()
+        assert await refresh_when_allowed() <= 120  # back to retry.backoff.ms (+20% jitter)
+        await cluster.aclose()
+        nursery.cancel_scope.cancel()
