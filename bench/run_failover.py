@@ -229,7 +229,11 @@ class Sampler:
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
-                env={**os.environ, "PYTHONPATH": str(ROOT), "TRIOKA_LOG_LEVEL": "ERROR"},
+                env={
+                    **os.environ,
+                    "PYTHONPATH": str(ROOT),
+                    "TRIOKA_LOG_LEVEL": os.environ.get("BENCH_SAMPLER_LOG_LEVEL", "ERROR"),
+                },
                 start_new_session=True,
             )
 

@@ -178,7 +178,13 @@ class Log:
         self._log_start = min(max(log_start_offset or 0, self._bases[0]), self._leo)
         self._epoch_cache.truncate_from_end(self._leo)
         self._epoch_cache.truncate_from_start(self._log_start)
-        self._recovery_point = self._leo
+        # Kafka's LogLoader: the recovery point moves only when the log is flushed; after an
+        # unclean stop it stays where it was (recovery checked, but did not fsync, the rest).
+        unclean = not (clean_shutdown or created)
+        self._recovery_point = min(recovery_point, self._leo) if unclean else self._leo
+        # Recovered segments before the active one get the fsync of rolled segments from the
+        # log manager's flusher, which then moves the recovery point up to the active one.
+        self._rolled_unflushed = self._recovery_point < self._bases[-1]
         if created:
             self._metadata_dirty = self._parent_dirty = True
         # After an unclean stop only what was flushed before it (the old recovery point) is

@@ -102,7 +102,8 @@ class LogManager:
         for d in self.log_dirs:
             self._load_dir(d, topic_configs)
         self._started = True
-        # Recovery made every loaded log durable to its end: record that at once.
+        # A recovery point never moves past what is flushed; one cut below the checkpoint
+        # (a log truncated by recovery) is recorded at once.
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
 

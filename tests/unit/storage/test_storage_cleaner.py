@@ -280,7 +280,9 @@ def test_crash_at_each_step_reopens_with_every_kept_record(
     assert again.log_end_offset == 300
     offsets = [r.offset for r in got]
     assert offsets == sorted(set(offsets))
-    # A cleaning after the restart finishes the job.
+    # A cleaning after the restart finishes the job, once the log manager's flusher made the
+    # segments recovery checked durable (their recovery point).
+    again.flush_rolled_segments()
     run_cleaning(again)
     assert len(scan(again)) == 5
 

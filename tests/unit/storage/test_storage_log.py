@@ -562,3 +562,28 @@ def test_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
     assert again.log_end_offset == 40
     assert again.offset_for_timestamp(1050) == (1100, 22)
     assert [r.offset for r in read_all(again, start=5)] == list(range(5, 40))
+
+
+def test_an_unclean_open_fsyncs_nothing_and_keeps_the_recovery_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LogLoader: recovery checks the segments past the recovery point but does not
+    fsync them, and the recovery point moves only when a flush made them durable. Fsyncing
+    every recovered segment, its indexes and its directory was 8 of the 15 s a broker with
+    25,000 partitions took to start after a SIGKILL."""
+    cfg = SMALL.replace(segment_bytes=400)
+    log = open_log(tmp_path, cfg)
+    for _ in range(6):
+        log.append_as_leader(batch(2, size=30), 0)
+    log.release_handles()  # killed: nothing flushed, no clean shutdown
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    again = open_log(tmp_path, cfg, recovery_point=0, clean_shutdown=False)
+    assert fsyncs == []
+    assert again.log_end_offset == 12 and again.recovery_point == 0
+    # The log manager's flusher then makes the rolled segments durable, as after a roll.
+    assert again.needs_flush(0)
+    again.flush_rolled_segments()
+    assert again.recovery_point == again.segments[-1].base_offset > 0
+    assert fsyncs
