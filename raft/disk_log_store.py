@@ -110,7 +110,7 @@ class DiskLogStore:
             self.truncate_to_snapshot(latest)
 
     def _open(self, log_start: int | None, *, clean: bool = False) -> Log:
-        return Log.open(
+        log = Log.open(
             self.directory,
             self._config,
             clock_ms=self._clock,
@@ -120,6 +120,12 @@ class DiskLogStore:
             # (.checkpoint files) are the Raft store's, never the producer state's.
             producer_state=False,
         )
+        if not clean:
+            # Recovery checked the log without fsyncing it (storage keeps the recovery point
+            # where it was): what it kept is made durable here, one log, so that it counts
+            # as flushed.
+            log.flush()
+        return log
 
     def _read_log_start(self) -> int | None:
         path = os.path.join(self.directory, LOG_START_FILE)

@@ -102,7 +102,7 @@ class LocalMetadataLog:
 
     def _open_log(self) -> Log:
         os.makedirs(os.path.dirname(self.directory) or ".", exist_ok=True)
-        return Log.open(
+        log_ = Log.open(
             self.directory,
             metadata_log_config(),
             handles=FileHandleCache(16),
@@ -112,6 +112,8 @@ class LocalMetadataLog:
             topic_id=METADATA_TOPIC_ID,
             producer_state=False,  # metadata batches carry no producer ids
         )
+        log_.flush()  # what recovery kept is replayed as committed: make it durable first
+        return log_
 
     async def aclose(self) -> None:
         """Flush and close; later calls raise MetadataLogError. Idempotent."""
