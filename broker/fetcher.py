@@ -364,6 +364,7 @@ class ReplicaFetcher:
                     message=part.error_message,
                 )
             return
+        st.on_answer()
         try:
             if part.diverging_epoch is not None:
                 diverging = DivergingEpoch(

@@ -84,6 +84,11 @@ def follower_high_watermark(
     return max(min(leader_high_watermark, log_end_offset), log_start, 0)
 
 
+LEADER_BEHIND_ERRORS = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+"""Answers of a broker that is not (yet) the leader in our epoch."""
+LEADER_BEHIND_BACKOFF_MS = 50
+
+
 @dataclass(slots=True)
 class FollowerFetchState:
     topic_id: str
@@ -95,6 +100,8 @@ class FollowerFetchState:
     delayed_until_ms: int | None = None
     epoch_checks: bool = True
     """False only in the pre-KIP-101 mode: fetch without last_fetched_epoch."""
+    leader_behind: int = 0
+    """Consecutive answers saying the leader has not applied our epoch's change yet."""
 
     @classmethod
     def become_follower(
@@ -235,5 +242,18 @@ class FollowerFetchState:
             # The leader is in a newer epoch than we know: wait to be told about it.
             self.status = FetchStatus.FAILED
             return FollowerErrorAction.AWAIT_LEADER_AND_ISR
+        if error in LEADER_BEHIND_ERRORS:
+            # The leader has not applied the change that made us its follower yet: the
+            # brokers apply a failover's changes in steps, each at its own pace, and half of
+            # the followers are told before their leader. It will know in a moment, not in
+            # replica.fetch.backoff.ms: retry after 50 ms, doubling up to that backoff.
+            self.leader_behind += 1
+            wait = min(backoff_ms, LEADER_BEHIND_BACKOFF_MS << min(self.leader_behind - 1, 10))
+            self.delayed_until_ms = now_ms + wait
+            return FollowerErrorAction.RETRY_AFTER_BACKOFF
         self.delayed_until_ms = now_ms + backoff_ms
         return FollowerErrorAction.RETRY_AFTER_BACKOFF
+
+    def on_answer(self) -> None:
+        """A fetch answer without an error for this partition."""
+        self.leader_behind = 0
