@@ -26,6 +26,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from client import Producer
+from deploy.telemetry.logs import configure_logging
 
 
 def parse_partition(item: str) -> tuple[str, int]:
@@ -77,6 +78,9 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=100.0)
     parser.add_argument("--delivery-timeout-ms", type=int, default=600_000)
     parser.add_argument("partitions", nargs="+", metavar="TOPIC:PARTITION")
+    # The client's own log lines (TRIOKA_LOG_LEVEL, ERROR unless the benchmark was run with
+    # BENCH_SAMPLER_LOG_LEVEL) go to stderr, which the benchmark keeps beside the samples.
+    configure_logging(role="sampler", stream=sys.stderr, json=True)
     trio.run(run, parser.parse_args())
 
 
