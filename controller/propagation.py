@@ -35,9 +35,11 @@ UpdateMetadata to every live broker when a topic is queued, and the deletion's S
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from protocol.messages import Request
 from protocol.messages.leader_and_isr import (
     LeaderAndIsrLiveLeader,
     LeaderAndIsrPartitionState,
@@ -393,3 +395,80 @@ def plan_topic_deletion(
                 )
             )
     return _build(image, controller, batches, metadata or None, ())
+
+
+def coalesce(queued: Sequence[Request]) -> tuple[list[Request], int]:
+    """What a broker's channel sends next when several requests wait: the longest prefix of
+    `queued` made of incremental LeaderAndIsr and UpdateMetadata of one controller epoch and
+    broker epoch, as one LeaderAndIsr then one UpdateMetadata (a partition named twice keeps
+    its later state; the live brokers are the last request's), and how many requests of
+    `queued` that covers (at least the first). A large change is propagated batch by batch
+    (the driver's commit hooks); a broker slower than the batches then gets what piled up in
+    one round trip, not one per batch. A FULL LeaderAndIsr, a StopReplica or another epoch
+    ends the prefix: they keep their place."""
+    first = queued[0]
+    taken = 0
+    lais: list[LeaderAndIsrRequest] = []
+    ums: list[UpdateMetadataRequest] = []
+    for request in queued:
+        if not _coalescible(request, first):
+            break
+        (lais if isinstance(request, LeaderAndIsrRequest) else ums).append(request)  # type: ignore[arg-type]
+        taken += 1
+    if taken <= 1:
+        return [first], 1
+    out: list[Request] = []
+    if lais:
+        out.append(_merged_leader_and_isr(lais))
+    if ums:
+        out.append(_merged_update_metadata(ums))
+    return out, taken
+
+
+def _coalescible(request: Request, first: Request) -> bool:
+    if isinstance(request, LeaderAndIsrRequest):
+        if request.type != LeaderAndIsrType.INCREMENTAL:
+            return False
+    elif not isinstance(request, UpdateMetadataRequest):
+        return False
+    epochs = (request.controller_id, request.controller_epoch, request.broker_epoch)  # type: ignore[attr-defined]
+    return epochs == (first.controller_id, first.controller_epoch, first.broker_epoch)  # type: ignore[attr-defined]
+
+
+def _merged_topics(
+    states: Iterable[tuple[str, str, Iterable[Any]]],
+) -> dict[tuple[str, str], dict[int, Any]]:
+    merged: dict[tuple[str, str], dict[int, Any]] = {}
+    for name, topic_id, partitions in states:
+        into = merged.setdefault((name, topic_id), {})
+        for p in partitions:
+            into[p.partition_index] = p
+    return merged
+
+
+def _merged_leader_and_isr(requests: Sequence[LeaderAndIsrRequest]) -> LeaderAndIsrRequest:
+    topics = _merged_topics(
+        (t.topic_name, t.topic_id, t.partition_states) for r in requests for t in r.topic_states
+    )
+    leaders = {lead.broker_id: lead for r in requests for lead in r.live_leaders}
+    return replace(
+        requests[-1],
+        topic_states=tuple(
+            LeaderAndIsrTopicState(topic_name=n, topic_id=i, partition_states=tuple(ps.values()))
+            for (n, i), ps in topics.items()
+        ),
+        live_leaders=tuple(leaders.values()),
+    )
+
+
+def _merged_update_metadata(requests: Sequence[UpdateMetadataRequest]) -> UpdateMetadataRequest:
+    topics = _merged_topics(
+        (t.topic_name, t.topic_id, t.partition_states) for r in requests for t in r.topic_states
+    )
+    return replace(
+        requests[-1],
+        topic_states=tuple(
+            UpdateMetadataTopicState(topic_name=n, topic_id=i, partition_states=tuple(ps.values()))
+            for (n, i), ps in topics.items()
+        ),
+    )

@@ -21,6 +21,7 @@ broker epoch would be refused anyway.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ import structlog
 import trio
 
 from controller.ports import BrokerSender
-from controller.propagation import BrokerRequests
+from controller.propagation import BrokerRequests, coalesce
 from protocol.errors import KafkaError, ProtocolError
 from protocol.messages import Request, Response
 from protocol.metadata.image import BrokerRegistration, MetadataImage
@@ -242,18 +243,37 @@ class ControllerChannelManager:
                 self.remove_broker(broker_id)
 
     async def _sender_task(self, channel: _BrokerChannel) -> None:
+        backlog: deque[Request] = deque()
         with channel.scope:
-            async for request in channel.receive:
-                response = await self._send_until_answered(channel, request)
-                channel.done_one()
-                if response is None:
-                    continue
-                channel.sent += 1
-                if self._on_response is not None:
+            while True:
+                if not backlog:
                     try:
-                        self._on_response(channel.address.broker_id, request, response)
-                    except Exception:
-                        log.exception("controller channel response callback failed")
+                        backlog.append(await channel.receive.receive())
+                    except trio.EndOfChannel:
+                        return
+                while True:  # what else waits: sent together where it can be
+                    try:
+                        backlog.append(channel.receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                requests, taken = coalesce(list(backlog))
+                for _ in range(taken):
+                    backlog.popleft()
+                for request in requests:
+                    await self._send_one(channel, request)
+                for _ in range(taken):
+                    channel.done_one()
+
+    async def _send_one(self, channel: _BrokerChannel, request: Request) -> None:
+        response = await self._send_until_answered(channel, request)
+        if response is None:
+            return
+        channel.sent += 1
+        if self._on_response is not None:
+            try:
+                self._on_response(channel.address.broker_id, request, response)
+            except Exception:
+                log.exception("controller channel response callback failed")
 
     async def _send_until_answered(
         self, channel: _BrokerChannel, request: Request
