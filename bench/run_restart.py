@@ -46,6 +46,7 @@ from run_failover import (
 )
 
 from deploy.cluster.supervisor import read_state, start_broker
+from deploy.telemetry.logs import configure_logging
 
 
 def full(p: Any) -> bool:
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     args.sample = min(args.sample, args.partitions)
+    configure_logging(role="bench", level="WARNING", stream=sys.stderr)
     modes = ["zk", "raft"] if args.mode == "both" else [args.mode]
     reports = [run_mode(m, args) for m in modes]
     print(f"whole-cluster restart, {args.partitions:,} partitions, brokers down {args.down_s:g} s")
