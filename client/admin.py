@@ -322,17 +322,24 @@ class Admin(GroupAdmin, ClientBase):
         wanted = tuple(sorted(set(names)))
         cluster = self._client()
         deadline = now_ms() + (self._api_timeout_ms if timeout_ms is None else timeout_ms)
-        await self._refresh(())
+        try:
+            await self._refresh(())
+        except KafkaError:
+            return []  # the brokers cannot be listed: nothing to wait for
         pending = set(cluster.metadata.brokers)
         attempt = 0
         while pending:
             attempt += 1
             for node_id in sorted(pending):
+                if now_ms() >= deadline:
+                    break
                 try:
                     response = await cluster.send(node_id, MetadataRequest(topics=wanted))
                 except KafkaConnectionError:
                     pending.discard(node_id)  # down: it learns the topic when it comes back
                     continue
+                except KafkaError:
+                    continue  # slow to answer (a timeout): it stays pending
                 if _shows_leaders(response, wanted, partitions or {}):
                     pending.discard(node_id)
             remaining = deadline - now_ms()

@@ -174,7 +174,13 @@ class Log:
         if clean_shutdown or created:
             self._leo = self._segments[-1].read_next_offset()
         else:
+            before = self._bases
             self._recover(recovery_point)
+            if self._bases != before:
+                # Recovery deleted damaged segments (or started an empty one): the next
+                # flush fsyncs the directory, or those entries could come back after a
+                # power loss under a later clean-shutdown marker.
+                self._metadata_dirty = True
         self._log_start = min(max(log_start_offset or 0, self._bases[0]), self._leo)
         self._epoch_cache.truncate_from_end(self._leo)
         self._epoch_cache.truncate_from_start(self._log_start)

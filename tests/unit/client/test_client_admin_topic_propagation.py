@@ -129,3 +129,16 @@ def test_topic_create_returns_once_every_broker_shows_it(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert len(lagging.topics.get("t", ())) == 2  # old code: returned while node 2 did not know t
+
+
+async def test_a_broker_that_does_not_answer_is_reported_not_raised(nursery: trio.Nursery) -> None:
+    """A broker slower than request.timeout.ms made the wait raise, and `topic create` fail
+    after the topic was created (review finding)."""
+    controller, lagging = await cluster(nursery, lag=None)
+    lagging.held = trio.Event()  # answers nothing until the test ends
+    async with admin_of(controller, request_timeout_ms=200) as admin:
+        await admin.create_topics([NewTopic("t", 1)])
+        with trio.fail_after(5):
+            late = await admin.wait_for_topics(["t"], timeout_ms=600)
+        lagging.held.set()
+    assert late == [2]

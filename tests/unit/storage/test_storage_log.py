@@ -10,6 +10,7 @@ import pytest
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.record_batch import CRC_OFFSET, Compression, Record, build_batch, read_header
 from storage import Log, LogConfig, UnexpectedAppendOffsetError
+from storage import log as storage_log
 from storage.files import FileHandleCache
 from tests.unit.storage.storage_helpers import SMALL, batch, read_all, records_of
 
@@ -547,6 +548,26 @@ def test_unclean_open_drops_a_segment_that_does_not_continue_the_log(tmp_path: P
     again = open_log(tmp_path, cfg, recovery_point=0)
     assert again.log_end_offset == 12 and not stray.exists()
     assert [s.base_offset for s in again.segments] == bases
+
+
+def test_a_segment_recovery_deleted_is_made_durable_by_the_next_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery no longer fsyncs; a segment it deleted must still not come back after a power
+    loss: the next flush fsyncs the directory (review finding on the change to recovery)."""
+    cfg = SMALL.replace(segment_bytes=400)
+    log = open_log(tmp_path, cfg)
+    for _ in range(6):
+        log.append_as_leader(batch(2, size=30), 0)
+    log.close()
+    stray = tmp_path / "t-0" / f"{log.segments[-1].base_offset + 1000:020d}.log"
+    stray.write_bytes(batch(1))
+    synced: list[str] = []
+    monkeypatch.setattr(storage_log, "fsync_dir", lambda d: synced.append(str(d)))
+    again = open_log(tmp_path, cfg, recovery_point=0)
+    assert not stray.exists() and synced == []  # recovery itself fsyncs nothing
+    again.flush()
+    assert str(tmp_path / "t-0") in synced
 
 
 def test_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
