@@ -56,7 +56,7 @@ from protocol.messages.broker_lifecycle import (
 )
 from protocol.messages.topics import CreatableTopic, CreateTopicsRequest
 from protocol.metadata.image import MetadataImage
-from protocol.metadata.records import FenceBrokerRecord, MetadataRecord
+from protocol.metadata.records import MetadataRecord
 from raft.local_log import LocalMetadataLog
 
 CLUSTER_ID = "bench-controller-scale"
@@ -69,11 +69,10 @@ class Commits:
     """A log listener noting when each committed batch reached the controller."""
 
     def __init__(self) -> None:
-        self.times: list[tuple[float, int, bool]] = []  # (time, last offset, has a fence)
+        self.times: list[tuple[float, int]] = []  # (time, last offset)
 
     async def __call__(self, batch: Sequence[tuple[int, MetadataRecord]]) -> None:
-        fence = any(isinstance(r, FenceBrokerRecord) for _, r in batch)
-        self.times.append((time.perf_counter(), batch[-1][0], fence))
+        self.times.append((time.perf_counter(), batch[-1][0]))
 
 
 class Controller:
