@@ -49,10 +49,25 @@ from protocol.messages.metadata import MetadataRequest, MetadataResponse  # noqa
 __all__ = [
     "ROOT",
     "BenchCluster",
+    "cpu_s",
     "metadata_of",
     "parse_time",
+    "rss_bytes",
     "run_json",
 ]
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (/proc/<pid>/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_bytes(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
 
 
 def parse_time(iso: str) -> float:
@@ -200,12 +215,29 @@ class BenchCluster:
             raise RuntimeError(f"{node.name} is not running")
         at = time.time()
         os.kill(node.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        self.wait_gone(node_id, within=10)
+        return at
+
+    def terminate(self, node_id: int) -> float:
+        """SIGTERM broker `node_id` (a controlled shutdown) by pid; returns the wall-clock time
+        of the signal without waiting for the exit (`wait_gone`)."""
+        node = self.node(node_id)
+        if not node_alive(node):
+            raise RuntimeError(f"{node.name} is not running")
+        at = time.time()
+        os.kill(node.pid, signal.SIGTERM)
+        return at
+
+    def wait_gone(self, node_id: int, *, within: float) -> float | None:
+        """The wall-clock time `node_id`'s process was seen gone (reaped), or None if it still
+        runs after `within` seconds."""
+        node = self.node(node_id)
+        deadline = time.monotonic() + within
         while node_alive(node) and time.monotonic() < deadline:
             time.sleep(0.01)  # polling a condition under a deadline
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(node.pid, os.WNOHANG)  # our child: reap the zombie
-        return at
+        return None if node_alive(node) else time.time()
 
     def log_size(self, node_id: int) -> int:
         path = Path(self.node(node_id).log)

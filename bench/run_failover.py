@@ -49,6 +49,7 @@ import argparse
 import contextlib
 import datetime
 import functools
+import itertools
 import json
 import math
 import os
@@ -65,7 +66,7 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_support import ROOT, BenchCluster, metadata_of, parse_time
+from cluster_support import ROOT, BenchCluster, cpu_s, metadata_of, parse_time, rss_bytes
 
 from client import Admin, NewTopic
 from deploy.cli.options import parse_key_values
@@ -85,6 +86,7 @@ ELECTION_METRIC = STATS + "LeaderElectionRateAndTimeMs"
 FAILOVER_METRIC = STATS + "ControllerChangeRateAndTimeMs"
 """A ZK-mode failover (load and first requests) or resignation."""
 TOPIC_PREFIX = "fo"
+SHUTDOWN_DONE = ("controlled shutdown succeeded", "controlled shutdown allowed by the controller")
 
 
 def log(message: str) -> None:
@@ -395,6 +397,85 @@ async def kill_and_measure(
     return result
 
 
+async def shutdown_and_measure(
+    cluster: BenchCluster,
+    victim: int,
+    topics: set[str],
+    expected: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Controlled shutdown (SIGTERM) of `victim`: when every live broker's Metadata shows its
+    partitions led elsewhere, when the broker logged "controlled shutdown succeeded" and
+    exited, and each sampled partition's longest gap between two acknowledgements from the
+    signal until it was acknowledged again after the move (the sampler's 0.1 s pacing
+    included)."""
+    survivors = [i for i in cluster.live_ids() if i != victim]
+    led = await leaderships_of(cluster, victim, topics, survivors[0])
+    sample = led[:: max(1, len(led) // args.sample)][: args.sample]
+    sampler = Sampler(cluster, sample, cluster.dir / "sampler-shutdown.jsonl")  # type: ignore[operator]
+    result: dict[str, Any] = {"victim": victim, "victim_leaderships": len(led),
+                              "sampled": len(sample)}  # fmt: skip
+    try:
+        wanted = set(sample)
+        await sampler.wait(
+            lambda lines: wanted <= {(x["topic"], x["partition"]) for x in lines if x["ok"]},
+            120,
+            "first acknowledgement on every sampled partition",
+        )
+        offset = cluster.log_size(victim)
+        log(f"controlled shutdown: SIGTERM broker {victim} (leads {len(led)})")
+        t_stop = result["stop_time"] = cluster.terminate(victim)
+        meta_done = await wait_all(cluster, topics, expected,
+                                   lambda p: p.leader_id >= 0 and p.leader_id != victim,
+                                   within=args.wait_s, what="leaders moved off the broker",
+                                   node_ids=survivors)  # fmt: skip
+        t_moved = max(meta_done.values())
+        result["moved_s"] = t_moved - t_stop
+        lines = await sampler.wait(
+            lambda ls: len(sampler.acked_after(ls, t_moved)) == len(sample),
+            args.wait_s,
+            "acknowledgement after the move on every sampled partition",
+        )
+        gaps = sorted(longest_gap(lines, key, t_stop, t_moved) for key in sample)
+        result["sample_gap_median_s"] = statistics.median(gaps)
+        result["sample_gap_max_s"] = gaps[-1]
+        result["sample_errors"] = sum(1 for x in lines if not x["ok"] and x["done"] > t_stop)
+    finally:
+        sampler.stop()
+    gone = await trio.to_thread.run_sync(lambda: cluster.wait_gone(victim, within=args.wait_s))
+    result["exit_s"] = None if gone is None else gone - t_stop
+    # ZK mode's ControlledShutdown answered / Raft mode's heartbeat answer allowing it.
+    for e in cluster.events(victim, offset=offset):
+        if e.get("event") in SHUTDOWN_DONE and "timestamp" in e:
+            result["succeeded_s"] = parse_time(e["timestamp"]) - t_stop
+    return result
+
+
+def longest_gap(
+    lines: list[dict[str, Any]], key: tuple[str, int], start: float, end: float
+) -> float:
+    """The longest time between two acknowledgements of partition `key` from its last one
+    before `start` to its first one after `end`."""
+    acked = sorted(x["done"] for x in lines if x["ok"] and (x["topic"], x["partition"]) == key)
+    before = [t for t in acked if t <= start]
+    after = [t for t in acked if t > end]
+    window = [t for t in acked if (before and t >= before[-1]) or t > start]
+    window = [t for t in window if not after or t <= after[0]]
+    if not before:
+        window = [start, *window]
+    return max((b - a for a, b in itertools.pairwise(window)), default=0.0)
+
+
+async def leaderships_of(
+    cluster: BenchCluster, broker: int, topics: set[str], ask: int
+) -> list[tuple[str, int]]:
+    """The partitions of `topics` that broker `ask`'s Metadata shows `broker` leading."""
+    async with PooledTransport.open(client_id="bench-failover") as transport:
+        node = cluster.node(ask)
+        meta = await metadata_of(transport, node.host, node.port, timeout_s=60)
+    return sorted(k for k, p in partitions_of(meta, topics).items() if p.leader_id == broker)
+
+
 def start_profilers(
     cluster: BenchCluster, victim: int, label: str, args: argparse.Namespace
 ) -> list[subprocess.Popen[bytes]]:
@@ -693,10 +774,10 @@ def run_mode(mode: str, args: argparse.Namespace, report: dict[str, Any], lines:
     session_s = session_ms / 1000
     overrides = {"auto.leader.rebalance.enable": "false",
                  **parse_key_values(args.broker_override, "--broker-override")}  # fmt: skip
-    report.update(mode=mode, partitions=args.partitions, topics=n_topics)
+    report.update(mode=mode, partitions=args.partitions, topics=n_topics, brokers=args.brokers)
     lines.append(f"== {mode} mode ==")
     election = {"controller.quorum.election.timeout.ms": str(args.election_timeout_ms)}
-    with BenchCluster(mode=mode, brokers=3, session_timeout_ms=session_ms,
+    with BenchCluster(mode=mode, brokers=args.brokers, session_timeout_ms=session_ms,
                       overrides=overrides, keep=args.keep,
                       controller_overrides=election if mode == "raft" else {}) as cluster:  # fmt: skip
         cluster.up()
@@ -712,6 +793,8 @@ def run_mode(mode: str, args: argparse.Namespace, report: dict[str, Any], lines:
                                   within=args.wait_s, what="full ISRs"))  # fmt: skip
         report["full_isr_s"] = time.time() - t0
         log(f"all led with full ISRs {report['full_isr_s']:.1f} s after creation")
+        if args.idle_s:
+            report["idle"] = measure_idle(cluster, args.partitions, args.idle_s)
 
         async def controller() -> int:
             async with PooledTransport.open(client_id="bench-failover") as transport:
@@ -738,27 +821,20 @@ def run_mode(mode: str, args: argparse.Namespace, report: dict[str, Any], lines:
         lines += more
         report["broker_failover"] = result
 
+        if not (args.no_controller_kill and args.no_controlled_shutdown):
+            lines.append(restart_and_rejoin(cluster, victim, topics, args, report, "rejoin_s"))
+            print(lines[-1], flush=True)
+        if not args.no_controlled_shutdown:
+            target = trio.run(most_leaderships, trio.run(controller) if mode == "zk" else -1)
+            result = trio.run(shutdown_and_measure, cluster, target, topics, args.partitions,
+                              args)  # fmt: skip
+            report["controlled_shutdown"] = result
+            more = describe_shutdown(result)
+            more.append(restart_and_rejoin(cluster, target, topics, args, report,
+                                           "rejoin_after_shutdown_s"))  # fmt: skip
+            print("\n".join(more), flush=True)
+            lines += more
         if not args.no_controller_kill:
-            log(f"restarting broker {victim}")
-            t0 = time.time()
-            start_broker(cluster.dir / "cluster", victim, timeout=args.wait_s)  # type: ignore[operator]
-            cluster.state = read_state(cluster.dir / "cluster")  # type: ignore[operator]
-            try:
-                trio.run(lambda: wait_all(cluster, topics, args.partitions,
-                                          lambda p: p.leader_id >= 0 and len(p.isr_nodes) == 3,
-                                          within=args.rejoin_wait_s,
-                                          what="full ISRs after the restart"))  # fmt: skip
-                report["rejoin_s"] = time.time() - t0
-                line = (
-                    f"broker {victim} restarted: back in every ISR after {report['rejoin_s']:.1f} s"
-                )
-            except RuntimeError as exc:
-                # Reported, not fatal: the controller's failover does not need full ISRs.
-                report["rejoin_error"] = str(exc)[:300]
-                line = (f"broker {victim} restarted: NOT back in every ISR within "
-                        f"{args.rejoin_wait_s:g} s ({str(exc)[:200]})")  # fmt: skip
-            print(line, flush=True)
-            lines.append(line)
             if mode == "zk":
                 ctrl = trio.run(controller)
                 result = trio.run(functools.partial(
@@ -776,8 +852,79 @@ def run_mode(mode: str, args: argparse.Namespace, report: dict[str, Any], lines:
             report["controller_failover"] = result
 
 
+def measure_idle(cluster: BenchCluster, partitions: int, window_s: float) -> dict[str, Any]:
+    """Each broker's CPU (share of one core) over `window_s` of a quiet cluster, after 10 s to
+    settle, and its RSS at the end (per partition replica: RF=3, so a broker holds
+    3 * partitions / brokers replicas)."""
+    log(f"idle: settling 10 s, then measuring {window_s:g} s")
+    time.sleep(10)  # a quiet cluster is what is measured, not a condition
+    assert cluster.state is not None
+    pids = {b.node_id: b.pid for b in cluster.state.brokers}
+    before = {i: cpu_s(pid) for i, pid in pids.items()}
+    time.sleep(window_s)  # the measurement window itself
+    replicas = 3 * partitions / len(pids)
+    per = {i: {"cpu": (cpu_s(pid) - before[i]) / window_s, "rss": rss_bytes(pid)}
+           for i, pid in pids.items()}  # fmt: skip
+    return {
+        "window_s": window_s,
+        "brokers": per,
+        "cpu_max": max(x["cpu"] for x in per.values()),
+        "rss_max": max(x["rss"] for x in per.values()),
+        "rss_per_replica_max": max(x["rss"] for x in per.values()) / replicas,
+    }
+
+
+def restart_and_rejoin(
+    cluster: BenchCluster,
+    broker: int,
+    topics: set[str],
+    args: argparse.Namespace,
+    report: dict[str, Any],
+    key: str,
+) -> str:
+    """Start `broker` again and time it until it is back in every ISR: report[key] (seconds),
+    or report[key minus "_s" + "_error"] when not within --rejoin-wait-s (reported, not fatal: what
+    follows does not need full ISRs)."""
+    log(f"restarting broker {broker}")
+    t0 = time.time()
+    start_broker(cluster.dir / "cluster", broker, timeout=args.wait_s)  # type: ignore[operator]
+    cluster.state = read_state(cluster.dir / "cluster")  # type: ignore[operator]
+    try:
+        trio.run(lambda: wait_all(cluster, topics, args.partitions,
+                                  lambda p: p.leader_id >= 0 and len(p.isr_nodes) == 3,
+                                  within=args.rejoin_wait_s,
+                                  what="full ISRs after the restart"))  # fmt: skip
+    except RuntimeError as exc:
+        report[key.removesuffix("_s") + "_error"] = str(exc)[:300]
+        return (f"broker {broker} restarted: NOT back in every ISR within "
+                f"{args.rejoin_wait_s:g} s ({str(exc)[:200]})")  # fmt: skip
+    report[key] = time.time() - t0
+    return f"broker {broker} restarted: back in every ISR after {report[key]:.1f} s"
+
+
+def describe_shutdown(result: dict[str, Any]) -> list[str]:
+    return [
+        f"controlled shutdown: SIGTERM broker {result['victim']}, leader of "
+        f"{result['victim_leaderships']:,} partitions",
+        f"  every live broker's Metadata shows them led elsewhere {result['moved_s']:.2f} s "
+        f"after the signal; the broker logged its controlled shutdown succeeded after "
+        f"{_f(result.get('succeeded_s'))} s and exited after {_f(result.get('exit_s'))} s",
+        f"  longest gap between acknowledgements of the {result['sampled']} sampled partitions, "
+        f"median {result['sample_gap_median_s']:.2f} s, max {result['sample_gap_max_s']:.2f} s "
+        f"(0.1 s is the sampler's pacing); failed writes: {result['sample_errors']}",
+    ]
+
+
 def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def shutdown_cell(report: dict[str, Any]) -> str:
+    s = report.get("controlled_shutdown")
+    if not s or "moved_s" not in s:
+        return "-"
+    return (f"{s['victim_leaderships']:,} / {s['moved_s']:.2f} / {_f(s.get('exit_s'))} / "
+            f"{_f(s.get('sample_gap_median_s'))}, {_f(s.get('sample_gap_max_s'))}")  # fmt: skip
 
 
 def side_by_side(reports: list[dict[str, Any]]) -> list[str]:
@@ -816,6 +963,12 @@ def side_by_side(reports: list[dict[str, Any]]) -> list[str]:
             "gap": f"{_f(b.get('sample_gap_median_s'))} / {_f(b.get('sample_gap_max_s'))}",
             "errors": str(b.get("sample_errors", "-")),
             "rejoin": _f(r.get("rejoin_s"), 1) if "rejoin_error" not in r else "not within the deadline",
+            "shutdown": shutdown_cell(r),
+            "idle": (f"{100 * r['idle']['cpu_max']:.1f}% / {r['idle']['rss_max'] / 2**20:.0f} MiB"
+                     f" ({r['idle']['rss_per_replica_max'] / 1024:.1f} KB)" if "idle" in r else "-"),
+            "rejoin_clean": (_f(r.get("rejoin_after_shutdown_s"), 1)
+                             if "rejoin_after_shutdown_error" not in r
+                             else "not within the deadline"),
             "elected": _f(elected),
             "load": _f(load),
             "create_probe": _f(c.get("create_s_after_kill")),
@@ -825,6 +978,7 @@ def side_by_side(reports: list[dict[str, Any]]) -> list[str]:
         })  # fmt: skip
     names = [
         ("create", "create the partitions / then all led with full ISRs (s)"),
+        ("idle", "idle broker (the busiest): CPU of one core / RSS (per partition replica)"),
         ("leaderships", "broker kill: leaderships of the victim"),
         ("detect", "broker: detected after the kill (ZK session expiry / Raft fenced)"),
         ("meta", "broker: (b) every live broker's Metadata shows live leaders, from detection"),
@@ -832,6 +986,12 @@ def side_by_side(reports: list[dict[str, Any]]) -> list[str]:
         ("gap", "broker: per-partition unavailability from the kill, median / max"),
         ("errors", "broker: failed acks=all writes of the sampler after the kill"),
         ("rejoin", "victim restarted: back in every ISR (s)"),
+        (
+            "shutdown",
+            "controlled shutdown: leaderships / moved (all brokers' Metadata) / "
+            "exited / gap median, max (s)",
+        ),
+        ("rejoin_clean", "that broker restarted: back in every ISR (s)"),
         ("elected", "controller kill: new controller elected after the kill"),
         ("load", "controller: its load (ZK: reads + replay; Raft: NoOp commit + activation)"),
         ("create_probe", "controller: CreateTopics of a fresh topic completed after the kill"),
@@ -865,6 +1025,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="deadline for the restarted victim to be back in every ISR")  # fmt: skip
     parser.add_argument("--broker-override", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-controller-kill", action="store_true")
+    parser.add_argument("--no-controlled-shutdown", action="store_true",
+                        help="skip the controlled shutdown (SIGTERM) of the broker leading most")  # fmt: skip
+    parser.add_argument("--brokers", type=int, default=3, help="brokers (at least 3: RF=3)")
+    parser.add_argument("--idle-s", type=float, default=0.0,
+                        help="measure the brokers' idle CPU and RSS over S seconds once every "
+                        "partition has its full ISR (after 10 s to settle); 0: skip")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the cluster directory")
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
     parser.add_argument(
@@ -875,6 +1041,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--profile-s", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.brokers < 3:
+        parser.error(f"--brokers must be at least 3 (RF=3), not {args.brokers}")
     if args.partitions < 1 or args.sample < 1 or args.topics < 0:
         parser.error("--partitions and --sample must be at least 1, --topics at least 0")
     if args.session_timeout_ms and args.session_timeout_ms < 2000:
@@ -893,7 +1061,7 @@ def main(argv: list[str] | None = None) -> int:
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     print(f"trioka failover benchmark, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC,"
           f" commit {commit}, {platform.node()}, {os.cpu_count()} CPUs; mode(s) "
-          f"{', '.join(modes)}; 3 brokers, {args.partitions:,} partitions in {n_topics} topics, "
+          f"{', '.join(modes)}; {args.brokers} brokers, {args.partitions:,} partitions in {n_topics} topics, "
           f"RF=3, min.insync.replicas=2, session timeout "
           f"{args.session_timeout_ms or 'Kafka default'} ms "
           "(zookeeper.session.timeout.ms / broker.session.timeout.ms)", flush=True)  # fmt: skip

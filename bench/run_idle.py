@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,21 +25,8 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_support import BenchCluster
+from cluster_support import BenchCluster, cpu_s, rss_bytes
 from run_failover import KAFKA_SESSION_TIMEOUT_MS, TOPIC_PREFIX, create_topics, log, wait_all
-
-TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` (/proc/<pid>/stat, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def rss_bytes(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
 
 
 def measure(mode: str, partitions: int, args: argparse.Namespace) -> list[str]:

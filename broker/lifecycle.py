@@ -16,8 +16,8 @@ The sequence, as KRaft's:
   session timeout, a new controller without it): register again. Other errors (NOT_CONTROLLER,
   no answer) are retried after the retry backoff.
 - Controlled shutdown through the heartbeat: `begin_controlled_shutdown()` makes heartbeats
-  carry `want_shut_down` (sent at once, then every heartbeat interval) until an answer says
-  `should_shut_down`; `shutdown_deadline_ms` bounds the wait (then the broker shuts down
+  carry `want_shut_down` (sent at once, then each time the broker applied more metadata, else
+  every heartbeat interval) until an answer says `should_shut_down`; `shutdown_deadline_ms` bounds the wait (then the broker shuts down
   anyway, as ZK mode after controlled.shutdown.max.retries).
 """
 
@@ -108,6 +108,8 @@ class BrokerLifecycle:
         self._backoff_ms = retry_backoff_ms
         self._in_flight = False
         self._sent_want_fence = False
+        self._sent_offset = -1
+        self._applied_offset = -1
 
     # -- what to send ------------------------------------------------------------------
 
@@ -131,6 +133,7 @@ class BrokerLifecycle:
                 rack=r.rack,
             )
         self.note_metadata_offset(metadata_offset)
+        self._sent_offset = metadata_offset
         return BrokerHeartbeatRequest(
             broker_id=self.registration.broker_id,
             broker_epoch=self.broker_epoch,
@@ -142,9 +145,24 @@ class BrokerLifecycle:
     def note_metadata_offset(self, metadata_offset: int) -> bool:
         """The publisher applied up to `metadata_offset`; True when that is the initial
         catch-up (the offset reached the broker epoch for the first time)."""
+        self._applied_offset = max(self._applied_offset, metadata_offset)
         if self.caught_up or self.broker_epoch < 0 or metadata_offset < self.broker_epoch:
             return False
         self.caught_up = True
+        return True
+
+    def shutdown_heartbeat_due(self, now_ms: int) -> bool:
+        """While a controlled shutdown waits, the controller allows it only once this broker
+        has applied the records that moved its leaderships: a newly applied offset is reported
+        at once, not a heartbeat interval later (Kafka sends the second heartbeat of a
+        controlled shutdown after 50 ms). True when a heartbeat became due."""
+        if (
+            self.state is not BrokerState.PENDING_CONTROLLED_SHUTDOWN
+            or self._in_flight
+            or self._applied_offset <= self._sent_offset
+        ):
+            return False
+        self.next_due_ms = min(self.next_due_ms, now_ms)
         return True
 
     def begin_controlled_shutdown(self, now_ms: int) -> None:
@@ -218,6 +236,7 @@ class BrokerLifecycle:
             self.next_due_ms = now_ms
             return
         self.next_due_ms = now_ms + self.heartbeat_interval_ms
+        self.shutdown_heartbeat_due(now_ms)  # applied more while this one was in flight
 
     def _retry(self, now_ms: int) -> None:
         self.next_due_ms = now_ms + self._backoff_ms
@@ -277,6 +296,8 @@ class BrokerLifecycleManager:
         if self.lifecycle.note_metadata_offset(self.metadata_offset()):
             log.info(CAUGHT_UP, offset=self.metadata_offset())
             self._notify()
+        if self.lifecycle.shutdown_heartbeat_due(self._now_ms()):
+            self.wake()
 
     def set_ready_to_unfence(self) -> None:
         self.lifecycle.ready_to_unfence = True

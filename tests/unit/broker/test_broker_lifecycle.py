@@ -124,6 +124,37 @@ def test_controlled_shutdown_through_the_heartbeat() -> None:
     assert lc.next_request(10_000, 46) is None
 
 
+def test_a_pending_shutdown_reports_newly_applied_metadata_at_once() -> None:
+    """The controller allows the shutdown once the broker applied the records that moved its
+    leaderships: waiting a heartbeat interval (2 s) to say so delayed every controlled
+    shutdown by up to that interval."""
+    lc = _lifecycle()
+    _registered(lc)
+    lc.next_request(0, 40)
+    lc.on_heartbeat_response(BrokerHeartbeatResponse(is_fenced=False), 0)
+    lc.begin_controlled_shutdown(500)
+    assert lc.next_request(500, 45) is not None
+    lc.note_metadata_offset(47)  # the moves applied while the heartbeat was in flight
+    assert not lc.shutdown_heartbeat_due(510)  # one heartbeat in flight at a time
+    lc.on_heartbeat_response(BrokerHeartbeatResponse(is_fenced=False), 520)
+    assert lc.next_due_ms == 520
+    hb = lc.next_request(520, 47)
+    assert isinstance(hb, BrokerHeartbeatRequest) and hb.current_metadata_offset == 47
+    lc.on_heartbeat_response(BrokerHeartbeatResponse(is_fenced=False), 530)
+    assert lc.next_due_ms == 2530 and not lc.shutdown_heartbeat_due(600)  # nothing new
+    lc.note_metadata_offset(48)
+    assert lc.shutdown_heartbeat_due(700) and lc.next_due_ms == 700
+
+
+def test_newly_applied_metadata_does_not_hurry_heartbeats_outside_a_shutdown() -> None:
+    lc = _lifecycle()
+    _registered(lc)
+    lc.next_request(0, 40)
+    lc.on_heartbeat_response(BrokerHeartbeatResponse(is_fenced=False), 0)
+    lc.note_metadata_offset(50)
+    assert not lc.shutdown_heartbeat_due(100) and lc.next_due_ms == 2000
+
+
 def test_shutdown_before_registration_needs_no_controller() -> None:
     lc = _lifecycle()
     lc.begin_controlled_shutdown(0)
