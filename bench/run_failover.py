@@ -2,8 +2,9 @@
 ZooKeeper mode and Raft mode side by side.
 
     .venv/bin/python bench/run_failover.py [--mode zk|raft|both] --partitions 3000 [--topics K]
-        [--sample 50] [--session-timeout-ms MS] [--election-timeout-ms 1000]
-        [--broker-override k=v ...] [--no-controller-kill] [--json]
+        [--brokers 3] [--sample 50] [--session-timeout-ms MS] [--election-timeout-ms 1000]
+        [--broker-override k=v ...] [--idle-s S] [--no-controlled-shutdown]
+        [--no-controller-kill] [--json]
 
 For each mode (default both, ZK first; one table at the end with a column per mode):
 1. The cluster `trioka cluster up --mode zk|raft` starts (ZK mode: Debian's ZooKeeper and 3
@@ -11,7 +12,8 @@ For each mode (default both, ZK first; one table at the end with a column per mo
    `auto.leader.rebalance.enable=false` so nothing but the failures moves leadership. N
    partitions, RF=3, min.insync.replicas=2, in K topics (default: 100 partitions per topic),
    created through a broker in batches; the script waits until every partition has a leader
-   and its full ISR (Metadata from a broker).
+   and its full ISR (Metadata from a broker). With --idle-s S: 10 s to settle, then each
+   broker's CPU over S seconds and its RSS (/proc).
 2. Broker failover: the broker with the most leaderships (ZK mode: not the controller's) is
    the victim. A sampler process (bench/failover_sampler.py) writes acks=all records to
    `--sample` of its partitions, one at a time each. SIGKILL the victim. Detection is the
@@ -31,7 +33,12 @@ For each mode (default both, ZK first; one table at the end with a column per mo
    its last acknowledgement before the kill and its first after).
 3. The victim is started again; the time until it is back in every ISR is reported (or that it
    was not within --rejoin-wait-s).
-4. Controller failover. ZK mode: the same as 2 with the controller's broker as the victim;
+4. Controlled shutdown (unless --no-controlled-shutdown): SIGTERM to the broker leading most
+   (ZK mode: not the controller's); reported: when every live broker's Metadata shows its
+   partitions led elsewhere, when it logged that the controller allowed the shutdown and when
+   it exited, and each sampled partition's longest gap between two acknowledgements; then it
+   is started again and timed back into every ISR (a restart after a clean shutdown).
+5. Controller failover. ZK mode: the same as 2 with the controller's broker as the victim;
    reported from the new controller's "controller active" event (ZooKeeper read, replay, load)
    and its ControllerChangeRateAndTimeMs on /metrics, its failover requests answered, (b), (c).
    Raft mode: SIGKILL the active controller (the quorum leader in DescribeQuorum, `trioka quorum

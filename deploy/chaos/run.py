@@ -34,6 +34,7 @@ import trio
 from client import Admin, Producer
 from client.admin import NewTopic
 from client.metadata import PartitionInfo
+from deploy.chaos.check import availability
 from deploy.chaos.check.checker import check
 from deploy.chaos.check.history import History
 from deploy.chaos.check.history_files import history_records, write_history
@@ -394,10 +395,11 @@ class _Run:
 
     async def _verdict(self, bootstrap: str) -> RunResult:
         result = check(self.history)
+        gaps = availability.summarize(availability.unavailability(self.history))
         self.out.mkdir(parents=True, exist_ok=True)
         write_history(self.history, self.out / "history.jsonl")
         self.stats["shipped"] = await self._ship(bootstrap)
-        verdict = {**result.to_json(), "run": self.stats}
+        verdict = {**result.to_json(), "unavailability": gaps, "run": self.stats}
         (self.out / "verdict.json").write_text(json.dumps(verdict, indent=2, default=str) + "\n")
         s = self.stats
         summary = (
@@ -405,7 +407,8 @@ class _Run:
             f"run: {s['mode']} seed {s['seed']} nemeses {','.join(s['nemeses']) or '-'}; "
             f"faults {s['faults']['injected']} ({s['faults']['failed']} failed), verified "
             f"{s['faults']['verified']}; leader changes {s['leader_changes']} "
-            f"(epochs +{s['leader_epoch_increase']}); history and verdict in {self.out}"
+            f"(epochs +{s['leader_epoch_increase']}); history and verdict in {self.out}\n"
+            f"{availability.describe(gaps)}"
         )
         self.say(summary)
         return RunResult(0 if result.valid else 1, verdict, summary, self.out, self.base)

@@ -46,6 +46,10 @@ async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str) -> None:
     # Retries reach new leaders here: each is answered with its original offset (issue 6: no
     # DUPLICATE_SEQUENCE_NUMBER, offset -1, since an idempotent retry is sent alone).
     assert result.verdict["run"]["operations"].get("send-ok-without-offset", 0) == 0, result.summary
+    # The client-observed gaps around the faults are measured (not judged: figures).
+    gaps = result.verdict["unavailability"]
+    assert gaps["measured"] >= 1 and gaps["max_s"] > 0, gaps
+    assert "unavailability after a fault" in result.summary
     assert result.out is not None
     assert (result.out / "history.jsonl").stat().st_size > 0
     assert (result.out / "verdict.json").exists()
