@@ -90,6 +90,7 @@ class Log:
         self._metadata_dirty = False  # files created/renamed in the dir since its last fsync
         self._rolled_unflushed = False
         self._parent_dirty = False  # the log dir itself is new
+        self._created_here = False  # created empty by this open (not found on disk)
         self._closed = False
         self._gaps_marked = False  # OFFSET_GAPS_MARKER known to be on disk
         self.layout_version = 0
@@ -192,7 +193,7 @@ class Log:
         # log manager's flusher, which then moves the recovery point up to the active one.
         self._rolled_unflushed = self._recovery_point < self._bases[-1]
         if created:
-            self._metadata_dirty = self._parent_dirty = True
+            self._metadata_dirty = self._parent_dirty = self._created_here = True
         # After an unclean stop only what was flushed before it (the old recovery point) is
         # known to match the snapshots written then.
         limit = self._leo if clean_shutdown else recovery_point
@@ -721,6 +722,12 @@ class Log:
         try:
             if self._epoch_cache.flush():
                 self._metadata_dirty = True
+            elif self._untouched_since_created():
+                # No byte to make durable (Kafka's flush of an empty log does nothing either):
+                # its files and directory are made durable with its first data. A crash before
+                # loses nothing; the replica is created again from the metadata. Without this,
+                # a clean shutdown fsynced 5 files per fresh partition (20 s at 10,000).
+                return
             i = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
             for seg in self._segments[i:end]:
                 seg.flush()
@@ -735,10 +742,21 @@ class Log:
         self._recovery_point = max(self._recovery_point, new_recovery_point)
         self._rolled_unflushed = False
 
+    def _untouched_since_created(self) -> bool:
+        """Created empty by this open and never appended to, truncated or reshaped since."""
+        return self._created_here and self._leo == 0 and self.layout_version == 0
+
     def close(self, flush: bool = True) -> None:
         """Flush (unless the log is about to be deleted), write the final index entries and
         give back every file descriptor."""
         if self._closed:
+            return
+        if flush and self._untouched_since_created():
+            # Nothing to write (no data, index entry or producer); the empty index files that
+            # Kafka's layout shows come with the first data (a missing one reads as empty).
+            for seg in self._segments:
+                seg.release_handles()
+            self._closed = True
             return
         error: KafkaStorageError | None = None
         if flush:
