@@ -239,6 +239,20 @@ class ClusterControl:
 
     # -- BrokerHeartbeat -------------------------------------------------------------------
 
+    def track_heartbeat(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> bool:
+        """KRaft's trackBrokerHeartbeat: a heartbeat of the broker's registered epoch counts
+        as contact when it arrives, before it waits in the controller's queue, so that a
+        backlog (a large fencing or creation, a slow fsync of the metadata log) does not end
+        the sessions of brokers whose heartbeats are queued or time out there. False when
+        the broker or epoch is not the registered one (the queued heartbeat says why)."""
+        reg = image.cluster.broker(broker_id)
+        if reg is None or reg.epoch != broker_epoch or broker_id not in self.heartbeats:
+            return False
+        self.heartbeats.update_contact(broker_id, now_ms)
+        return True
+
     def process_heartbeat(
         self,
         state: ControllerState,

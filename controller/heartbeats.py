@@ -155,6 +155,13 @@ class BrokerHeartbeatManager:
             metadata_offset = broker.metadata_offset
         self.touch(broker_id, fenced, metadata_offset, now_ms)
 
+    def update_contact(self, broker_id: int, now_ms: int) -> None:
+        """Only the contact time (KRaft's BrokerHeartbeatTracker.updateContactTime): a
+        heartbeat seen on arrival, before it waits in the controller's queue."""
+        broker = self._brokers.get(broker_id)
+        if broker is not None:
+            broker.last_contact_ms = max(broker.last_contact_ms, now_ms)
+
     def touch(self, broker_id: int, fenced: bool, metadata_offset: int, now_ms: int) -> None:
         broker = self._require(broker_id)
         broker.last_contact_ms = now_ms

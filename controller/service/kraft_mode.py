@@ -242,6 +242,11 @@ class KRaftMode:
             term.nursery.start_soon(self._write_noop_when_idle, driver)
 
     async def submit(self, term: Term, driver: ControllerDriver, request: Any) -> Any:
+        if isinstance(request, BrokerHeartbeatRequest):
+            sessions: _Sessions = term.mode_state
+            sessions.control.track_heartbeat(
+                self.service.state.image, request.broker_id, request.broker_epoch, self.clock_ms()
+            )
         response = await driver.submit(request)
         if isinstance(request, _CONTACT):
             term.mode_state.broker_contact()

@@ -6,10 +6,13 @@ the ControllerState (the harness commits them), so the image checks replay too."
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from controller.cluster_control import ClusterControl
 from controller.heartbeats import (
@@ -17,6 +20,7 @@ from controller.heartbeats import (
     BrokerControlState,
     BrokerHeartbeatManager,
 )
+from controller.service.kraft_mode import KRaftMode, _Sessions
 from protocol.errors import ErrorCode
 from protocol.messages.broker_lifecycle import (
     BrokerHeartbeatRequest,
@@ -397,6 +401,23 @@ def test_two_stale_brokers_fenced_together_isr_never_empty(c3: Cluster) -> None:
     assert c.fenced(1) and c.fenced(2) and not c.fenced(3)
 
 
+def test_a_heartbeat_tracked_on_arrival_keeps_the_session_while_it_waits_in_the_queue(
+    c3: Cluster,
+) -> None:
+    """KRaft's trackBrokerHeartbeat: a heartbeat counts as contact when it arrives, so a
+    controller backlogged past the session (a 25,000-partition creation, a slow fsync) does
+    not fence the brokers whose heartbeats wait behind it (a broker was fenced mid-creation
+    in a 25,000-partition benchmark). Only the registered epoch counts."""
+    c = c3
+    c.now += SESSION_MS - 1
+    assert c.control.track_heartbeat(c.h.state.image, 1, c.epoch(1), c.now)
+    assert not c.control.track_heartbeat(c.h.state.image, 2, c.epoch(2) - 1, c.now)  # stale
+    assert not c.control.track_heartbeat(c.h.state.image, 9, 0, c.now)  # not registered
+    c.now += 2
+    assert c.fence_stale() == (2, 3)  # broker 1's queued heartbeat has not run yet
+    assert not c.fenced(1) and c.fenced(2) and c.fenced(3)
+
+
 def test_unclean_topic_elects_an_out_of_sync_replica_when_fencing(c3: Cluster) -> None:
     c = c3
     create(c.h, "u", (1, 2))
@@ -562,3 +583,34 @@ def test_manager_bookkeeping() -> None:
         m.maybe_update_controlled_shutdown_offset(3, 1)
     with pytest.raises(ValueError, match=r"broker\.session\.timeout\.ms"):
         BrokerHeartbeatManager(0)
+
+
+async def test_kraft_mode_tracks_a_heartbeat_before_the_queue_runs_it(c3: Cluster) -> None:
+    """The wiring: KRaftMode.submit records the contact before the driver (here blocked, as
+    behind a long event) gets to the heartbeat."""
+    c = c3
+    mode = KRaftMode(None, session_timeout_ms=SESSION_MS, clock_ms=lambda: c.now)  # type: ignore[arg-type]
+    mode._service = types.SimpleNamespace(state=c.h.state)  # type: ignore[assignment]
+    term = types.SimpleNamespace(mode_state=_Sessions(c.control))
+    release = trio.Event()
+
+    class BlockedDriver:
+        async def submit(self, request: object) -> object:
+            await release.wait()
+            return BrokerHeartbeatResponse()
+
+    c.now += SESSION_MS - 1
+    request = BrokerHeartbeatRequest(
+        broker_id=1,
+        broker_epoch=c.epoch(1),
+        current_metadata_offset=0,
+        want_fence=False,
+        want_shut_down=False,
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(mode.submit, term, BlockedDriver(), request)
+        await trio.testing.wait_all_tasks_blocked()
+        c.now += 2
+        assert c.control.heartbeats.has_valid_session(1, c.now)
+        assert not c.control.heartbeats.has_valid_session(2, c.now)
+        release.set()
