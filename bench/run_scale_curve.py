@@ -8,7 +8,8 @@ fresh cluster run by `bench/run_failover.py --json --idle-s S`: creation, idle C
 broker's SIGKILL (detection, propagation, first acks=all, per-partition unavailability), its
 rejoin, a controlled shutdown and its rejoin, the controller's SIGKILL. Each run's whole
 output goes to DIR/<mode>-<size>.txt, its JSON to DIR/<mode>-<size>.json (with
-`--telemetry` the cluster's telemetry too, for `trioka report --spool DIR`); the table (one
+`--telemetry` the cluster's telemetry too, in DIR/telemetry/<mode>-<size>/ for
+`trioka report --spool DIR/telemetry`); the table (one
 column per run, the rows of run_failover.py's summary) is printed as each run ends and
 written to DIR/curve.md. A run that fails keeps its column with what it measured.
 """
@@ -37,7 +38,7 @@ def run_one(mode: str, size: int, args: argparse.Namespace, out: Path) -> dict[s
                "--partitions", str(size), "--json", "--idle-s", str(args.idle_s),
                "--brokers", str(args.brokers), *args.extra]  # fmt: skip
     if args.telemetry:
-        command += ["--telemetry-dir", str(out / f"telemetry-{name}")]
+        command += ["--telemetry-dir", str(out / "telemetry")]
     print(f"[{datetime.datetime.now(datetime.UTC):%H:%M:%S}] {' '.join(command[1:])}", flush=True)
     with (out / f"{name}.txt").open("w") as log:
         proc = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
