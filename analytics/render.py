@@ -25,11 +25,13 @@ import pandas as pd
 MAX_LINES = 12  # series per axes beyond which a legend stops being readable
 TABLE_ROWS = 20
 PHASES = (
-    ("detect_ms", "detect", "#d62728"),
+    ("detect_ms", "detection", "#d62728"),
     ("queue_ms", "controller queue", "#ff7f0e"),
     ("election_ms", "election", "#1f77b4"),
-    ("propagation_ms", "propagation", "#2ca02c"),
+    ("propagation_ms", "commit/propagation", "#2ca02c"),
+    ("apply_ms", "broker apply", "#9467bd"),
 )
+GAP_COLOR = "#7f7f7f"
 # Columns holding epoch milliseconds (shown as UTC times), not durations.
 TIME_COLUMNS = frozenset(
     {
@@ -154,6 +156,8 @@ def failover_chart(timeline: pd.DataFrame, path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(11, max(2.8, 1.2 + 0.6 * len(timeline))))
     left = pd.Series([0.0] * len(timeline), index=timeline.index)
     for col, name, color in PHASES:
+        if col not in timeline:
+            continue  # a timeline from before the phase was measured
         widths = timeline[col].astype("float64").fillna(0.0)
         ax.barh(labels, widths, left=left, label=name, color=color)
         left = left + widths
@@ -164,6 +168,43 @@ def failover_chart(timeline: pd.DataFrame, path: Path) -> bool:
     ax.set_xlabel("ms since the fault")
     ax.set_title("What slows leader switching")
     ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
+def size_label(partitions: float) -> str:
+    return f"{int(partitions):,}"
+
+
+def size_chart(sizes: pd.DataFrame, path: Path) -> bool:
+    """Leader switching by cluster size: per size (partitions, increasing), the median of each
+    phase over its failovers stacked (seconds), and beside it the clients' median gap (a grey
+    bar) with their worst gap (a black diamond)."""
+    if sizes.empty:
+        return False
+    sizes = sizes.sort_values("partitions")
+    xs = list(range(len(sizes)))
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(sizes) + 3.5), 4.8))
+    bottom = pd.Series([0.0] * len(sizes), index=sizes.index)
+    for col, name, color in PHASES:
+        heights = sizes[col].astype("float64").fillna(0.0) / 1000
+        ax.bar([x - width / 2 for x in xs], heights, width, bottom=bottom, label=name, color=color)
+        bottom = bottom + heights
+    median_gap = sizes["median_unavailability_ms"].astype("float64") / 1000
+    max_gap = sizes["max_unavailability_ms"].astype("float64") / 1000
+    if median_gap.notna().any():
+        ax.bar([x + width / 2 for x in xs], median_gap.fillna(0.0), width, color=GAP_COLOR,
+               hatch="//", edgecolor="white", label="client gap (median)")  # fmt: skip
+    if max_gap.notna().any():
+        ax.scatter([x + width / 2 for x in xs], max_gap, marker="D", color="black", zorder=3,
+                   label="client gap (max)")  # fmt: skip
+    ax.set_xticks(xs)
+    ax.set_xticklabels([size_label(p) for p in sizes["partitions"]])
+    ax.set_xlabel("partitions in the cluster")
+    ax.set_ylabel("seconds (median over the size's failovers)")
+    ax.set_title("Leader switching by cluster size")
+    ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 

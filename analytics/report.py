@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from analytics import render, report_sections
 from analytics.transforms import elections as el
 from analytics.transforms import replication as rep
-from analytics.transforms.failovers import OPS_SCHEMA, failovers, phase_breakdown
+from analytics.transforms.failovers import OPS_SCHEMA, failovers, per_size, phase_breakdown
 from analytics.transforms.history import with_wall_clock
 from analytics.transforms.latency import request_buckets, request_latency
 from analytics.transforms.series import between, dedupe_events, dedupe_samples
@@ -50,8 +50,13 @@ class FailoverSummary:
     queue_ms: float | None
     election_ms: float | None
     propagation_ms: float | None
+    """Commit/propagation: from the election to the new leader's receiving it."""
+    apply_ms: float | None
+    """Broker apply: from the new leader's receiving the change to its applying it."""
     unavailability_ms: float | None
     elections: int
+    partitions: int | None = None
+    """The cluster's partitions at the detection (the failover's size)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +79,8 @@ class ReportSummary:
     max_offline_partitions: float | None
     failovers: list[FailoverSummary]
     slowest_phase: str | None
-    """The failover phase with the largest mean (detect, queue, election, propagation)."""
+    """The failover phase with the largest mean (detect, queue, election, propagation,
+    apply)."""
     history_ops: int
     tables: dict[str, int] = field(default_factory=dict)
     """Rows per written table."""
@@ -175,6 +181,7 @@ def _tables(
         "controller_event_types": el.controller_event_types(cut(events)),
         "failover_timeline": in_period,
         "failover_phases": phase_breakdown(in_period),
+        "failover_sizes": per_size(in_period),
         "failover_elections": elected.join(ids, "failover_id", "left_semi"),
         "failover_unavailability": gaps.join(ids, "failover_id", "left_semi"),
     }
@@ -251,6 +258,7 @@ def _failover(row: Any) -> FailoverSummary:
         return None if value is None else float(value)
 
     fault_ms = _optional(row.fault_ms)
+    partitions = _optional(row.partitions)
     return FailoverSummary(
         failover_id=int(row.failover_id),
         broker_id=int(row.broker_id),
@@ -262,8 +270,10 @@ def _failover(row: Any) -> FailoverSummary:
         queue_ms=ms("queue_ms"),
         election_ms=ms("election_ms"),
         propagation_ms=ms("propagation_ms"),
+        apply_ms=ms("apply_ms"),
         unavailability_ms=ms("unavailability_ms"),
         elections=int(row.elections),
+        partitions=None if partitions is None else int(partitions),
     )
 
 
@@ -327,12 +337,14 @@ def headline(summary: ReportSummary) -> list[tuple[str, str]]:
         ("Chaos history ops", str(summary.history_ops)),
     ]
     for f in summary.failovers:
+        size = "" if f.partitions is None else f", {f.partitions:,} partitions"
         out.append(
             (
-                f"Failover #{f.failover_id} (broker {f.broker_id})",
+                f"Failover #{f.failover_id} (broker {f.broker_id}{size})",
                 f"detect {_fmt_ms(f.detect_ms)}, queue {_fmt_ms(f.queue_ms)}, election "
-                f"{_fmt_ms(f.election_ms)}, propagation {_fmt_ms(f.propagation_ms)}; clients "
-                f"unavailable {_fmt_ms(f.unavailability_ms)}",
+                f"{_fmt_ms(f.election_ms)}, commit/propagation {_fmt_ms(f.propagation_ms)}, "
+                f"broker apply {_fmt_ms(f.apply_ms)}; clients unavailable "
+                f"{_fmt_ms(f.unavailability_ms)}",
             )
         )
     return out

@@ -198,8 +198,25 @@ SECTIONS: tuple[SectionSpec, ...] = (
         tables=(
             ("failover_phases", "What slows leader switching: phases over all failovers"),
             ("failover_timeline", "Failover timeline (phases in ms)"),
-            ("failover_elections", "Elections per failover, with propagation"),
+            ("failover_elections", "Elections per failover, with propagation and apply"),
             ("failover_unavailability", "Client-observed unavailability per partition"),
+        ),
+    ),
+    SectionSpec(
+        "Failovers by cluster size",
+        "failover-sizes",
+        charts=(
+            Chart("failovers_by_size.png", _table("failover_sizes"), render.size_chart),
+        ),
+        notes=(
+            (_empty("failover_sizes"),
+             "No failover with a known cluster size in this period (no GlobalPartitionCount "
+             "or LeaderCount snapshot before a detection)."),
+        ),
+        tables=(
+            ("failover_sizes",
+             "Per cluster size: failovers, the median of each phase (ms), the clients' median "
+             "and max gap (ms)"),
         ),
     ),
 )  # fmt: skip

@@ -74,6 +74,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_support import ROOT, BenchCluster, cpu_s, metadata_of, parse_time, rss_bytes
+from telemetry_export import export_run
 
 from client import Admin, NewTopic
 from deploy.cli.options import parse_key_values
@@ -218,6 +219,18 @@ async def wait_all(
     return done
 
 
+class RunRecord:
+    """What the benchmark did, for --telemetry-dir: every sampler outcome and each fault or
+    restart, as bench/telemetry_export.py takes them."""
+
+    def __init__(self) -> None:
+        self.sampler_lines: list[dict[str, Any]] = []
+        self.faults: list[dict[str, Any]] = []
+
+    def did(self, at: float, action: str, node: str) -> None:
+        self.faults.append({"time": at, "action": action, "node": node})
+
+
 # -- the sampler ----------------------------------------------------------------------------
 
 
@@ -291,6 +304,7 @@ async def kill_and_measure(
     label: str,
     *,
     probe: bool = False,
+    record: RunRecord,
 ) -> dict[str, Any]:
     survivors = [i for i in cluster.live_ids() if i != victim]
     async with PooledTransport.open(client_id="bench-failover") as transport:
@@ -322,6 +336,7 @@ async def kill_and_measure(
         log(f"{label}: SIGKILL broker {victim} (leads {len(led)}; sampling {len(sample)})")
         t_kill = cluster.kill(victim)
         result["kill_time"] = t_kill
+        record.did(t_kill, "kill", f"broker-{victim}")
 
         async def run_probe() -> None:
             # ZK mode's controller kill: when does a new controller complete CreateTopics?
@@ -362,6 +377,7 @@ async def kill_and_measure(
         )
     finally:
         sampler.stop()
+        record.sampler_lines += sampler.lines()
         for proc in profilers:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=args.profile_s + 30)  # py-spy writes its file at the end
@@ -410,6 +426,7 @@ async def shutdown_and_measure(
     topics: set[str],
     expected: int,
     args: argparse.Namespace,
+    record: RunRecord,
 ) -> dict[str, Any]:
     """Controlled shutdown (SIGTERM) of `victim`: when every live broker's Metadata shows its
     partitions led elsewhere, when the broker logged "controlled shutdown succeeded" and
@@ -432,6 +449,7 @@ async def shutdown_and_measure(
         offset = cluster.log_size(victim)
         log(f"controlled shutdown: SIGTERM broker {victim} (leads {len(led)})")
         t_stop = result["stop_time"] = cluster.terminate(victim)
+        record.did(t_stop, "shutdown", f"broker-{victim}")
         meta_done = await wait_all(cluster, topics, expected,
                                    lambda p: p.leader_id >= 0 and p.leader_id != victim,
                                    within=args.wait_s, what="leaders moved off the broker",
@@ -449,6 +467,7 @@ async def shutdown_and_measure(
         result["sample_errors"] = sum(1 for x in lines if not x["ok"] and x["done"] > t_stop)
     finally:
         sampler.stop()
+        record.sampler_lines += sampler.lines()
     gone = await trio.to_thread.run_sync(lambda: cluster.wait_gone(victim, within=args.wait_s))
     result["exit_s"] = None if gone is None else gone - t_stop
     # ZK mode's ControlledShutdown answered / Raft mode's heartbeat answer allowing it.
@@ -787,76 +806,103 @@ def run_mode(mode: str, args: argparse.Namespace, report: dict[str, Any], lines:
     with BenchCluster(mode=mode, brokers=args.brokers, session_timeout_ms=session_ms,
                       overrides=overrides, keep=args.keep,
                       controller_overrides=election if mode == "raft" else {}) as cluster:  # fmt: skip
-        cluster.up()
-        trio.run(cluster.wait_ready)
-        log(f"{mode}: cluster up: {cluster.bootstrap}; creating topics")
-        placeable, report["create_s"] = trio.run(create_topics, cluster.bootstrap, names, per_topic)
-        report["placeable_wait_s"] = placeable
-        log(f"RF=3 placeable after {placeable:.1f} s; created {args.partitions:,} partitions in "
-            f"{report['create_s']:.1f} s")  # fmt: skip
-        t0 = time.time()
-        trio.run(lambda: wait_all(cluster, topics, args.partitions,
-                                  lambda p: p.leader_id >= 0 and len(p.isr_nodes) == 3,
-                                  within=args.wait_s, what="full ISRs"))  # fmt: skip
-        report["full_isr_s"] = time.time() - t0
-        log(f"all led with full ISRs {report['full_isr_s']:.1f} s after creation")
-        if args.idle_s:
-            report["idle"] = measure_idle(cluster, args.partitions, args.idle_s)
+        record = RunRecord()
+        try:
+            cluster.up()
+            trio.run(cluster.wait_ready)
+            log(f"{mode}: cluster up: {cluster.bootstrap}; creating topics")
+            placeable, report["create_s"] = trio.run(
+                create_topics, cluster.bootstrap, names, per_topic
+            )
+            report["placeable_wait_s"] = placeable
+            log(f"RF=3 placeable after {placeable:.1f} s; created {args.partitions:,} partitions in "
+                f"{report['create_s']:.1f} s")  # fmt: skip
+            t0 = time.time()
+            trio.run(lambda: wait_all(cluster, topics, args.partitions,
+                                      lambda p: p.leader_id >= 0 and len(p.isr_nodes) == 3,
+                                      within=args.wait_s, what="full ISRs"))  # fmt: skip
+            report["full_isr_s"] = time.time() - t0
+            log(f"all led with full ISRs {report['full_isr_s']:.1f} s after creation")
+            if args.idle_s:
+                report["idle"] = measure_idle(cluster, args.partitions, args.idle_s)
 
-        async def controller() -> int:
-            async with PooledTransport.open(client_id="bench-failover") as transport:
-                node = cluster.node(1)
-                return (await metadata_of(transport, node.host, node.port, ())).controller_id
+            async def controller() -> int:
+                async with PooledTransport.open(client_id="bench-failover") as transport:
+                    node = cluster.node(1)
+                    return (await metadata_of(transport, node.host, node.port, ())).controller_id
 
-        async def most_leaderships(exclude: int) -> int:
-            async with PooledTransport.open(client_id="bench-failover") as transport:
-                node = cluster.node(cluster.live_ids()[0])
-                meta = await metadata_of(transport, node.host, node.port, timeout_s=60)
-            counts = {i: 0 for i in cluster.live_ids() if i != exclude}
-            for p in partitions_of(meta, topics).values():
-                if p.leader_id in counts:
-                    counts[p.leader_id] += 1
-            return max(counts, key=lambda i: (counts[i], i))
+            async def most_leaderships(exclude: int) -> int:
+                async with PooledTransport.open(client_id="bench-failover") as transport:
+                    node = cluster.node(cluster.live_ids()[0])
+                    meta = await metadata_of(transport, node.host, node.port, timeout_s=60)
+                counts = {i: 0 for i in cluster.live_ids() if i != exclude}
+                for p in partitions_of(meta, topics).values():
+                    if p.leader_id in counts:
+                        counts[p.leader_id] += 1
+                return max(counts, key=lambda i: (counts[i], i))
 
-        # ZK mode: the victim is not the controller's broker (that is the second kill).
-        victim = trio.run(most_leaderships, trio.run(controller) if mode == "zk" else -1)
-        result = trio.run(kill_and_measure, cluster, victim, topics, args.partitions,
-                          args, "broker")  # fmt: skip
-        more = (describe(result, session_s, "broker failover") if mode == "zk"
-                else describe_raft_broker(result, session_s))  # fmt: skip
-        print("\n".join(more), flush=True)
-        lines += more
-        report["broker_failover"] = result
-
-        if not (args.no_controller_kill and args.no_controlled_shutdown):
-            lines.append(restart_and_rejoin(cluster, victim, topics, args, report, "rejoin_s"))
-            print(lines[-1], flush=True)
-        if not args.no_controlled_shutdown:
-            target = trio.run(most_leaderships, trio.run(controller) if mode == "zk" else -1)
-            result = trio.run(shutdown_and_measure, cluster, target, topics, args.partitions,
-                              args)  # fmt: skip
-            report["controlled_shutdown"] = result
-            more = describe_shutdown(result)
-            more.append(restart_and_rejoin(cluster, target, topics, args, report,
-                                           "rejoin_after_shutdown_s"))  # fmt: skip
+            # ZK mode: the victim is not the controller's broker (that is the second kill).
+            victim = trio.run(most_leaderships, trio.run(controller) if mode == "zk" else -1)
+            result = trio.run(functools.partial(
+                kill_and_measure, cluster, victim, topics, args.partitions, args, "broker",
+                record=record))  # fmt: skip
+            more = (describe(result, session_s, "broker failover") if mode == "zk"
+                    else describe_raft_broker(result, session_s))  # fmt: skip
             print("\n".join(more), flush=True)
             lines += more
-        if not args.no_controller_kill:
-            if mode == "zk":
-                ctrl = trio.run(controller)
-                result = trio.run(functools.partial(
-                    kill_and_measure, cluster, ctrl, topics, args.partitions, args,
-                    "controller", probe=True))  # fmt: skip
-                more = describe(result, session_s, "controller failover")
-                if "create_s_after_kill" in result:
-                    more.append(f"  CreateTopics of a fresh topic (sent at the kill) completed "
-                                f"{result['create_s_after_kill']:.2f} s after the kill")  # fmt: skip
-            else:
-                result = trio.run(raft_controller_failover, cluster, args)
-                more = describe_raft_controller(result, args.election_timeout_ms / 1000)
-            print("\n".join(more), flush=True)
-            lines += more
-            report["controller_failover"] = result
+            report["broker_failover"] = result
+
+            if not (args.no_controller_kill and args.no_controlled_shutdown):
+                lines.append(restart_and_rejoin(cluster, victim, topics, args, report,
+                                                "rejoin_s", record))  # fmt: skip
+                print(lines[-1], flush=True)
+            if not args.no_controlled_shutdown:
+                target = trio.run(most_leaderships, trio.run(controller) if mode == "zk" else -1)
+                result = trio.run(shutdown_and_measure, cluster, target, topics, args.partitions,
+                                  args, record)  # fmt: skip
+                report["controlled_shutdown"] = result
+                more = describe_shutdown(result)
+                more.append(restart_and_rejoin(cluster, target, topics, args, report,
+                                               "rejoin_after_shutdown_s", record))  # fmt: skip
+                print("\n".join(more), flush=True)
+                lines += more
+            if not args.no_controller_kill:
+                if mode == "zk":
+                    ctrl = trio.run(controller)
+                    result = trio.run(functools.partial(
+                        kill_and_measure, cluster, ctrl, topics, args.partitions, args,
+                        "controller", probe=True, record=record))  # fmt: skip
+                    more = describe(result, session_s, "controller failover")
+                    if "create_s_after_kill" in result:
+                        more.append(f"  CreateTopics of a fresh topic (sent at the kill) completed "
+                                    f"{result['create_s_after_kill']:.2f} s after the kill")  # fmt: skip
+                else:
+                    result = trio.run(raft_controller_failover, cluster, args)
+                    record.did(result["kill_time"], "kill", f"controller-{result['victim']}")
+                    more = describe_raft_controller(result, args.election_timeout_ms / 1000)
+                print("\n".join(more), flush=True)
+                lines += more
+                report["controller_failover"] = result
+        finally:
+            if args.telemetry_dir:
+                report["telemetry"] = export_telemetry(cluster, record, args)
+
+
+def export_telemetry(
+    cluster: BenchCluster, record: RunRecord, args: argparse.Namespace
+) -> dict[str, Any]:
+    """--telemetry-dir: the cluster's telemetry topics and what the benchmark did (sampler
+    outcomes, kills, restarts) as a spool for `trioka report --spool DIR/<mode>-<N>`; a failure
+    is reported in the JSON, it does not fail the run."""
+    out = Path(args.telemetry_dir) / f"{cluster.mode}-{args.partitions}"
+    log(f"exporting the telemetry to {out}")
+    try:
+        counts = export_run(cluster.live_bootstrap(), out, sampler_lines=record.sampler_lines,
+                            faults=record.faults)  # fmt: skip
+    except Exception as exc:  # reported, not fatal: the figures are measured already
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    log(f"telemetry exported: {counts}")
+    return counts
 
 
 def measure_idle(cluster: BenchCluster, partitions: int, window_s: float) -> dict[str, Any]:
@@ -888,12 +934,14 @@ def restart_and_rejoin(
     args: argparse.Namespace,
     report: dict[str, Any],
     key: str,
+    record: RunRecord,
 ) -> str:
     """Start `broker` again and time it until it is back in every ISR: report[key] (seconds),
     or report[key minus "_s" + "_error"] when not within --rejoin-wait-s (reported, not fatal: what
     follows does not need full ISRs)."""
     log(f"restarting broker {broker}")
     t0 = time.time()
+    record.did(t0, "restart", f"broker-{broker}")
     start_broker(cluster.dir / "cluster", broker, timeout=args.wait_s)  # type: ignore[operator]
     cluster.state = read_state(cluster.dir / "cluster")  # type: ignore[operator]
     try:
@@ -1035,6 +1083,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-controlled-shutdown", action="store_true",
                         help="skip the controlled shutdown (SIGTERM) of the broker leading most")  # fmt: skip
     parser.add_argument("--brokers", type=int, default=3, help="brokers (at least 3: RF=3)")
+    parser.add_argument("--telemetry-dir", default="",
+                        help="write the cluster's telemetry and the benchmark's own operations to "
+                        "DIR/<mode>-<partitions>/spool for `trioka report --spool`")  # fmt: skip
     parser.add_argument("--idle-s", type=float, default=0.0,
                         help="measure the brokers' idle CPU and RSS over S seconds once every "
                         "partition has its full ISR (after 10 s to settle); 0: skip")  # fmt: skip

@@ -114,6 +114,7 @@ class ControllerRequestHandler:
     # -- LeaderAndIsr ------------------------------------------------------------------------
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        received_ms = self.partitions.clock.monotonic_ms()
         stale = self._fence(request.controller_id, request.controller_epoch, request.broker_epoch)
         if stale is not None:
             code = self._fence_code(request.controller_epoch)
@@ -170,6 +171,7 @@ class ControllerRequestHandler:
                 leaders=len(leaders),
                 followers=len(followers),
                 skipped=sum(1 for e in errors.values() if e),
+                apply_ms=float(self.partitions.clock.monotonic_ms() - received_ms),
             )
         return LeaderAndIsrResponse(
             topics=tuple(

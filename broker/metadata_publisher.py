@@ -32,6 +32,7 @@ import trio
 from broker.partitions import PartitionManager
 from broker.ports import MetadataSource
 from broker.replica.partition_state import PartitionChange
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.config_defs import TOPIC_CONFIGS, ConfigError
 from protocol.metadata.delta import LocalReplica, LocalReplicaChanges, MetadataDelta
 from protocol.metadata.image import TOPIC_RESOURCE, MetadataImage
@@ -95,8 +96,14 @@ class MetadataPublisher:
         node_id: int,
         topic_defaults: Mapping[str, Any],
         cluster_id: str = "",
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.node_id = node_id
+        self.clock = clock
+        self.received_ms = clock.monotonic_ms()
+        """When the records being published were received (monotonic ms): the broker's
+        "applied ..." event measures its apply_ms from it."""
         self.topic_defaults = dict(topic_defaults)
         self.image = MetadataImage.empty(cluster_id)
         self.partitions: PartitionManager | None = None
@@ -128,9 +135,11 @@ class MetadataPublisher:
                 log.warning("ignoring bad topic config", topic=topic, error=exc.message)
         return out
 
-    def publish(self, records: Sequence[Any]) -> None:
+    def publish(self, records: Sequence[Any], *, received_ms: int | None = None) -> None:
         """Replay committed records and apply what changed to the local partitions. An item
-        that is a MetadataImage (a snapshot) replaces everything before it."""
+        that is a MetadataImage (a snapshot) replaces everything before it. `received_ms`:
+        when the records were read (monotonic ms; default now)."""
+        self.received_ms = self.clock.monotonic_ms() if received_ms is None else received_ms
         run: list[tuple[int, Any]] = []
         for item in records:
             if isinstance(item, MetadataImage):
@@ -273,13 +282,16 @@ class MetadataPublisher:
         task_status.started()
         while True:
             records = await source.read_committed(self.applied_offset)
+            # Every step counts from the read: a later step's wait behind the earlier ones is
+            # this broker's time too.
+            received = self.clock.monotonic_ms()
             steps = publish_steps(records, PUBLISH_STEP)
-            self.publish(next(steps))
+            self.publish(next(steps), received_ms=received)
             for step in steps:
                 # Requests run between the steps of a large delta (a fenced broker's 25,000
                 # partition changes took 2 s in one go, during which nothing was served).
                 await trio.lowlevel.checkpoint()
-                self.publish(step)
+                self.publish(step, received_ms=received)
 
 
 PUBLISH_STEP = 2_000

@@ -156,7 +156,9 @@ class Broker:
         """The metadata image, the partitions, the produce and fetch waits and the ISR's
         AlterPartition requests (Kafka's ReplicaManager)."""
         config = self.config
-        self.publisher = MetadataPublisher(config.node_id, config.topic_defaults(), self.cluster_id)
+        self.publisher = MetadataPublisher(
+            config.node_id, config.topic_defaults(), self.cluster_id, clock=self.clock
+        )
         self.partitions = PartitionManager(
             self.log_manager,
             config.node_id,

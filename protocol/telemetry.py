@@ -186,6 +186,25 @@ QUIET_CONTROLLER_EVENTS = ("BrokerHeartbeat", "WriteNoOp")
 """Controller events not logged one by one: broker heartbeats and the idle no-op record come
 several times a second and change nothing analytics reads."""
 
+
+def _applied(name: str, what: str) -> EventSpec:
+    """A broker's one event per applied change set (both metadata modes, the same fields)."""
+    return _spec(
+        name,
+        "broker",
+        f"a broker applied one change set to its partitions ({what}); logged once per change "
+        "set, after the set's 'partition leadership applied' events, never per partition",
+        leaders=_f(_INT, "partitions this broker was made leader of"),
+        followers=_f(_INT, "partitions this broker was made follower of"),
+        apply_ms=_f(
+            _FLT,
+            "from when this broker received the change set (Raft: its metadata records were "
+            "read from the log, so a later step of a large delta counts the steps before it; "
+            "ZK: the LeaderAndIsr request's handling began) to this event, milliseconds",
+        ),
+    )
+
+
 # The events analytics/ depends on. Emitters log exactly these names with at least these fields.
 LOG_EVENTS: tuple[EventSpec, ...] = (
     _spec(
@@ -246,6 +265,8 @@ LOG_EVENTS: tuple[EventSpec, ...] = (
         previous_leader=_f(_INT, "the leader this broker knew before (-1: none or new)"),
         isr=_f(_INTS, "the ISR applied"),
     ),
+    _applied("applied metadata changes", "Raft mode, one step of a metadata delta"),
+    _applied("applied LeaderAndIsr", "ZK mode, one LeaderAndIsr request"),
     _spec(
         "isr shrink",
         "broker",

@@ -11,16 +11,37 @@ the same broker within `merge_ms` is the same failure). Its phases:
   log event when it shipped its logs; without one,
   the broker's last sign of life (its last log event or metrics snapshot) before the detection:
   `fault_from` says which ("nemesis" or "last seen").
-- detect_ms: detection minus fault.
-- queue_ms, election_ms: the wait in the controller's queue and the processing time of the
-  controller event that elected the new leaders: the first "controller event processed" of the
-  detecting controller logged at or after the failover's last "leader election" (at or after the
-  detection when nothing was elected).
-- propagation_ms: per elected partition, "partition leadership applied" (as leader, same leader
-  epoch) on the new leader minus its "leader election"; the failover's is the slowest partition.
-- unavailability_ms: per partition written in the chaos history, the gap between the last
-  acknowledged send before the fault and the first after it; the failover's is the worst
-  partition's.
+- detect_ms (detection): detection minus fault. The controller logs the detection when the
+  event that found the failure runs, so it includes that event's queue wait.
+- queue_ms, election_ms (controller queue wait, election): the `queue_ms` and `process_ms` of
+  the controller event that elected the new leaders (from its submission to its run; from its
+  run to its answer, its records written and committed): the first "controller event
+  processed" of the detecting controller logged at or after the failover's last "leader
+  election" (at or after the detection when nothing was elected).
+- propagation_ms (commit/propagation) and apply_ms (broker apply), per elected partition: its
+  "leader election" (logged by the controller once the change committed) -> received: the new
+  leader received the change set holding it (its "applied metadata changes" in Raft mode,
+  "applied LeaderAndIsr" in ZK mode: the first of the new leader's at or after the partition's
+  applied time, minus that event's apply_ms) -> applied: "partition leadership applied" (as
+  leader, same leader epoch) on the new leader. propagation_ms is received minus elected (the
+  commit, the ZK controller's LeaderAndIsr, a Raft broker's observer fetching the records),
+  apply_ms applied minus received (the broker's own replay and apply, a later step of a large
+  delta waiting behind the earlier ones). Without the change-set event (older telemetry)
+  propagation_ms is applied minus elected and apply_ms null. The failover's two are those of
+  its slowest partition (the largest applied minus elected), so they add up. A large result
+  goes out in batches that commit (and reach the brokers) one by one while the controller logs
+  every election at the end: an early batch's partitions may show a negative propagation; the
+  slowest partition is in the last batch.
+- partitions (the size): the cluster's partitions at the detection: the detecting controller's
+  latest KafkaController GlobalPartitionCount (non-zero, i.e. while it was active) at or
+  before the detection, else the sum over brokers of each one's latest ReplicaManager
+  LeaderCount at or before it (partitions without a leader are missed); `size_from` says which
+  ("controller" or "brokers").
+- unavailability_ms (the client-observed gap): per partition written in the chaos history (a
+  chaos run's clients, or a benchmark's sampler: bench/telemetry_export.py), the gap between
+  the last acknowledged send before the fault and the first after it; the failover's is the
+  worst partition's. A partition not acknowledged within `lookback_ms` before the fault was not being
+  written at the fault (another run's, another fault's sampler): it has no gap.
 
 The ops columns used (analytics.schemas.parse_history's): kind, type, topic, partition, targets
 (array of node names), the nemesis action (an `action` column, or inside the `detail` JSON
@@ -61,6 +82,11 @@ LOOKBACK_MS = 120_000
 MERGE_MS = 10_000
 ELECTION_SLACK_MS = 1_000
 ELECTION_HORIZON_MS = 60_000
+# The brokers' one event per applied change set (protocol.telemetry), both metadata modes.
+CHANGE_SET_EVENTS = ("applied metadata changes", "applied LeaderAndIsr")
+CHANGE_SET_HORIZON_MS = 60_000
+GLOBAL_PARTITIONS = "kafka_controller_KafkaController_GlobalPartitionCount"
+LEADER_COUNT = "kafka_server_ReplicaManager_LeaderCount"
 
 
 def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:
@@ -175,9 +201,9 @@ def failover_elections(
     horizon_ms: int = ELECTION_HORIZON_MS,
 ) -> DataFrame:
     """The elections of each failover, with their propagation: failover_id, topic, partition,
-    leader, leader_epoch, cause, elected_ms, applied_ms, propagation_ms. An election belongs to
-    a failover when the failed broker led the partition and it came from the detecting
-    controller within [detection - slack_ms, detection + horizon_ms)."""
+    leader, leader_epoch, cause, elected_ms, received_ms, applied_ms, propagation_ms, apply_ms.
+    An election belongs to a failover when the failed broker led the partition and it came from
+    the detecting controller within [detection - slack_ms, detection + horizon_ms)."""
     elections = events.where(F.col("event") == "leader election").select(
         F.col("source").alias("e_controller"),
         "topic",
@@ -215,11 +241,42 @@ def failover_elections(
         & (F.col("a_epoch") == F.col("leader_epoch"))
     )
     keys = ["failover_id", "topic", "partition", "leader", "leader_epoch", "cause", "elected_ms"]
+    first_applied = (
+        elected.join(applied, same, "left").groupBy(*keys).agg(F.min("a_ms").alias("applied_ms"))
+    )
+    received = F.coalesce("received_ms", "applied_ms")
     return (
-        elected.join(applied, same, "left")
-        .groupBy(*keys)
-        .agg(F.min("a_ms").alias("applied_ms"))
-        .withColumn("propagation_ms", (F.col("applied_ms") - F.col("elected_ms")).cast("double"))
+        with_received(first_applied, events)
+        .withColumn("propagation_ms", (received - F.col("elected_ms")).cast("double"))
+        .withColumn("apply_ms", (F.col("applied_ms") - F.col("received_ms")).cast("double"))
+    )
+
+
+def with_received(applied: DataFrame, events: DataFrame) -> DataFrame:
+    """`applied` (leader, applied_ms, ...) plus received_ms: when the new leader received the
+    change set it applied the partition in, from that set's event (the leader's first
+    CHANGE_SET_EVENTS at or after applied_ms: it is logged once the whole set is applied), minus
+    its apply_ms; null without one."""
+    sets = events.where(
+        F.col("event").isin(*CHANGE_SET_EVENTS) & F.col("apply_ms").isNotNull()
+    ).select(
+        F.col("node_id").alias("s_node"),
+        F.col("ts_ms").alias("s_ms"),
+        (F.col("ts_ms") - F.col("apply_ms")).alias("s_received"),
+    )
+    after = (
+        (F.col("s_node") == F.col("leader"))
+        & (F.col("s_ms") >= F.col("applied_ms"))
+        & (F.col("s_ms") < F.col("applied_ms") + CHANGE_SET_HORIZON_MS)
+    )
+    first = F.min_by("s_received", "s_ms")
+    # A wall-clock timestamp minus a monotonic duration: never later than the application.
+    # (least skips nulls: without a set, received_ms stays null.)
+    received = F.when(first.isNotNull(), F.least(F.round(first).cast("long"), F.col("applied_ms")))
+    return (
+        applied.join(sets, after, "left")
+        .groupBy(*applied.columns)
+        .agg(received.alias("received_ms"))
     )
 
 
@@ -259,10 +316,12 @@ def processing(found: DataFrame, elected: DataFrame, events: DataFrame) -> DataF
     )
 
 
-def unavailability(faults: DataFrame, elected: DataFrame, ops: DataFrame) -> DataFrame:
-    """Per failover and partition written in the history: failover_id, topic, partition,
-    elected (a leader was elected for it in this failover), last_ack_before_ms,
-    first_ack_after_ms, unavailability_ms."""
+def unavailability(
+    faults: DataFrame, elected: DataFrame, ops: DataFrame, *, lookback_ms: int = LOOKBACK_MS
+) -> DataFrame:
+    """Per failover and partition written in the history within `lookback_ms` before the
+    fault: failover_id, topic, partition, elected (a leader was elected for it in this
+    failover), last_ack_before_ms, first_ack_after_ms, unavailability_ms."""
     acks = (
         _ops_view(ops)
         .where((F.col("kind") == "send") & (F.col("type") == "ok"))
@@ -277,7 +336,13 @@ def unavailability(faults: DataFrame, elected: DataFrame, ops: DataFrame) -> Dat
     gaps = joined.groupBy("failover_id", "topic", "partition").agg(
         F.max(before).alias("last_ack_before_ms"), F.min(after).alias("first_ack_after_ms")
     )
-    gaps = gaps.withColumn(
+    f_at = f.select("failover_id", F.col("fault_at").alias("_fault_at"))
+    # Several runs or faults in one report: a partition only another sampler wrote (its last
+    # ack long before this fault) would otherwise get a gap from one run to the next.
+    gaps = gaps.join(f_at, "failover_id").where(
+        F.col("last_ack_before_ms") >= F.col("_fault_at") - lookback_ms
+    )
+    gaps = gaps.drop("_fault_at").withColumn(
         "unavailability_ms",
         (F.col("first_ack_after_ms") - F.col("last_ack_before_ms")).cast("double"),
     )
@@ -313,22 +378,79 @@ TIMELINE_COLUMNS = (
     "election_ms",
     "elections",
     "propagation_ms",
+    "apply_ms",
     "unavailability_ms",
+    "partitions",
+    "size_from",
 )
 
 
+def cluster_sizes(found: DataFrame, samples: DataFrame) -> DataFrame:
+    """failover_id, partitions, size_from: the cluster's partitions at each detection (the
+    module docstring's rule)."""
+    d = found.select("failover_id", "controller", "detected_ms").alias("d")
+    before = F.col("ts_ms") <= F.col("d.detected_ms")
+    by_controller = (
+        d.join(
+            samples.where((F.col("name") == GLOBAL_PARTITIONS) & (F.col("value") > 0)),
+            (F.col("source") == F.col("d.controller")) & before,
+        )
+        .groupBy("failover_id")
+        .agg(F.max_by("value", "ts_ms").alias("_controller"))
+    )
+    latest_per_broker = (
+        d.join(samples.where(F.col("name") == LEADER_COUNT), before)
+        .groupBy("failover_id", "source")
+        .agg(F.max_by("value", "ts_ms").alias("_leaders"))
+    )
+    by_brokers = latest_per_broker.groupBy("failover_id").agg(F.sum("_leaders").alias("_brokers"))
+    size_from = F.when(F.col("_controller").isNotNull(), "controller").when(
+        F.col("_brokers").isNotNull(), "brokers"
+    )
+    return (
+        found.select("failover_id")
+        .join(by_controller, "failover_id", "left")
+        .join(by_brokers, "failover_id", "left")
+        .select(
+            "failover_id",
+            F.coalesce("_controller", "_brokers").cast("long").alias("partitions"),
+            size_from.alias("size_from"),
+        )
+    )
+
+
+def _slowest_partition(elected: DataFrame) -> DataFrame:
+    """failover_id, elections, propagation_ms, apply_ms: the split of the partition whose
+    leadership took longest from its election to its application."""
+    total = F.col("applied_ms") - F.col("elected_ms")
+    split = F.struct("propagation_ms", "apply_ms")
+    slowest = F.max_by(F.when(total.isNotNull(), split), total)
+    return (
+        elected.groupBy("failover_id")
+        .agg(F.count(F.lit(1)).alias("elections"), slowest.alias("_slowest"))
+        .select(
+            "failover_id",
+            "elections",
+            F.col("_slowest.propagation_ms").alias("propagation_ms"),
+            F.col("_slowest.apply_ms").alias("apply_ms"),
+        )
+    )
+
+
 def failover_timeline(
-    faults: DataFrame, elected: DataFrame, processed: DataFrame, gaps: DataFrame
+    faults: DataFrame,
+    elected: DataFrame,
+    processed: DataFrame,
+    gaps: DataFrame,
+    sizes: DataFrame,
 ) -> DataFrame:
     """One row per failover: TIMELINE_COLUMNS (times as epoch ms, phases in ms)."""
-    per_failover = elected.groupBy("failover_id").agg(
-        F.count(F.lit(1)).alias("elections"), F.max("propagation_ms").alias("propagation_ms")
-    )
     worst = gaps.groupBy("failover_id").agg(F.max("unavailability_ms").alias("unavailability_ms"))
     out = (
         faults.join(processed, "failover_id", "left")
-        .join(per_failover, "failover_id", "left")
+        .join(_slowest_partition(elected), "failover_id", "left")
         .join(worst, "failover_id", "left")
+        .join(sizes, "failover_id", "left")
         .withColumn("elections", F.coalesce("elections", F.lit(0)).cast("long"))
     )
     return out.select(*TIMELINE_COLUMNS).orderBy("failover_id")
@@ -343,16 +465,38 @@ def failovers(
     elected = failover_elections(found, events)
     processed = processing(found, elected, events)
     gaps = unavailability(faults, elected, ops)
-    return failover_timeline(faults, elected, processed, gaps), elected, gaps
+    sizes = cluster_sizes(found, samples)
+    return failover_timeline(faults, elected, processed, gaps, sizes), elected, gaps
 
 
-PHASES = ("detect_ms", "queue_ms", "election_ms", "propagation_ms")
+PHASES = ("detect_ms", "queue_ms", "election_ms", "propagation_ms", "apply_ms")
+
+
+def _median(column: str) -> Column:
+    """The exact median (the mean of the middle two of an even count); null without values."""
+    return F.percentile(F.col(column), F.lit(0.5)).alias(column)
+
+
+def per_size(timeline: DataFrame) -> DataFrame:
+    """The failovers by cluster size (those with a known size), smallest first: partitions,
+    failovers, the median of each phase (PHASES' names), median and max unavailability_ms."""
+    return (
+        timeline.where(F.col("partitions").isNotNull())
+        .groupBy("partitions")
+        .agg(
+            F.count(F.lit(1)).alias("failovers"),
+            *[_median(column) for column in PHASES],
+            F.percentile(F.col("unavailability_ms"), F.lit(0.5)).alias("median_unavailability_ms"),
+            F.max("unavailability_ms").alias("max_unavailability_ms"),
+        )
+        .orderBy("partitions")
+    )
 
 
 def phase_breakdown(timeline: DataFrame) -> DataFrame:
     """What slows leader switching, over all failovers: per phase (detect, queue, election,
-    propagation) the failovers that measured it, mean_ms, max_ms and share (of the sum of the
-    phases' means), slowest first."""
+    propagation, apply) the failovers that measured it, mean_ms, max_ms and share (of the sum
+    of the phases' means), slowest first."""
     per_phase = [
         timeline.select(F.lit(column.removesuffix("_ms")).alias("phase"), F.col(column).alias("ms"))
         for column in PHASES

@@ -123,6 +123,7 @@ class RaftMetadataFeed:
         # change with the brokers alone (`_brokers_changed`), not with a partition change.
         self._update_ineligible(image, [c.tp for c in fresh_leaders])
         failed = {str(tp): code for tp, code in errors.items() if code}
+        publisher = self.core.publisher
         log.info(
             "applied metadata changes",
             offset=image.provenance.last_offset,
@@ -130,6 +131,7 @@ class RaftMetadataFeed:
             leaders=len(fresh_leaders),
             followers=len(fresh_followers),
             failed=len(failed),
+            apply_ms=float(publisher.clock.monotonic_ms() - publisher.received_ms),
         )
         if failed:
             log.warning("metadata changes failed", partitions=dict(list(failed.items())[:20]))

@@ -178,3 +178,8 @@ def test_report_numbers_match_what_the_test_did(
     [failover] = [f for f in summary.failovers if f.broker_id == old]
     assert failover.fault_from == "nemesis" and failover.elections == len(led_by_old)
     assert failover.detect_ms is not None and failover.detect_ms > 0
+    # The new leaders' change sets split propagation from their own apply, and the size is the
+    # controller's GlobalPartitionCount: orders' 3 partitions and the telemetry topics'.
+    assert failover.propagation_ms is not None and failover.apply_ms is not None
+    assert failover.apply_ms >= 0
+    assert failover.partitions is not None and failover.partitions >= 4

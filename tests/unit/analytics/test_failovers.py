@@ -9,6 +9,11 @@ last acks before the kill: t/0 at 1950, t/1 at 1990, t/2 (led by broker 1, not e
 
 Failover 2: broker-1 detected at 20000 with no nemesis op against it: its last sign of life is
 a log event at 16000 (a snapshot at 15000); nothing elected; the next processed event at 20005.
+
+The brokers log no change-set events in this story (older telemetry): propagation is the whole
+of election -> applied. `_change_sets` adds them: broker-1 received t/0's set at 8070 (applied at
+8100, its "applied metadata changes" at 8100 with apply_ms 30), broker-3 t/1's at 8200 (applied
+at 8300, its "applied LeaderAndIsr" at 8310 with apply_ms 110).
 """
 
 from __future__ import annotations
@@ -18,7 +23,15 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics.transforms.failovers import failovers, phase_breakdown
+from analytics.transforms.failovers import (
+    GLOBAL_PARTITIONS,
+    LEADER_COUNT,
+    cluster_sizes,
+    detections,
+    failovers,
+    per_size,
+    phase_breakdown,
+)
 from tests.support.telemetry_frames import (
     event,
     events_df,
@@ -116,7 +129,10 @@ def test_failover_timeline(spark: SparkSession) -> None:
         "election_ms": 40.0,
         "elections": 2,
         "propagation_ms": 240.0,
+        "apply_ms": None,
         "unavailability_ms": 6_410.0,
+        "partitions": None,
+        "size_from": None,
     }
     assert second == {
         "failover_id": 2,
@@ -132,7 +148,10 @@ def test_failover_timeline(spark: SparkSession) -> None:
         "election_ms": 2.0,
         "elections": 0,
         "propagation_ms": None,
+        "apply_ms": None,
         "unavailability_ms": None,
+        "partitions": None,
+        "size_from": None,
     }
     per_partition = [
         (r.partition, r.applied_ms, r.propagation_ms)
@@ -177,3 +196,108 @@ def test_phase_breakdown(spark: SparkSession) -> None:
     ]
     shares = [r.share for r in phase_breakdown(timeline).collect()]
     assert shares[0] == pytest.approx(5_000 / (5_000 + 240 + 21 + 6.75))
+
+
+def _change_sets() -> list[dict[str, Any]]:
+    def change_set(ts: int, broker: int, name: str, apply_ms: float) -> dict[str, Any]:
+        return event(ts, f"broker-{broker}", name, leaders=1, followers=0, apply_ms=apply_ms)
+
+    return [
+        change_set(8_050, 1, "applied metadata changes", 5.0),  # before t/0 applied: not its
+        change_set(8_100, 1, "applied metadata changes", 30.0),
+        change_set(8_300, 2, "applied LeaderAndIsr", 1.0),  # another broker's
+        change_set(8_310, 3, "applied LeaderAndIsr", 110.0),
+        change_set(8_400, 3, "applied LeaderAndIsr", 5.0),  # a later set of broker-3
+    ]
+
+
+def test_propagation_and_apply_split_at_the_change_set(spark: SparkSession) -> None:
+    events = events_df(spark, _events() + _change_sets())
+    timeline, elected, _ = failovers(events, samples_df(spark, []), ops_df(spark, _ops()))
+    per_partition = [
+        (r.partition, r.elected_ms, r.received_ms, r.applied_ms, r.propagation_ms, r.apply_ms)
+        for r in elected.orderBy("partition").collect()
+    ]
+    assert per_partition == [
+        (0, 8_050, 8_070, 8_100, 20.0, 30.0),
+        (1, 8_060, 8_200, 8_300, 140.0, 100.0),
+    ]
+    first = timeline.where("failover_id = 1").first()
+    # The slowest partition (t/1: 240 ms from election to application), split.
+    assert (first.propagation_ms, first.apply_ms) == (140.0, 100.0)
+    phases = {r.phase: r.max_ms for r in phase_breakdown(timeline).collect()}
+    assert (phases["propagation"], phases["apply"]) == (140.0, 100.0)
+
+
+def test_the_size_is_the_detecting_controllers_partition_count(spark: SparkSession) -> None:
+    events = events_df(
+        spark,
+        [
+            event(10_000, CONTROLLER, "broker failure detected", broker_id=2, reason="fenced"),
+            # ZK mode: the controller is a broker that ships no GlobalPartitionCount here
+            event(50_000, "broker-1", "broker failure detected", broker_id=3, reason="fenced"),
+        ],
+    )
+    samples = samples_df(
+        spark,
+        [
+            sample(5_000, CONTROLLER, GLOBAL_PARTITIONS, 0),  # not active yet: not a count
+            sample(7_000, CONTROLLER, GLOBAL_PARTITIONS, 3_000),
+            sample(9_000, "controller-3001", GLOBAL_PARTITIONS, 7_777),  # not the detecting one
+            sample(10_500, CONTROLLER, GLOBAL_PARTITIONS, 3_100),  # after the detection
+            sample(45_000, "broker-1", LEADER_COUNT, 400),
+            sample(49_000, "broker-1", LEADER_COUNT, 500),
+            sample(49_500, "broker-2", LEADER_COUNT, 600),
+            sample(51_000, "broker-2", LEADER_COUNT, 999),  # after the detection
+        ],
+    )
+    sizes = cluster_sizes(detections(events), samples)
+    got = [
+        (r.failover_id, r.partitions, r.size_from) for r in sizes.orderBy("failover_id").collect()
+    ]
+    assert got == [(1, 3_000, "controller"), (2, 1_100, "brokers")]
+    timeline, _, _ = failovers(events, samples, ops_df(spark, []))
+    assert [r.partitions for r in timeline.collect()] == [3_000, 1_100]
+
+
+def test_per_size_medians(spark: SparkSession) -> None:
+    columns = ["partitions", "detect_ms", "queue_ms", "election_ms", "propagation_ms", "apply_ms",
+               "unavailability_ms"]  # fmt: skip
+    rows = [
+        (3_000, 100.0, 1.0, 10.0, 50.0, 10.0, 900.0),
+        (3_000, 600.0, 3.0, 30.0, 70.0, None, 1_500.0),
+        (3_000, 200.0, 2.0, 20.0, 60.0, 30.0, None),
+        (1_000, 50.0, 1.0, 5.0, 20.0, 4.0, 500.0),
+        (1_000, 70.0, 2.0, 7.0, 40.0, 6.0, 900.0),
+        (None, 9_999.0, 9.0, 9.0, 9.0, 9.0, 9_999.0),  # no known size: left out
+    ]
+    timeline = spark.createDataFrame(
+        rows, "partitions long, " + ", ".join(f"{c} double" for c in columns[1:])
+    )
+    got = [r.asDict() for r in per_size(timeline).collect()]
+    assert got == [
+        {"partitions": 1_000, "failovers": 2, "detect_ms": 60.0, "queue_ms": 1.5,
+         "election_ms": 6.0, "propagation_ms": 30.0, "apply_ms": 5.0,
+         "median_unavailability_ms": 700.0, "max_unavailability_ms": 900.0},
+        {"partitions": 3_000, "failovers": 3, "detect_ms": 200.0, "queue_ms": 2.0,
+         "election_ms": 20.0, "propagation_ms": 60.0, "apply_ms": 20.0,
+         "median_unavailability_ms": 1_200.0, "max_unavailability_ms": 1_500.0},
+    ]  # fmt: skip
+
+
+def test_a_partition_another_sampler_wrote_has_no_gap(spark: SparkSession) -> None:
+    """Two runs in one report: t/9 was written only by an earlier run's sampler (last ack 200 s
+    before this fault) and a later one's; it was not being written at this fault."""
+    events = [event(300_000, CONTROLLER, "broker failure detected", broker_id=2, reason="fenced")]
+    ops = [
+        nemesis(299_000, "kill", "broker-2"),
+        *[
+            send_ok(ts, "t", p)
+            for ts, p in [(298_500, 0), (301_000, 0), (100_000, 9), (400_000, 9)]
+        ],
+    ]
+    timeline, _, gaps = failovers(
+        events_df(spark, events), samples_df(spark, []), ops_df(spark, ops)
+    )
+    assert [(r.partition, r.unavailability_ms) for r in gaps.collect()] == [(0, 2_500.0)]
+    assert timeline.first().unavailability_ms == 2_500.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import image
 
 from analytics import render
 
@@ -27,6 +28,7 @@ def test_charts_are_skipped_without_data(tmp_path: Path) -> None:
         empty, tmp_path / "a.png", value="value", series=["source"], title="t", ylabel="y"
     )
     assert not render.failover_chart(pd.DataFrame(), tmp_path / "b.png")
+    assert not render.size_chart(pd.DataFrame(), tmp_path / "c.png")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -39,11 +41,36 @@ def test_failover_chart(tmp_path: Path) -> None:
             "queue_ms": [1.0, 2.0],
             "election_ms": [40.0, 10.0],
             "propagation_ms": [None, 90.0],
+            "apply_ms": [30.0, None],
             "unavailability_ms": [6410.0, None],
         }
     )
     assert render.failover_chart(timeline, tmp_path / "f.png")
     assert (tmp_path / "f.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_size_chart(tmp_path: Path) -> None:
+    """One stacked bar per size, smallest first, the clients' gaps beside; legible at its size
+    (at least 700 x 400 pixels)."""
+    phases = {c: [1500.0, 300.0, None] for c, _, _ in render.PHASES}
+    sizes = pd.DataFrame(
+        {
+            "partitions": [25_000, 1_000, 50_000],
+            "failovers": [2, 1, 1],
+            **phases,
+            "median_unavailability_ms": [9000.0, 700.0, None],
+            "max_unavailability_ms": [12000.0, 700.0, None],
+        }
+    )
+    path = tmp_path / "sizes.png"
+    assert render.size_chart(sizes, path)
+    height, width = image.imread(path).shape[:2]
+    assert width >= 700 and height >= 400
+    assert [render.size_label(p) for p in sorted(sizes["partitions"])] == [
+        "1,000",
+        "25,000",
+        "50,000",
+    ]
 
 
 def test_page_has_sections_notes_and_links() -> None:

@@ -28,6 +28,7 @@ MSGS = "kafka_server_BrokerTopicMetrics_MessagesInPerSec"
 BYTES = "kafka_server_BrokerTopicMetrics_BytesInPerSec"
 TOTAL = "kafka_network_RequestMetrics_TotalTimeMs"
 URP = "kafka_server_ReplicaManager_UnderReplicatedPartitions"
+GPC = "kafka_controller_KafkaController_GlobalPartitionCount"
 C = "controller-3000"
 T0 = 1_790_000_000_000  # epoch ms, 2026
 
@@ -42,6 +43,7 @@ def _samples() -> list[tuple]:
             counter(ts, "broker-1", BYTES, m1 * 100, topic="orders"),
             sample(ts, "broker-1", URP, 1 if i == 2 else 0),
             sample(ts, C, el.QUEUE_SIZE, i),
+            sample(ts, C, GPC, 6),
         ]
         rows += histogram(
             ts, "broker-1", TOTAL, {"1.0": 2 * i, "10.0": 3 * i, "+Inf": 3 * i}, request="Produce"
@@ -85,6 +87,14 @@ def _events() -> list[dict[str, Any]]:
             role_in_partition="leader",
             leader=1,
             leader_epoch=3,
+        ),
+        event(
+            T0 + 12_100,
+            "broker-1",
+            "applied metadata changes",
+            leaders=1,
+            followers=0,
+            apply_ms=40.0,
         ),
         event(
             T0 + 13_000,
@@ -138,8 +148,11 @@ def test_full_report(spark: SparkSession, tmp_path: Path) -> None:
     assert summary.history_ops == 3
     (failover,) = summary.failovers
     assert (failover.broker_id, failover.fault_from, failover.detect_ms) == (2, "nemesis", 2_000.0)
-    assert (failover.queue_ms, failover.election_ms, failover.propagation_ms) == (5.0, 25.0, 90.0)
+    assert (failover.queue_ms, failover.election_ms) == (5.0, 25.0)
+    # elected at +12.01 s, received at +12.06 s (the set logged at +12.1 s took 40 ms), applied
+    assert (failover.propagation_ms, failover.apply_ms) == (50.0, 40.0)
     assert (failover.elections, failover.unavailability_ms) == (1, 2_600.0)
+    assert failover.partitions == 6  # GlobalPartitionCount at +10 s, before the detection
     assert summary.slowest_phase == "detect"
     for name in summary.tables:
         assert (out / "tables" / f"{name}.csv").is_file()
@@ -151,6 +164,7 @@ def test_full_report(spark: SparkSession, tmp_path: Path) -> None:
         "failovers.png",
         "elections_by_cause.png",
         "election_time.png",
+        "failovers_by_size.png",
     } <= set(summary.charts)
     for png in summary.charts:
         assert (out / png).read_bytes().startswith(b"\x89PNG")
@@ -161,8 +175,15 @@ def test_full_report(spark: SparkSession, tmp_path: Path) -> None:
         "failovers.png",
         "tables/failover_timeline.csv",
         "orders: 390",
+        "Failovers by cluster size",
+        "tables/failover_sizes.csv",
+        "broker apply 40 ms",
     ):
         assert text in page
+    sizes = pd.read_csv(out / "tables" / "failover_sizes.csv")
+    assert sizes[
+        ["partitions", "failovers", "apply_ms", "max_unavailability_ms"]
+    ].values.tolist() == [[6, 1, 40.0, 2_600.0]]
     assert "No chaos history" not in page
     # the tables read back: Parquet with Spark, CSV with pandas
     timeline = spark.read.parquet(str(out / "tables" / "failover_timeline")).collect()
@@ -197,6 +218,7 @@ def test_empty_inputs_still_make_a_report(spark: SparkSession, tmp_path: Path) -
     assert "No telemetry in this period." in page
     assert "No leader elections in this period." in page
     assert "No broker failure detected in this period." in page
+    assert "No failover with a known cluster size in this period" in page
     assert all(n == 0 for n in summary.tables.values())
 
 
