@@ -37,7 +37,9 @@ For each mode (default both, ZK first; one table at the end with a column per mo
    (ZK mode: not the controller's); reported: when every live broker's Metadata shows its
    partitions led elsewhere, when it logged that the controller allowed the shutdown and when
    it exited, and each sampled partition's longest gap between two acknowledgements; then it
-   is started again and timed back into every ISR (a restart after a clean shutdown).
+   is started again and timed back into every ISR (a restart after a clean shutdown). After
+   each restart a preferred leader election puts leadership back where the placement put it
+   (a third per broker), as the cluster had it before the first kill.
 5. Controller failover. ZK mode: the same as 2 with the controller's broker as the victim;
    reported from the new controller's "controller active" event (ZooKeeper read, replay, load)
    and its ControllerChangeRateAndTimeMs on /metrics, its failover requests answered, (b), (c).
@@ -954,7 +956,27 @@ def restart_and_rejoin(
         return (f"broker {broker} restarted: NOT back in every ISR within "
                 f"{args.rejoin_wait_s:g} s ({str(exc)[:200]})")  # fmt: skip
     report[key] = time.time() - t0
-    return f"broker {broker} restarted: back in every ISR after {report[key]:.1f} s"
+    line = f"broker {broker} restarted: back in every ISR after {report[key]:.1f} s"
+    # Leadership back where the placement put it (auto.leader.rebalance.enable is off), so
+    # that the next step meets the balanced cluster of a first start.
+    t0 = time.time()
+    try:
+        trio.run(balance_leaders, cluster, topics, args)
+    except RuntimeError as exc:
+        return f"{line}; preferred leaders NOT restored ({str(exc)[:200]})"
+    return f"{line}; preferred leaders restored in {time.time() - t0:.1f} s"
+
+
+async def balance_leaders(
+    cluster: BenchCluster, topics: set[str], args: argparse.Namespace
+) -> None:
+    """A preferred leader election of every partition (`trioka partitions elect`'s), then wait
+    until every live broker's Metadata shows each partition led by its first replica."""
+    async with Admin({"bootstrap.servers": cluster.live_bootstrap()}) as admin:
+        await admin.elect_leaders("preferred", None, timeout_ms=int(args.wait_s * 1000))
+    await wait_all(cluster, topics, args.partitions,
+                   lambda p: bool(p.replica_nodes) and p.leader_id == p.replica_nodes[0],
+                   within=args.wait_s, what="preferred leaders")  # fmt: skip
 
 
 def describe_shutdown(result: dict[str, Any]) -> list[str]:
