@@ -471,7 +471,12 @@ class LogSegment:
         self.size = valid_end
         self._file_may_be_longer = False
         self._rewrite_index_files()
-        self.dirty = True
+        if file_size:
+            # Recovered bytes, or a cut, that the next flush makes durable. An empty segment
+            # has neither (its rewritten indexes are empty): fsyncing it at the next flush was
+            # 75,000 fsyncs in the clean shutdown of a broker restarted after a SIGKILL with
+            # 25,000 partitions.
+            self.dirty = True
         assert self.next_offset is not None
         return RecoveryResult(truncated, self.next_offset, problem)
 

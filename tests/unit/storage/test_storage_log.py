@@ -646,3 +646,23 @@ def test_a_created_log_that_was_written_then_emptied_is_still_flushed(
     fsyncs = _count_fsyncs(monkeypatch)
     log.close()
     assert fsyncs
+
+
+def test_an_empty_log_recovered_after_a_crash_closes_without_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery marked every segment dirty, the empty ones too: the clean shutdown of a broker
+    restarted after a SIGKILL with 25,000 partitions then fsynced 75,000 files (5 s)."""
+    log = open_log(tmp_path)
+    log.close()
+    fsyncs = _count_fsyncs(monkeypatch)
+    again = open_log(tmp_path, recovery_point=0, clean_shutdown=False)
+    again.close()
+    assert fsyncs == []
+    written = open_log(tmp_path, recovery_point=0, clean_shutdown=False)
+    written.append_as_leader(batch(2), 0)
+    written.release_handles()  # killed with unflushed data: recovery keeps it, dirty
+    recovered = open_log(tmp_path, recovery_point=0, clean_shutdown=False)
+    assert recovered.log_end_offset == 2
+    recovered.close()
+    assert fsyncs
