@@ -60,6 +60,13 @@ bench-failover: setup-dev
 bench-metadata: setup-dev
 	$(BIN)/python bench/run_metadata.py --mode $(MODE) $(METADATA_ARGS)
 
+# Issue 15's scale curve: run_failover.py at 1,000-50,000 partitions, both modes, one table;
+# SCALE_OUT keeps each run's output and telemetry (`trioka report --spool $(SCALE_OUT)/telemetry`).
+.PHONY: bench-scale-curve
+SCALE_OUT ?= scale-curve
+bench-scale-curve: setup-dev
+	$(BIN)/python bench/run_scale_curve.py --telemetry --out $(SCALE_OUT) $(SCALE_ARGS)
+
 # Issue 5: log cleaner throughput on one 200 MB partition with 10,000 keys (docs/benchmarks.md).
 .PHONY: bench-cleaner
 CLEANER_ARGS ?=
