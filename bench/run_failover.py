@@ -188,6 +188,7 @@ async def wait_all(
     within: float,
     what: str,
     node_ids: list[int] | None = None,
+    poll_s: float = 0.1,
 ) -> dict[int, float]:
     """Poll Metadata on each broker in `node_ids` (default: the live ones) until
     `condition(partition)` holds for all `expected` partitions of `topics`; returns the wall
@@ -215,7 +216,7 @@ async def wait_all(
                     else:
                         last[node_id] = f"{len(parts)} partitions, {len(bad)} not yet"
                 if len(done) < len(ids):
-                    await trio.sleep(0.1)  # polling a condition under the deadline
+                    await trio.sleep(poll_s)  # polling a condition under the deadline
     if len(done) < len(ids):
         raise RuntimeError(f"no {what} within {within:g} s: {last}")
     return done
@@ -353,7 +354,7 @@ async def kill_and_measure(
                 nursery.start_soon(run_probe)
             meta_done = await wait_all(cluster, topics, expected, led_live,
                                        within=args.wait_s, what="live leaders",
-                                       node_ids=survivors)  # fmt: skip
+                                       node_ids=survivors, poll_s=args.poll_s)  # fmt: skip
         result["metadata_s_after_kill"] = {i: t - t_kill for i, t in meta_done.items()}
         # (c) every sampled partition accepts acks=all writes again.
         margin = t_kill + 0.1  # an answer read just after the kill was sent before it
@@ -455,7 +456,7 @@ async def shutdown_and_measure(
         meta_done = await wait_all(cluster, topics, expected,
                                    lambda p: p.leader_id >= 0 and p.leader_id != victim,
                                    within=args.wait_s, what="leaders moved off the broker",
-                                   node_ids=survivors)  # fmt: skip
+                                   node_ids=survivors, poll_s=args.poll_s)  # fmt: skip
         t_moved = max(meta_done.values())
         result["moved_s"] = t_moved - t_stop
         lines = await sampler.wait(
@@ -1108,6 +1109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--telemetry-dir", default="",
                         help="write the cluster's telemetry and the benchmark's own operations to "
                         "DIR/<mode>-<partitions>/spool for `trioka report --spool`")  # fmt: skip
+    parser.add_argument("--poll-s", type=float, default=0.1,
+                        help="interval of the Metadata polls of every live broker during a "
+                        "failover (each asks for every partition: at 25,000 the polls take CPU "
+                        "the brokers need)")  # fmt: skip
     parser.add_argument("--idle-s", type=float, default=0.0,
                         help="measure the brokers' idle CPU and RSS over S seconds once every "
                         "partition has its full ISR (after 10 s to settle); 0: skip")  # fmt: skip
