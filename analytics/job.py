@@ -7,7 +7,8 @@ filtered by time -> analytics.report.build_report -> DIR/report.html, PNGs, tabl
 T is ISO 8601 (`2026-11-26T10:00:00Z`; no zone means UTC) or epoch milliseconds; samples and
 events with from <= ts < to are kept. Chaos history ops are not filtered (their times are a
 run's monotonic clock); start and end go to build_report too. Exit status: 0 done, 1 an error
-(unreachable cluster, bad spool, ...), 2 bad arguments.
+(unreachable cluster, bad spool, a Spark failure such as running out of memory: one line on
+stderr naming what failed, no traceback), 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ if __name__ == "__main__" and __package__ in (None, ""):
     # `spark-submit analytics/job.py` puts analytics/ on sys.path, not the project root.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from py4j.protocol import Py4JError
 from pyspark import SparkConf
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics.report import ReportSummary, build_report, headline
+from analytics.report import ReportError, ReportSummary, build_report, first_line, headline
 from analytics.schemas import (
     RAW_SCHEMA,
     parse_history,
@@ -47,6 +50,12 @@ from protocol.telemetry import (
 )
 
 DEFAULT_MASTER = "local[2]"
+DRIVER_MEMORY = "4g"
+"""The driver JVM's heap when this process starts it (no spark-submit --driver-memory or
+spark.driver.memory given). In local mode the driver is the executor too: it holds the cached
+telemetry and runs every task. Spark's default 1g ran out on a 25,000-partition benchmark's
+telemetry plus six smaller runs' (430 MB of spools): "Not enough memory to build and broadcast
+the table" once the heap was full of cached blocks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,12 +160,17 @@ def build_session(master: str | None = None) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    conf = SparkConf()
     if master is not None:
         builder = builder.master(master)
-    elif not SparkConf().contains("spark.master"):  # spark-submit's --master stays
+    elif not conf.contains("spark.master"):  # spark-submit's --master stays
         builder = builder.master(DEFAULT_MASTER)
+    if not conf.contains("spark.driver.memory"):  # taken only when the JVM starts here
+        builder = builder.config("spark.driver.memory", DRIVER_MEMORY)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # FATAL, not ERROR: a failed task or broadcast would log its JVM stack trace to stderr;
+    # main reports a Spark failure itself, in one line.
+    spark.sparkContext.setLogLevel("FATAL")
     register(spark)
     return spark
 
@@ -213,7 +227,11 @@ def load_inputs(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None
     samples = in_window(parse_metrics(raw.where(F.col("topic") == METRICS_TOPIC)), since, args.end)  # fmt: skip
     events = in_window(parse_logs(raw.where(F.col("topic") == LOGS_TOPIC)), since, args.end)
     ops = parse_history(raw.where(F.col("topic") == CHAOS_HISTORY_TOPIC))
-    return Inputs(samples.persist(), events.persist(), ops.persist())
+    inputs = Inputs(samples.persist(), events.persist(), ops.persist())
+    for frame in (inputs.samples, inputs.events, inputs.ops):
+        frame.count()  # parsed from the cached records once...
+    raw.unpersist()  # ...which then free their memory (the raw JSON is most of it)
+    return inputs
 
 
 def run(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> ReportSummary:
@@ -235,8 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = run(spark, args, topics)
         finally:
             spark.stop()
-    except (SourceOptionError, SourceReadError, SpoolError) as exc:
+    except (SourceOptionError, SourceReadError, SpoolError, ReportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (PySparkException, Py4JError) as exc:  # reading or parsing, outside a table
+        print(f"error: Spark failed: {first_line(exc)}", file=sys.stderr)
         return 1
     print(f"report: {args.out / 'report.html'}")
     for label, value in headline(summary):

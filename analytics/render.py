@@ -182,7 +182,9 @@ def size_chart(sizes: pd.DataFrame, path: Path) -> bool:
     bar) with their worst gap (a black diamond)."""
     if sizes.empty:
         return False
-    sizes = sizes.sort_values("partitions")
+    if "mode" not in sizes:
+        sizes = sizes.assign(mode=None)
+    sizes = sizes.sort_values(["mode", "partitions"], na_position="last")
     xs = list(range(len(sizes)))
     width = 0.38
     fig, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(sizes) + 3.5), 4.8))
@@ -200,8 +202,13 @@ def size_chart(sizes: pd.DataFrame, path: Path) -> bool:
         ax.scatter([x + width / 2 for x in xs], max_gap, marker="D", color="black", zorder=3,
                    label="client gap (max)")  # fmt: skip
     ax.set_xticks(xs)
-    ax.set_xticklabels([size_label(p) for p in sizes["partitions"]])
-    ax.set_xlabel("partitions in the cluster")
+    ax.set_xticklabels(
+        [
+            f"{mode} {size_label(p)}" if isinstance(mode, str) else size_label(p)
+            for mode, p in zip(sizes["mode"], sizes["partitions"], strict=True)
+        ]
+    )
+    ax.set_xlabel("metadata mode, partitions in the cluster")
     ax.set_ylabel("seconds (median over the size's failovers)")
     ax.set_title("Leader switching by cluster size")
     ax.grid(alpha=0.3, axis="y")

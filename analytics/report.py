@@ -10,6 +10,7 @@ only a baseline (see analytics.transforms.series).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -120,9 +123,49 @@ def _csv_value(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, list | dict) else value
 
 
+class ReportError(Exception):
+    """A table of the report could not be computed: Spark failed (out of memory, a lost
+    executor, ...). The message is one line: the table and the failure's first line."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """`exc`'s class name and the first non-blank line of its message (at most `limit`
+    characters): a Spark failure's message goes on with the JVM's stack trace."""
+    text = str(exc) if not isinstance(exc, Py4JError) else _py4j_message(exc)
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    if len(line) > limit:
+        line = line[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+WRAPPER_MESSAGES = ("Exception thrown in awaitResult",)
+"""Java exceptions that only wrap the one that says what failed (their cause)."""
+
+
+def _py4j_message(exc: Py4JError) -> str:
+    """A Java exception's own line (class: message): the first in its cause chain that is
+    not a wrapper (e.g. "SparkException: Not enough memory to build and broadcast the table
+    ...", not "Exception thrown in awaitResult")."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        while java is not None:
+            message = java.getMessage()
+            cause = java.getCause()
+            if cause is None or (message and not message.startswith(WRAPPER_MESSAGES)):
+                return str(java.toString())
+            java = cause
+    except Py4JError:  # the JVM is gone
+        pass
+    return str(exc)
+
+
 def write_table(frame: DataFrame, tables_dir: Path, name: str) -> pd.DataFrame:
-    """tables/<name>/part-00000.parquet and tables/<name>.csv; returns the rows (pandas)."""
-    table = frame.toArrow()
+    """tables/<name>/part-00000.parquet and tables/<name>.csv; returns the rows (pandas).
+    Raises ReportError when Spark fails to compute the table."""
+    try:
+        table = frame.toArrow()
+    except (PySparkException, Py4JError) as exc:
+        raise ReportError(f"computing the table {name!r} failed: {first_line(exc)}") from exc
     target = tables_dir / name
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -143,8 +186,10 @@ def _tables(
     start_ms: int | None,
     end_ms: int | None,
     window_ms: int,
+    cached: list[DataFrame],
 ) -> dict[str, DataFrame]:
-    """Every table of the report, by name, cut to the period."""
+    """Every table of the report, by name, cut to the period. Frames several tables are
+    computed from are persisted and appended to `cached` (the caller unpersists them)."""
     zero = start_ms is None
 
     def cut(frame: DataFrame) -> DataFrame:
@@ -156,7 +201,10 @@ def _tables(
     elections = cut(el.leader_elections(events))
     election_buckets = cut(el.election_time_buckets(samples, first_from_zero=zero))
     queue_buckets = cut(el.queue_wait_buckets(samples, first_from_zero=zero))
-    timeline, elected, gaps = failovers(events, samples, ops)
+    # Five tables come from the failovers: computed once (a large failover's elections and
+    # propagation join hundreds of thousands of events).
+    timeline, elected, gaps = (frame.persist() for frame in failovers(events, samples, ops))
+    cached += [timeline, elected, gaps]
     ids = cut(timeline.withColumn("ts_ms", F.col("detected_ms"))).select("failover_id")
     in_period = timeline.join(ids, "failover_id", "left_semi").orderBy("failover_id")
     return {
@@ -208,16 +256,19 @@ def build_report(
     if ops is None:
         ops = spark.createDataFrame([], OPS_SCHEMA)
     samples, events = dedupe_samples(samples).cache(), dedupe_events(events).cache()
+    cached: list[DataFrame] = [samples, events]
     try:
         lo, hi = _span([between(samples, start_ms, end_ms), between(events, start_ms, end_ms)])
         period = (start_ms if start_ms is not None else lo, end_ms if end_ms is not None else hi)
         window = window_ms or window_for(*period)
-        frames = _tables(samples, events, ops, start_ms, end_ms, window)
+        frames = _tables(samples, events, ops, start_ms, end_ms, window, cached)
         rows = {name: write_table(frame, tables_dir, name) for name, frame in frames.items()}
         history_ops = between(with_wall_clock(ops), start_ms, end_ms).count()
     finally:
-        samples.unpersist()
-        events.unpersist()
+        for frame in cached:
+            # After a Spark failure (the JVM may be gone) the failure is what to report.
+            with contextlib.suppress(PySparkException, Py4JError):
+                frame.unpersist()
     sections, charts = report_sections.sections(rows, out, history_ops)
     summary = _summary(rows, out, period, history_ops, charts)
     (out / "report.html").write_text(

@@ -13,17 +13,30 @@ the same broker within `merge_ms` is the same failure). Its phases:
   `fault_from` says which ("nemesis" or "last seen").
 - detect_ms (detection): detection minus fault. The controller logs the detection when the
   event that found the failure runs, so it includes that event's queue wait.
-- queue_ms, election_ms (controller queue wait, election): the `queue_ms` and `process_ms` of
-  the controller event that elected the new leaders (from its submission to its run; from its
-  run to its answer, its records written and committed): the first "controller event
-  processed" of the detecting controller logged at or after the failover's last "leader
-  election" (at or after the detection when nothing was elected).
+- event_type, queue_ms, election_ms (controller queue wait, election): the `queue_ms` and
+  `process_ms` of the controller event that detected the failure and elected the new leaders
+  (from its submission to its run; from its run to its answer, its records written and
+  committed in batches): the detecting controller's first "controller event processed" at or
+  after the detection whose event_type is the detection's (its "broker failure detected"
+  carries it: FenceDeadBroker, FenceStaleBrokers, BrokerHeartbeat, BrokerRegistration in Raft
+  mode, FenceDeadBroker or BrokerChange in ZK mode). Not the first event after the last
+  election: a large fencing's elections are logged only once its last batch commits, and the
+  victim's re-registration or later controlled shutdown come after. Older telemetry without
+  the detection's event_type: the first "controller event processed" at or after the
+  failover's last "leader election" (at or after the detection when nothing was elected).
+- elections: the failover's "leader election" events: the detecting controller's, of a
+  partition the failed broker led (previous_leader), within a minute of the detection, logged
+  by the detecting kind of event (their event_type; any when unknown): the re-elections of the
+  restarted victim's controlled shutdown or of a preferred-leader election are not the
+  failover's.
 - propagation_ms (commit/propagation) and apply_ms (broker apply), per elected partition: its
   "leader election" (logged by the controller once the change committed) -> received: the new
   leader received the change set holding it (its "applied metadata changes" in Raft mode,
   "applied LeaderAndIsr" in ZK mode: the first of the new leader's at or after the partition's
   applied time, minus that event's apply_ms) -> applied: "partition leadership applied" (as
-  leader, same leader epoch) on the new leader. propagation_ms is received minus elected (the
+  leader, same leader epoch) on the new leader, the first at or after the detection (within
+  a minute of the election: the runs of a report reuse topic names, broker ids and epochs).
+  propagation_ms is received minus elected (the
   commit, the ZK controller's LeaderAndIsr, a Raft broker's observer fetching the records),
   apply_ms applied minus received (the broker's own replay and apply, a later step of a large
   delta waiting behind the earlier ones). Without the change-set event (older telemetry)
@@ -37,11 +50,15 @@ the same broker within `merge_ms` is the same failure). Its phases:
   before the detection, else the sum over brokers of each one's latest ReplicaManager
   LeaderCount at or before it (partitions without a leader are missed); `size_from` says which
   ("controller" or "brokers").
-- unavailability_ms (the client-observed gap): per partition written in the chaos history (a
-  chaos run's clients, or a benchmark's sampler: bench/telemetry_export.py), the gap between
-  the last acknowledged send before the fault and the first after it; the failover's is the
-  worst partition's. A partition not acknowledged within `lookback_ms` before the fault was not being
-  written at the fault (another run's, another fault's sampler): it has no gap.
+- unavailability_ms (the client-observed gap): per partition being written at the fault in
+  the chaos history (a chaos run's clients, or a benchmark's sampler: bench/telemetry_export.py),
+  the gap between its last acknowledged send before the fault and its first after it; the
+  failover's is the worst partition's. Being written means a last acknowledgement within
+  WRITING_WITHIN_MS (5 s; the sampler writes each partition every 100 ms) before the fault: a
+  partition last acknowledged earlier was another step's or another run's (the runs of one
+  report reuse topic names), and its gap would span steps or runs; it has none. (The failover
+  benchmark's "per-partition unavailability" is the same ack-to-ack gap, except that it skips
+  acknowledgements in the first 100 ms after the kill, answers to sends made before it.)
 
 The ops columns used (analytics.schemas.parse_history's): kind, type, topic, partition, targets
 (array of node names), the nemesis action (an `action` column, or inside the `detail` JSON
@@ -79,6 +96,14 @@ OPS_SCHEMA = StructType(
 # Nemesis actions that take a broker away (restart, resume, heal... bring it back).
 FAULT_ACTIONS = ("kill", "pause", "kill-leader", "pause-followers", "cut")
 LOOKBACK_MS = 120_000
+WRITING_WITHIN_MS = 5_000
+"""A partition counts toward a failover's client-observed gap only if it was acknowledged
+within this long before the fault. The benchmark's sampler writes each of its partitions every
+100 ms (bench/failover_sampler.py) and a chaos run's clients keep writing, so a partition being
+written at the fault has an acknowledgement a few hundred ms before it; an older last one is
+another step's or another run's sampler (the runs of a report reuse topic names), and a gap
+from it would span steps or runs (minutes). 5 s leaves room for a slow acks=all round trip
+under load."""
 MERGE_MS = 10_000
 ELECTION_SLACK_MS = 1_000
 ELECTION_HORIZON_MS = 60_000
@@ -90,12 +115,19 @@ LEADER_COUNT = "kafka_server_ReplicaManager_LeaderCount"
 
 
 def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:
-    """failover_id (1, 2, ... in time order), broker_id, controller, reason, detected_ms."""
+    """failover_id (1, 2, ... in time order), broker_id, controller, reason, detected_ms,
+    detected_by (the event_type of the controller event that found the failure; null in
+    older telemetry)."""
     detected = events.where(F.col("event") == "broker failure detected").select(
         "broker_id",
         F.col("source").alias("controller"),
         "reason",
         F.col("ts_ms").alias("detected_ms"),
+        F.col("event_type").alias("detected_by"),
+        # A dedicated controller process is Raft mode's; one inside a broker says its mode.
+        F.coalesce(
+            F.col("metadata_mode"), F.when(F.col("role") == "controller", F.lit("raft"))
+        ).alias("mode"),
     )
     per_broker = Window.partitionBy("broker_id").orderBy("detected_ms")
     previous = F.lag("detected_ms").over(per_broker)
@@ -203,7 +235,10 @@ def failover_elections(
     """The elections of each failover, with their propagation: failover_id, topic, partition,
     leader, leader_epoch, cause, elected_ms, received_ms, applied_ms, propagation_ms, apply_ms.
     An election belongs to a failover when the failed broker led the partition and it came from
-    the detecting controller within [detection - slack_ms, detection + horizon_ms)."""
+    the detecting controller within [detection - slack_ms, detection + horizon_ms), by the same
+    kind of controller event as the detection (the elections' event_type; either null, older
+    telemetry: any): the victim's later controlled shutdown or re-registration re-elects its
+    partitions too."""
     elections = events.where(F.col("event") == "leader election").select(
         F.col("source").alias("e_controller"),
         "topic",
@@ -212,17 +247,27 @@ def failover_elections(
         "previous_leader",
         "leader_epoch",
         "cause",
+        F.col("event_type").alias("e_event_type"),
         F.col("ts_ms").alias("elected_ms"),
     )
-    d = found.select("failover_id", "broker_id", "controller", "detected_ms").alias("d")
+    d = found.select("failover_id", "broker_id", "controller", "detected_ms", "detected_by")
+    d = d.alias("d")
     belongs = (
         (F.col("previous_leader") == F.col("d.broker_id"))
         & (F.col("e_controller") == F.col("d.controller"))
         & (F.col("elected_ms") >= F.col("d.detected_ms") - slack_ms)
         & (F.col("elected_ms") < F.col("d.detected_ms") + horizon_ms)
+        & _same_kind(F.col("e_event_type"), F.col("d.detected_by"))
     )
     elected = d.join(elections, belongs).select(
-        "failover_id", "topic", "partition", "leader", "leader_epoch", "cause", "elected_ms"
+        "failover_id",
+        "topic",
+        "partition",
+        "leader",
+        "leader_epoch",
+        "cause",
+        "elected_ms",
+        F.col("d.detected_ms").alias("_detected_ms"),
     )
     applied = events.where(
         (F.col("event") == "partition leadership applied")
@@ -234,15 +279,24 @@ def failover_elections(
         F.col("leader_epoch").alias("a_epoch"),
         F.col("ts_ms").alias("a_ms"),
     )
+    # Its application comes after the event that elected it ran (it may precede the election's
+    # log line: a large result's early batches reach the brokers before the elections are
+    # logged) and within the horizon: the runs of one report reuse topic names, broker ids and
+    # leader epochs, so another run's application of the same epoch would match too.
     same = (
         (F.col("a_node") == F.col("leader"))
         & (F.col("a_topic") == F.col("topic"))
         & (F.col("a_partition") == F.col("partition"))
         & (F.col("a_epoch") == F.col("leader_epoch"))
+        & (F.col("a_ms") >= F.col("_detected_ms"))
+        & (F.col("a_ms") < F.col("elected_ms") + horizon_ms)
     )
     keys = ["failover_id", "topic", "partition", "leader", "leader_epoch", "cause", "elected_ms"]
     first_applied = (
-        elected.join(applied, same, "left").groupBy(*keys).agg(F.min("a_ms").alias("applied_ms"))
+        elected.join(applied, same, "left")
+        .groupBy(*keys, "_detected_ms")
+        .agg(F.min("a_ms").alias("applied_ms"))
+        .drop("_detected_ms")
     )
     received = F.coalesce("received_ms", "applied_ms")
     return (
@@ -280,16 +334,24 @@ def with_received(applied: DataFrame, events: DataFrame) -> DataFrame:
     )
 
 
+def _same_kind(event_type: Column, detected_by: Column) -> Column:
+    """The event is of the detecting event's type (true when either is unknown)."""
+    return event_type.isNull() | detected_by.isNull() | (event_type == detected_by)
+
+
 def processing(found: DataFrame, elected: DataFrame, events: DataFrame) -> DataFrame:
-    """failover_id, event_type, queue_ms, election_ms: the controller event that elected."""
+    """failover_id, event_type, queue_ms, election_ms: the controller event that detected the
+    failure and elected (the module docstring's rule)."""
     last = elected.groupBy("failover_id").agg(F.max("elected_ms").alias("last_elected_ms"))
+    # With the detecting event's type known, its own "processed" is the detecting controller's
+    # first of that type at or after the detection (logged when it is answered, after its
+    # elections). Without it (older telemetry): the first after the last election.
+    after_ms = F.when(F.col("detected_by").isNotNull(), F.col("detected_ms")).otherwise(
+        F.coalesce("last_elected_ms", "detected_ms")
+    )
     d = (
         found.join(last, "failover_id", "left")
-        .select(
-            "failover_id",
-            "controller",
-            F.coalesce("last_elected_ms", "detected_ms").alias("after_ms"),
-        )
+        .select("failover_id", "controller", "detected_by", after_ms.alias("after_ms"))
         .alias("d")
     )
     processed = events.where(F.col("event") == "controller event processed").select(
@@ -299,8 +361,10 @@ def processing(found: DataFrame, elected: DataFrame, events: DataFrame) -> DataF
         "process_ms",
         F.col("ts_ms").alias("p_ms"),
     )
-    after = (F.col("p_controller") == F.col("d.controller")) & (
-        F.col("p_ms") >= F.col("d.after_ms")
+    after = (
+        (F.col("p_controller") == F.col("d.controller"))
+        & (F.col("p_ms") >= F.col("d.after_ms"))
+        & _same_kind(F.col("event_type"), F.col("d.detected_by"))
     )
     first = F.struct("p_ms", "event_type", "queue_ms", "process_ms")
     return (
@@ -317,11 +381,16 @@ def processing(found: DataFrame, elected: DataFrame, events: DataFrame) -> DataF
 
 
 def unavailability(
-    faults: DataFrame, elected: DataFrame, ops: DataFrame, *, lookback_ms: int = LOOKBACK_MS
+    faults: DataFrame,
+    elected: DataFrame,
+    ops: DataFrame,
+    *,
+    writing_within_ms: int = WRITING_WITHIN_MS,
 ) -> DataFrame:
-    """Per failover and partition written in the history within `lookback_ms` before the
-    fault: failover_id, topic, partition, elected (a leader was elected for it in this
-    failover), last_ack_before_ms, first_ack_after_ms, unavailability_ms."""
+    """Per failover and partition acknowledged in the history within `writing_within_ms`
+    before the fault (WRITING_WITHIN_MS): failover_id, topic, partition, elected (a leader was
+    elected for it in this failover), last_ack_before_ms, first_ack_after_ms (its first
+    acknowledgement after the fault), unavailability_ms (their difference)."""
     acks = (
         _ops_view(ops)
         .where((F.col("kind") == "send") & (F.col("type") == "ok"))
@@ -337,10 +406,11 @@ def unavailability(
         F.max(before).alias("last_ack_before_ms"), F.min(after).alias("first_ack_after_ms")
     )
     f_at = f.select("failover_id", F.col("fault_at").alias("_fault_at"))
-    # Several runs or faults in one report: a partition only another sampler wrote (its last
-    # ack long before this fault) would otherwise get a gap from one run to the next.
+    # Several runs or faults in one report: a partition another step's or run's sampler wrote
+    # (its last ack seconds or minutes before this fault) would otherwise get a gap from one
+    # step or run to the next.
     gaps = gaps.join(f_at, "failover_id").where(
-        F.col("last_ack_before_ms") >= F.col("_fault_at") - lookback_ms
+        F.col("last_ack_before_ms") >= F.col("_fault_at") - writing_within_ms
     )
     gaps = gaps.drop("_fault_at").withColumn(
         "unavailability_ms",
@@ -368,6 +438,7 @@ TIMELINE_COLUMNS = (
     "failover_id",
     "broker_id",
     "controller",
+    "mode",
     "reason",
     "fault_from",
     "fault_ms",
@@ -478,18 +549,19 @@ def _median(column: str) -> Column:
 
 
 def per_size(timeline: DataFrame) -> DataFrame:
-    """The failovers by cluster size (those with a known size), smallest first: partitions,
-    failovers, the median of each phase (PHASES' names), median and max unavailability_ms."""
+    """The failovers by metadata mode and cluster size (those with a known size), by mode then
+    smallest first: mode (null when unknown), partitions, failovers, the median of each phase
+    (PHASES' names), median and max unavailability_ms."""
     return (
         timeline.where(F.col("partitions").isNotNull())
-        .groupBy("partitions")
+        .groupBy("mode", "partitions")
         .agg(
             F.count(F.lit(1)).alias("failovers"),
             *[_median(column) for column in PHASES],
             F.percentile(F.col("unavailability_ms"), F.lit(0.5)).alias("median_unavailability_ms"),
             F.max("unavailability_ms").alias("max_unavailability_ms"),
         )
-        .orderBy("partitions")
+        .orderBy(F.col("mode").asc_nulls_last(), "partitions")
     )
 
 

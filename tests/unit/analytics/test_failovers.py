@@ -119,6 +119,7 @@ def test_failover_timeline(spark: SparkSession) -> None:
         "failover_id": 1,
         "broker_id": 2,
         "controller": CONTROLLER,
+        "mode": "raft",
         "reason": "session expired",
         "fault_from": "nemesis",
         "fault_ms": 2_000,
@@ -138,6 +139,7 @@ def test_failover_timeline(spark: SparkSession) -> None:
         "failover_id": 2,
         "broker_id": 1,
         "controller": CONTROLLER,
+        "mode": "raft",
         "reason": "session expired",
         "fault_from": "last seen",
         "fault_ms": 16_000,
@@ -261,28 +263,47 @@ def test_the_size_is_the_detecting_controllers_partition_count(spark: SparkSessi
 
 
 def test_per_size_medians(spark: SparkSession) -> None:
-    columns = ["partitions", "detect_ms", "queue_ms", "election_ms", "propagation_ms", "apply_ms",
-               "unavailability_ms"]  # fmt: skip
+    """Per metadata mode and size: a report over both modes' benchmarks keeps them apart."""
+    columns = ["mode", "partitions", "detect_ms", "queue_ms", "election_ms", "propagation_ms",
+               "apply_ms", "unavailability_ms"]  # fmt: skip
     rows = [
-        (3_000, 100.0, 1.0, 10.0, 50.0, 10.0, 900.0),
-        (3_000, 600.0, 3.0, 30.0, 70.0, None, 1_500.0),
-        (3_000, 200.0, 2.0, 20.0, 60.0, 30.0, None),
-        (1_000, 50.0, 1.0, 5.0, 20.0, 4.0, 500.0),
-        (1_000, 70.0, 2.0, 7.0, 40.0, 6.0, 900.0),
-        (None, 9_999.0, 9.0, 9.0, 9.0, 9.0, 9_999.0),  # no known size: left out
+        ("raft", 3_000, 100.0, 1.0, 10.0, 50.0, 10.0, 900.0),
+        ("raft", 3_000, 600.0, 3.0, 30.0, 70.0, None, 1_500.0),
+        ("raft", 3_000, 200.0, 2.0, 20.0, 60.0, 30.0, None),
+        ("raft", 1_000, 50.0, 1.0, 5.0, 20.0, 4.0, 500.0),
+        ("raft", 1_000, 70.0, 2.0, 7.0, 40.0, 6.0, 900.0),
+        ("zk", 1_000, 300.0, 1.0, 5.0, 20.0, 4.0, 2_000.0),
+        ("raft", None, 9_999.0, 9.0, 9.0, 9.0, 9.0, 9_999.0),  # no known size: left out
     ]
     timeline = spark.createDataFrame(
-        rows, "partitions long, " + ", ".join(f"{c} double" for c in columns[1:])
+        rows, "mode string, partitions long, " + ", ".join(f"{c} double" for c in columns[2:])
     )
     got = [r.asDict() for r in per_size(timeline).collect()]
     assert got == [
-        {"partitions": 1_000, "failovers": 2, "detect_ms": 60.0, "queue_ms": 1.5,
+        {"mode": "raft", "partitions": 1_000, "failovers": 2, "detect_ms": 60.0, "queue_ms": 1.5,
          "election_ms": 6.0, "propagation_ms": 30.0, "apply_ms": 5.0,
          "median_unavailability_ms": 700.0, "max_unavailability_ms": 900.0},
-        {"partitions": 3_000, "failovers": 3, "detect_ms": 200.0, "queue_ms": 2.0,
+        {"mode": "raft", "partitions": 3_000, "failovers": 3, "detect_ms": 200.0, "queue_ms": 2.0,
          "election_ms": 20.0, "propagation_ms": 60.0, "apply_ms": 20.0,
          "median_unavailability_ms": 1_200.0, "max_unavailability_ms": 1_500.0},
+        {"mode": "zk", "partitions": 1_000, "failovers": 1, "detect_ms": 300.0, "queue_ms": 1.0,
+         "election_ms": 5.0, "propagation_ms": 20.0, "apply_ms": 4.0,
+         "median_unavailability_ms": 2_000.0, "max_unavailability_ms": 2_000.0},
     ]  # fmt: skip
+
+
+def test_the_mode_of_a_failover_comes_from_its_controller(spark: SparkSession) -> None:
+    """A dedicated controller process is Raft mode's; a controller inside a broker process
+    logs its broker's metadata_mode (ZK, or Raft when combined)."""
+    events = [
+        event(100_000, "controller-3001", "broker failure detected", broker_id=2, reason="fenced"),
+        event(400_000, "broker-1", "broker failure detected", broker_id=3, reason="fenced",
+              metadata_mode="zk"),
+        event(700_000, "broker-2", "broker failure detected", broker_id=1, reason="fenced",
+              metadata_mode="raft"),
+    ]  # fmt: skip
+    timeline, _, _ = failovers(events_df(spark, events), samples_df(spark, []), ops_df(spark, []))
+    assert [r.mode for r in timeline.orderBy("failover_id").collect()] == ["raft", "zk", "raft"]
 
 
 def test_a_partition_another_sampler_wrote_has_no_gap(spark: SparkSession) -> None:
@@ -301,3 +322,116 @@ def test_a_partition_another_sampler_wrote_has_no_gap(spark: SparkSession) -> No
     )
     assert [(r.partition, r.unavailability_ms) for r in gaps.collect()] == [(0, 2_500.0)]
     assert timeline.first().unavailability_ms == 2_500.0
+
+
+def _fencing_then_shutdown() -> list[dict[str, Any]]:
+    """Raft: the controller fences the killed broker-2 (detected at 8000 by a FenceDeadBroker
+    event, which commits in batches: its two elections are logged at 9400 and 9410, once the
+    last batch committed, and the event itself at 9420: queue 0.5 ms, processing 1400 ms); the
+    restarted broker re-registers (processed at 12000); 20 s later it shuts down in a controlled
+    way: its partitions are re-elected again (previous leader 2, by BrokerHeartbeat events, at
+    30000 and 30010), and the controller processes more events after that (31000, 32000)."""
+
+    def elected(ts: int, partition: int, epoch: int, event_type: str, cause: str) -> dict:
+        return event(
+            ts,
+            CONTROLLER,
+            "leader election",
+            topic="t",
+            partition=partition,
+            leader=1,
+            previous_leader=2,
+            leader_epoch=epoch,
+            isr=[1, 3],
+            cause=cause,
+            unclean=False,
+            event_type=event_type,
+        )
+
+    def processed(ts: int, event_type: str, queue_ms: float, process_ms: float) -> dict:
+        return event(
+            ts,
+            CONTROLLER,
+            "controller event processed",
+            event_type=event_type,
+            queue_ms=queue_ms,
+            process_ms=process_ms,
+            records=2,
+            error="NONE",
+        )
+
+    return [
+        processed(7_000, "AlterPartition", 9.0, 9.0),  # before the detection
+        event(
+            8_000,
+            CONTROLLER,
+            "broker failure detected",
+            broker_id=2,
+            broker_epoch=4,
+            reason="process_dead",
+            event_type="FenceDeadBroker",
+        ),
+        elected(9_400, 0, 5, "FenceDeadBroker", "offline"),
+        elected(9_410, 1, 7, "FenceDeadBroker", "offline"),
+        processed(9_420, "FenceDeadBroker", 0.5, 1_400.0),
+        processed(12_000, "BrokerRegistration", 0.1, 30.0),
+        elected(30_000, 0, 6, "BrokerHeartbeat", "controlled_shutdown"),
+        elected(30_010, 1, 8, "BrokerHeartbeat", "controlled_shutdown"),
+        processed(30_020, "BrokerHeartbeat", 0.2, 25.0),
+        processed(31_000, "BrokerRegistration", 0.3, 31.0),
+        processed(32_000, "ControlledShutdown", 0.4, 57.0),
+    ]
+
+
+def test_the_failover_is_the_event_that_fenced_and_only_its_elections(
+    spark: SparkSession,
+) -> None:
+    events = events_df(spark, _fencing_then_shutdown())
+    ops = ops_df(
+        spark, [nemesis(7_500, "kill", "broker-2"), nemesis(11_000, "restart", "broker-2")]
+    )
+    timeline, elected, _ = failovers(events, samples_df(spark, []), ops)
+    row = timeline.first()
+    assert (row.event_type, row.queue_ms, row.election_ms) == ("FenceDeadBroker", 0.5, 1_400.0)
+    assert row.elections == 2
+    got = [(r.partition, r.leader_epoch, r.cause) for r in elected.orderBy("partition").collect()]
+    assert got == [(0, 5, "offline"), (1, 7, "offline")]
+
+
+def test_a_gap_needs_an_acknowledgement_just_before_the_fault(spark: SparkSession) -> None:
+    """The sampler writes every 100 ms: t/0 was being written at the kill (100000), its gap is
+    1050 ms. t/5 was last acknowledged 40 s before it (an earlier step's sampler) and t/6 10 s
+    before it, both again only in a later step (130000): they were not being written at the
+    fault and have no gap."""
+    events = [event(100_300, CONTROLLER, "broker failure detected", broker_id=2, reason="fenced")]
+    acks = [(99_950, 0), (101_000, 0), (101_100, 0), (60_000, 5), (130_000, 5), (90_000, 6),
+            (130_050, 6)]  # fmt: skip
+    ops = [nemesis(100_000, "kill", "broker-2"), *[send_ok(ts, "t", p) for ts, p in acks]]
+    timeline, _, gaps = failovers(
+        events_df(spark, events), samples_df(spark, []), ops_df(spark, ops)
+    )
+    got = [(r.partition, r.last_ack_before_ms, r.first_ack_after_ms) for r in gaps.collect()]
+    assert got == [(0, 99_950, 101_000)]
+    assert timeline.first().unavailability_ms == 1_050.0
+
+
+def test_another_runs_application_of_the_same_epoch_is_not_this_failovers(
+    spark: SparkSession,
+) -> None:
+    """Two runs in one report reuse topic names, broker ids and leader epochs: broker-1 applied
+    t/0 at epoch 5 in an earlier run (40000) and again in this one (100120), after this
+    failover's election (detected at 100000, elected at 100050)."""
+    events = [
+        event(40_000, "broker-1", "partition leadership applied", topic="t", partition=0,
+              role_in_partition="leader", leader=1, leader_epoch=5),
+        event(100_000, CONTROLLER, "broker failure detected", broker_id=2, reason="fenced"),
+        event(100_050, CONTROLLER, "leader election", topic="t", partition=0, leader=1,
+              previous_leader=2, leader_epoch=5, isr=[1], cause="offline", unclean=False),
+        event(100_120, "broker-1", "partition leadership applied", topic="t", partition=0,
+              role_in_partition="leader", leader=1, leader_epoch=5),
+    ]  # fmt: skip
+    timeline, elected, _ = failovers(
+        events_df(spark, events), samples_df(spark, []), ops_df(spark, [])
+    )
+    assert [(r.applied_ms, r.propagation_ms) for r in elected.collect()] == [(100_120, 70.0)]
+    assert timeline.first().propagation_ms == 70.0

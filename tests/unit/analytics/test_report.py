@@ -8,9 +8,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
-from analytics.report import build_report, window_for
+from analytics.report import ReportError, build_report, first_line, window_for, write_table
 from analytics.transforms import elections as el
 from tests.support.telemetry_frames import (
     counter,
@@ -228,3 +230,49 @@ def test_empty_inputs_still_make_a_report(spark: SparkSession, tmp_path: Path) -
 )
 def test_window_for(start: int | None, end: int | None, expected: int) -> None:
     assert window_for(start, end) == expected
+
+
+def test_a_spark_failure_names_the_table_in_one_line(spark: SparkSession, tmp_path: Path) -> None:
+    failing = spark.range(3).select(F.raise_error(F.lit("boom\nat the JVM's stack")).alias("x"))
+    with pytest.raises(ReportError) as raised:
+        write_table(failing, tmp_path, "failover_sizes")
+    message = str(raised.value)
+    assert message.startswith("computing the table 'failover_sizes' failed: ")
+    assert "boom" in message
+    assert "\n" not in message
+
+
+class _Java:
+    """A py4j JavaObject's stand-in: a Java exception with a message and a cause."""
+
+    def __init__(self, text: str, message: str, cause: _Java | None = None) -> None:
+        self.text, self.message, self.cause = text, message, cause
+
+    def toString(self) -> str:
+        return self.text
+
+    def getMessage(self) -> str:
+        return self.message
+
+    def getCause(self) -> _Java | None:
+        return self.cause
+
+
+def test_a_java_failure_is_named_by_the_exception_under_its_wrappers() -> None:
+    oom = _Java("java.lang.OutOfMemoryError: Java heap space", "Java heap space")
+    broadcast = _Java(
+        "org.apache.spark.SparkException: Not enough memory to build and broadcast the table",
+        "Not enough memory to build and broadcast the table",
+        oom,
+    )
+    wrapper = _Java(
+        "org.apache.spark.SparkException: Exception thrown in awaitResult: ",
+        "Exception thrown in awaitResult: ",
+        broadcast,
+    )
+    exc = Py4JError("An error occurred while calling o4816.getResult.\n: ...")
+    exc.java_exception = wrapper  # type: ignore[attr-defined]
+    assert first_line(exc) == (
+        "Py4JError: org.apache.spark.SparkException: Not enough memory to build and broadcast"
+        " the table"
+    )
