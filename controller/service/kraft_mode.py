@@ -245,7 +245,7 @@ class KRaftMode:
         if isinstance(request, BrokerHeartbeatRequest):
             sessions: _Sessions = term.mode_state
             sessions.control.track_heartbeat(
-                self.service.state.image, request.broker_id, request.broker_epoch, self.clock_ms()
+                driver.state.image, request.broker_id, request.broker_epoch, self.clock_ms()
             )
         response = await driver.submit(request)
         if isinstance(request, _CONTACT):

@@ -590,11 +590,12 @@ async def test_kraft_mode_tracks_a_heartbeat_before_the_queue_runs_it(c3: Cluste
     behind a long event) gets to the heartbeat."""
     c = c3
     mode = KRaftMode(None, session_timeout_ms=SESSION_MS, clock_ms=lambda: c.now)  # type: ignore[arg-type]
-    mode._service = types.SimpleNamespace(state=c.h.state)  # type: ignore[assignment]
     term = types.SimpleNamespace(mode_state=_Sessions(c.control))
     release = trio.Event()
 
     class BlockedDriver:
+        state = c.h.state
+
         async def submit(self, request: object) -> object:
             await release.wait()
             return BrokerHeartbeatResponse()
