@@ -49,6 +49,8 @@ class BrokerFailure:
     broker_epoch: int
     reason: str
     """One of protocol.telemetry.BROKER_FAILURE_REASONS."""
+    metadata_mode: str
+    """"zk" (an UnregisterBrokerRecord: ZK mode's way out) or "raft" (a FenceBrokerRecord)."""
 
 
 def broker_failures(
@@ -79,16 +81,18 @@ def broker_failures(
             reason = "bounced" if broker_id in reregistered else "znode_deleted"
             if isinstance(request, FenceDeadBroker):
                 reason = "process_dead"
+            mode = "zk"
         elif isinstance(record, FenceBrokerRecord):
             broker_id = record.id
             reason = _fence_reason(request)
+            mode = "raft"
         else:
             continue
         reg = before.cluster.broker(broker_id)
         if reg is None or reg.fenced or reg.in_controlled_shutdown or broker_id in seen:
             continue
         seen.add(broker_id)
-        out.append(BrokerFailure(broker_id, reg.epoch, reason))
+        out.append(BrokerFailure(broker_id, reg.epoch, reason, mode))
     return out
 
 

@@ -218,11 +218,7 @@ LOG_EVENTS: tuple[EventSpec, ...] = (
         broker_epoch=_f(_INT, "its broker epoch (registration) that ended"),
         reason=_f(_STR, "how it was detected (BROKER_FAILURE_REASONS)", BROKER_FAILURE_REASONS),
         event_type=_EVENT_TYPE,
-        metadata_mode=_f(
-            _STR,
-            "the context field of a controller inside a broker process (zk, or raft when "
-            "combined); absent from a dedicated Raft controller's lines",
-        ),
+        metadata_mode=_f(_STR, "the controller's metadata mode: zk or raft"),
     ),
     _spec(
         "controller event processed",

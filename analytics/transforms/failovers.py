@@ -124,7 +124,8 @@ def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:
         "reason",
         F.col("ts_ms").alias("detected_ms"),
         F.col("event_type").alias("detected_by"),
-        # A dedicated controller process is Raft mode's; one inside a broker says its mode.
+        # Logged with the detection; in older telemetry a dedicated controller process is
+        # Raft mode's and one inside a broker carries its broker's metadata_mode.
         F.coalesce(
             F.col("metadata_mode"), F.when(F.col("role") == "controller", F.lit("raft"))
         ).alias("mode"),

@@ -570,6 +570,7 @@ def _log_broker_failures(
             broker_epoch=failure.broker_epoch,
             reason=failure.reason,
             event_type=event_type(request),
+            metadata_mode=failure.metadata_mode,
         )
 
 

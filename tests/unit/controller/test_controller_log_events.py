@@ -77,7 +77,7 @@ def test_zk_dead_leader_is_a_failure_and_an_offline_election(
     assert created[0].previous_leader == NO_LEADER and created[0].leader == 1
     epoch = h.state.image.cluster.broker(1).epoch
     failures, elections = happened(h, live(h, 2, 3))
-    assert failures == [BrokerFailure(1, epoch, "znode_deleted")]
+    assert failures == [BrokerFailure(1, epoch, "znode_deleted", "zk")]
     # t-0 loses its leader; t-1 only loses a follower: no election there.
     assert elections == [
         LeaderElection("t", 0, 2, 1, part(h, "t", 0).leader_epoch, (2, 3), "offline", False)
@@ -95,7 +95,7 @@ def test_zk_bounced_broker(make_harness: Callable[..., Harness]) -> None:
         )
     )
     failures, elections = happened(h, change)
-    assert failures == [BrokerFailure(1, epoch, "bounced")]
+    assert failures == [BrokerFailure(1, epoch, "bounced", "zk")]
     assert causes(elections) == {("t", 0): "offline"}
 
 
@@ -174,7 +174,7 @@ def test_raft_session_expiry(make_harness: Callable[..., Harness]) -> None:
     before = c.h.state.image
     assert c.fence_stale() == (1,)
     failures = broker_failures(FenceStaleBrokers(), before, c.last_records)
-    assert failures == [BrokerFailure(1, epoch, "session_expired")]
+    assert failures == [BrokerFailure(1, epoch, "session_expired", "raft")]
     elections = leader_elections(FenceStaleBrokers(), before, c.h.state.image, c.last_records)
     assert causes(elections) == {("a", 0): "offline"}
     assert elections[0].isr == (2, 3)
@@ -194,7 +194,7 @@ def test_raft_new_incarnation_fences_the_old_one(make_harness: Callable[..., Har
         broker_id=1, cluster_id="", incarnation_id="incarnation-1-b", listeners=()
     )
     assert broker_failures(request, before, c.last_records) == [
-        BrokerFailure(1, epoch, "new_incarnation")
+        BrokerFailure(1, epoch, "new_incarnation", "raft")
     ]
 
 
@@ -226,7 +226,7 @@ def test_raft_want_fence_and_shutdown(make_harness: Callable[..., Harness]) -> N
         want_shut_down=False,
     )
     assert broker_failures(request, before, c.last_records) == [
-        BrokerFailure(1, epoch, "fence_requested")
+        BrokerFailure(1, epoch, "fence_requested", "raft")
     ]
     # b-0 moved to 1 when 2 shut down; both move on, to 3 (2 is shutting down).
     assert causes(leader_elections(request, before, c.h.state.image, c.last_records)) == {
