@@ -280,6 +280,16 @@ class Sampler:
                 await trio.sleep(0.1)  # polling a condition under the deadline
         raise RuntimeError(f"sampler: no {what} within {within:g} s")
 
+    async def wait_first_acks(self) -> None:
+        """Until every sampled partition has had one acknowledgement (the cluster takes
+        writes everywhere before the fault)."""
+        wanted = set(self.partitions)
+        await self.wait(
+            lambda lines: wanted <= {(x["topic"], x["partition"]) for x in lines if x["ok"]},
+            120,
+            "first acknowledgement on every sampled partition",
+        )
+
     def acked_after(self, lines: list[dict[str, Any]], t: float) -> dict[tuple[str, int], float]:
         first: dict[tuple[str, int], float] = {}
         for x in lines:
@@ -310,23 +320,13 @@ async def kill_and_measure(
     record: RunRecord,
 ) -> dict[str, Any]:
     survivors = [i for i in cluster.live_ids() if i != victim]
-    async with PooledTransport.open(client_id="bench-failover") as transport:
-        node = cluster.node(survivors[0])
-        meta = await metadata_of(transport, node.host, node.port, timeout_s=60)
-    led = sorted(k for k, p in partitions_of(meta, topics).items() if p.leader_id == victim)
-    # A spread sample: every len(led)/sample-th partition the victim leads.
-    step = max(1, len(led) // args.sample)
-    sample = led[::step][: args.sample]
+    led = await leaderships_of(cluster, victim, topics, survivors[0])
+    sample = spread_sample(led, args.sample)
     sampler = Sampler(cluster, sample, cluster.dir / f"sampler-{label}.jsonl")  # type: ignore[operator]
     result: dict[str, Any] = {"victim": victim, "victim_leaderships": len(led),
                               "sampled": len(sample)}  # fmt: skip
     try:
-        wanted = set(sample)
-        await sampler.wait(
-            lambda lines: wanted <= {(x["topic"], x["partition"]) for x in lines if x["ok"]},
-            120,
-            "first acknowledgement on every sampled partition",
-        )
+        await sampler.wait_first_acks()
         before_metrics = {i: scrape_elections(cluster.node(i).host, cluster.node(i).metrics_port)
                           for i in survivors}  # fmt: skip
         before_failover = {
@@ -438,17 +438,12 @@ async def shutdown_and_measure(
     included)."""
     survivors = [i for i in cluster.live_ids() if i != victim]
     led = await leaderships_of(cluster, victim, topics, survivors[0])
-    sample = led[:: max(1, len(led) // args.sample)][: args.sample]
+    sample = spread_sample(led, args.sample)
     sampler = Sampler(cluster, sample, cluster.dir / "sampler-shutdown.jsonl")  # type: ignore[operator]
     result: dict[str, Any] = {"victim": victim, "victim_leaderships": len(led),
                               "sampled": len(sample)}  # fmt: skip
     try:
-        wanted = set(sample)
-        await sampler.wait(
-            lambda lines: wanted <= {(x["topic"], x["partition"]) for x in lines if x["ok"]},
-            120,
-            "first acknowledgement on every sampled partition",
-        )
+        await sampler.wait_first_acks()
         offset = cluster.log_size(victim)
         log(f"controlled shutdown: SIGTERM broker {victim} (leads {len(led)})")
         t_stop = result["stop_time"] = cluster.terminate(victim)
@@ -493,6 +488,11 @@ def longest_gap(
     if not before:
         window = [start, *window]
     return max((b - a for a, b in itertools.pairwise(window)), default=0.0)
+
+
+def spread_sample(led: list[tuple[str, int]], n: int) -> list[tuple[str, int]]:
+    """At most `n` of `led`, spread over it: every len(led)/n-th."""
+    return led[:: max(1, len(led) // n)][:n]
 
 
 async def leaderships_of(
