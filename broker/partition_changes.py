@@ -158,6 +158,16 @@ class PartitionChangeApplier:
         return 0
 
     def make_follower(self, change: PartitionChange, live: Mapping[int, SourceBroker]) -> int:
+        if self._fetching_at(change):
+            # Only the ISR or the partition epoch changed (a failover shrinks thousands of
+            # ISRs led elsewhere): the fetch goes on as it is, as Kafka's makeFollower starts
+            # fetchers only for a new leader epoch.
+            try:
+                self.partitions.become(change)
+            except Exception as exc:
+                return storage_error(change.tp, exc)
+            self.on_partition_change(change.tp)
+            return 0
         self.waiting_for_leader.pop(change.tp, None)
         try:
             self.partitions.become(change)
@@ -189,6 +199,20 @@ class PartitionChangeApplier:
             return storage_error(change.tp, exc)
         self.on_partition_change(change.tp)
         return 0
+
+    def _fetching_at(self, change: PartitionChange) -> bool:
+        """True when this broker follows `change.tp` from `change.leader` at its leader epoch
+        already, with a fetcher running."""
+        partition = self.partitions.get(change.tp)
+        if partition is None:
+            return False
+        state = partition.state
+        return (
+            not state.is_leader
+            and state.leader == change.leader
+            and state.leader_epoch == change.leader_epoch
+            and self.fetchers.source_of(change.tp) == change.leader
+        )
 
 
 def applier_for(core: BrokerCore) -> PartitionChangeApplier:
