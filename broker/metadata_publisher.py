@@ -119,10 +119,13 @@ class MetadataPublisher:
         depends on other brokers (KIP-841 ineligible replicas, followers waiting for their
         leader's endpoint) must follow these even when no partition changed."""
         self._offset_changed = trio.Event()
+        self._applied_offset = self.image.provenance.last_offset
 
     @property
     def applied_offset(self) -> int:
-        return self.image.provenance.last_offset
+        """The last offset whose records are in the image and whose local changes are
+        applied (the image may be ahead while a large delta is applied in slices)."""
+        return self._applied_offset
 
     def topic_config(self, topic: str) -> dict[str, Any]:
         """Typed topic config in force: broker defaults overlaid with the topic's dynamic
@@ -139,18 +142,28 @@ class MetadataPublisher:
         """Replay committed records and apply what changed to the local partitions. An item
         that is a MetadataImage (a snapshot) replaces everything before it. `received_ms`:
         when the records were read (monotonic ms; default now)."""
+        for _ in self._publishing(records, received_ms):
+            pass
+
+    async def apublish(self, records: Sequence[Any], *, received_ms: int | None = None) -> None:
+        """`publish`, letting other tasks run between two slices of local changes."""
+        for _ in self._publishing(records, received_ms):
+            await trio.lowlevel.checkpoint()
+
+    def _publishing(self, records: Sequence[Any], received_ms: int | None) -> Iterator[None]:
+        """`publish`, yielding between two slices of at most LOCAL_STEP local changes."""
         self.received_ms = self.clock.monotonic_ms() if received_ms is None else received_ms
         run: list[tuple[int, Any]] = []
         for item in records:
             if isinstance(item, MetadataImage):
-                self._publish_records(run)
+                yield from self._publish_records(run)
                 run = []
                 self.load_snapshot(item)
             else:
                 run.append(item)
-        self._publish_records(run)
+        yield from self._publish_records(run)
 
-    def _publish_records(self, records: Sequence[tuple[int, Any]]) -> None:
+    def _publish_records(self, records: Sequence[tuple[int, Any]]) -> Iterator[None]:
         if not records:
             return
         delta = MetadataDelta(self.image)
@@ -163,10 +176,10 @@ class MetadataPublisher:
         )
         if self.partitions is not None and not self.defer_local_changes:
             if changes:
-                self._apply(
-                    deletes=list(changes.deletes),
-                    leaders=[partition_change(tp, r) for tp, r in changes.leaders.items()],
-                    followers=[partition_change(tp, r) for tp, r in changes.followers.items()],
+                yield from self._apply_in_slices(
+                    list(changes.deletes),
+                    [partition_change(tp, r) for tp, r in changes.leaders.items()],
+                    [partition_change(tp, r) for tp, r in changes.followers.items()],
                 )
             configs = delta.configs_delta
             if configs is not None:
@@ -189,7 +202,30 @@ class MetadataPublisher:
         apply = self.apply_changes or self.partitions.apply_leader_and_isr
         apply(deletes=deletes, leaders=leaders, followers=followers)
 
+    def _apply_in_slices(
+        self,
+        deletes: list[TopicPartition],
+        leaders: list[PartitionChange],
+        followers: list[PartitionChange],
+    ) -> Iterator[None]:
+        """Deletes, leaders, followers in that order, LOCAL_STEP at a time: a topic's
+        creation is one atomic batch of records, but its logs' files are made here, in the
+        event loop, and on a busy disk 1,000 of them took 4 s, during which the broker's
+        heartbeats stopped and the controller fenced it."""
+        ordered: list[tuple[str, Any]] = [("d", tp) for tp in deletes]
+        ordered += [("l", c) for c in leaders] + [("f", c) for c in followers]
+        for start in range(0, len(ordered), LOCAL_STEP):
+            if start:
+                yield
+            piece = ordered[start : start + LOCAL_STEP]
+            self._apply(
+                deletes=[x for kind, x in piece if kind == "d"],
+                leaders=[x for kind, x in piece if kind == "l"],
+                followers=[x for kind, x in piece if kind == "f"],
+            )
+
     def _changed(self) -> None:
+        self._applied_offset = self.image.provenance.last_offset
         self._offset_changed.set()
         self._offset_changed = trio.Event()
         self.on_published()
@@ -249,6 +285,7 @@ class MetadataPublisher:
                 n = self.partitions.update_topic_config(topic)
                 if n:
                     log.info("applied topic config", topic=topic, partitions=n)
+        self._applied_offset = image.provenance.last_offset
         self._offset_changed.set()
         self._offset_changed = trio.Event()
 
@@ -286,15 +323,18 @@ class MetadataPublisher:
             # this broker's time too.
             received = self.clock.monotonic_ms()
             steps = publish_steps(records, PUBLISH_STEP)
-            self.publish(next(steps), received_ms=received)
+            await self.apublish(next(steps), received_ms=received)
             for step in steps:
                 # Requests run between the steps of a large delta (a fenced broker's 25,000
                 # partition changes took 2 s in one go, during which nothing was served).
                 await trio.lowlevel.checkpoint()
-                self.publish(step, received_ms=received)
+                await self.apublish(step, received_ms=received)
 
 
 PUBLISH_STEP = 2_000
+LOCAL_STEP = 200
+"""Local partition changes applied at most in one go (between two, requests and heartbeats
+run); the image takes a whole step at once."""
 """Records published at most in one step (between two steps, requests are served)."""
 
 
