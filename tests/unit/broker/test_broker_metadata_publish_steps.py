@@ -15,7 +15,6 @@ import trio
 
 from broker.metadata_publisher import LOCAL_STEP, MetadataPublisher, publish_steps
 from broker.replica.partition_state import PartitionChange
-from protocol.names import TopicPartition
 from protocol.metadata.image import MetadataImage
 from protocol.metadata.records import (
     FenceBrokerRecord,
@@ -24,6 +23,7 @@ from protocol.metadata.records import (
     PartitionRecord,
     TopicRecord,
 )
+from protocol.names import TopicPartition
 
 T = "AAAAAAAAAAAAAAAAAAAAAg"
 
