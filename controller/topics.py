@@ -39,7 +39,7 @@ from protocol.messages.topics import (
 )
 from protocol.metadata.image import PartitionRegistration
 from protocol.metadata.records import ConfigRecord, MetadataRecord, RemoveTopicRecord, TopicRecord
-from protocol.names import topic_name_problem
+from protocol.names import METADATA_TOPIC, topic_name_problem
 
 MAX_REPLICATION_FACTOR = 2**15 - 1
 """Kafka's replication factor is an int16."""
@@ -181,6 +181,13 @@ def create_topics(
         problem = topic_name_problem(topic.name)
         if problem is not None:
             errors[i] = _error(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        elif topic.name == METADATA_TOPIC:
+            # Its partition's directory is the metadata log's own (metadata.log.dir defaults
+            # to the log dir): a topic of that name would be the metadata log.
+            errors[i] = _error(
+                ErrorCode.INVALID_REQUEST,
+                f"Creation of internal topic {METADATA_TOPIC} is prohibited.",
+            )
         elif state.topic(topic.name) is not None:
             errors[i] = _error(
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic {topic.name!r} already exists."

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import structlog
 
 from protocol.clock import SYSTEM_CLOCK
+from protocol.errors import ErrorCode, KafkaError
 from protocol.names import METADATA_PARTITION, TopicPartition, validate_topic_name
 from protocol.telemetry import SPOOL_DIR_NAME as TELEMETRY_SPOOL_DIR
 from storage.checkpoints import (
@@ -40,6 +41,16 @@ logger = structlog.get_logger("storage.log_manager")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+MAX_DIR_NAME_BYTES = 255
+"""NAME_MAX of the file systems logs live on."""
+
+
+def delete_dir_name(tp: TopicPartition, unique: str) -> str:
+    """`<topic>-<partition>.<unique>-delete`, the topic cut short so that the name fits in
+    NAME_MAX (Kafka's logDeleteDirName, KAFKA-4893): a 249-character topic's partition could
+    not be renamed for deletion (ENAMETOOLONG)."""
+    suffix = f"-{tp.partition}.{unique}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: MAX_DIR_NAME_BYTES - len(suffix)] + suffix
 
 
 class LogManager:
@@ -202,6 +213,11 @@ class LogManager:
                 log.update_config(config)
             return log
         validate_topic_name(tp.topic)
+        if tp.topic == METADATA_PARTITION.topic:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"{tp.topic} is the metadata log's name; no partition log takes its directory",
+            )
         if tp.partition < 0:
             raise ValueError(f"partition must not be negative: {tp}")
         counts = dict.fromkeys(self.log_dirs, 0)
@@ -253,7 +269,7 @@ class LogManager:
             self._dirty.pop(tp, None)
             log.on_dirty = None
             log.close(flush=False)
-            doomed = os.path.join(d, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            doomed = os.path.join(d, delete_dir_name(tp, uuid.uuid4().hex))
             try:
                 os.rename(log.directory, doomed)
             except OSError as exc:

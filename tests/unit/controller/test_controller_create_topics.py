@@ -46,6 +46,14 @@ CASES = [
     ("bad-name-long", None, [], [topic("x" * 250)], [ErrorCode.INVALID_TOPIC_EXCEPTION], "249"),
     ("name-249-ok", None, [], [topic("x" * 249)], [ErrorCode.NONE], None),
     (
+        "metadata-log-name",
+        None,
+        [],
+        [topic("__cluster_metadata")],
+        [ErrorCode.INVALID_REQUEST],
+        "Creation of internal topic __cluster_metadata is prohibited.",
+    ),
+    (
         "duplicates",
         None,
         [],

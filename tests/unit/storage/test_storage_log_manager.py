@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.names import METADATA_PARTITION, TopicPartition
 from storage import CLEAN_SHUTDOWN_FILE, LogConfig, LogManager, MetaPropertiesError
 from storage.checkpoints import read_offsets
@@ -120,6 +120,33 @@ def test_interrupted_delete_is_finished_at_start(tmp_path: Path) -> None:
     m2 = manager(tmp_path)
     assert m2.logs() == [] and os.listdir(d).count("orders-0.0123abc-delete") == 0
     m2.shutdown()
+
+
+def test_a_topic_with_the_longest_legal_name_can_be_deleted(tmp_path: Path) -> None:
+    """Its `-delete` directory name is cut to fit NAME_MAX (KAFKA-4893). Before, the rename
+    failed with ENAMETOOLONG and the topic could never be deleted."""
+    m = manager(tmp_path)
+    tps = [TopicPartition("x" * 249, p) for p in (0, 99_999)]
+    for tp in tps:
+        m.get_or_create_log(tp, SMALL).append_as_leader(batch(1), 0)
+    assert m.delete_logs(tps) == 2
+    assert os.listdir(tmp_path / "d0") == [
+        n for n in os.listdir(tmp_path / "d0") if not n.startswith("x")
+    ]
+    m.shutdown()
+    assert manager(tmp_path).logs() == []
+
+
+def test_no_partition_log_takes_the_metadata_log_directory(tmp_path: Path) -> None:
+    """A topic named __cluster_metadata would have its partition 0 in the metadata log's own
+    directory (metadata.log.dir defaults to the log dir): after a restart the broker read the
+    metadata log as a partition, truncated it and deleted every topic."""
+    m = manager(tmp_path)
+    with pytest.raises(KafkaError, match="metadata log's name") as info:
+        m.get_or_create_log(METADATA_PARTITION)
+    assert info.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert not (tmp_path / "d0" / METADATA_PARTITION.dir_name).exists()
+    m.shutdown()
 
 
 def test_get_or_create_updates_config_and_checks_topic_id(tmp_path: Path) -> None:
