@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
+from protocol.errors import CorruptRecordBatchError
 from protocol.names import TopicPartition
 from protocol.record_batch import (
     HEADER_SIZE,
@@ -40,7 +40,6 @@ from protocol.record_batch import (
     compress_payload,
     decode_batch_records,
     encode_batch_bytes,
-    iter_batches,
     read_header,
     validate_batch,
 )
@@ -467,18 +466,6 @@ def _unlink(path: str) -> None:
 # -- produce-side check ------------------------------------------------------------------------
 
 
-def require_keys(records: bytes | bytearray | memoryview, tp: TopicPartition) -> None:
-    """Refuse a produce to a compacted topic holding a record without a key (Kafka's
-    LogValidator). Decodes records: call it for compacted topics only."""
-    for pos, _h in iter_batches(records, verify_crc=False):
-        for row in decode_batch_records(records, pos, factory=_row, verify_crc=False)[1]:
-            if row[2] is None:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD,
-                    f"append to {tp} refused: compacted topic cannot accept a record without a key",
-                )
-
-
 # -- cleaner-offset-checkpoint -----------------------------------------------------------------
 
 
@@ -533,6 +520,5 @@ __all__ = [
     "group_segments_by_size",
     "max_compaction_lag_due",
     "plan_cleaning",
-    "require_keys",
     "swap_in",
 ]

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 from protocol.errors import CorruptRecordBatchError, ErrorCode, KafkaError
 from protocol.names import TopicPartition
-from protocol.record_batch import BatchHeader, stamp, validate_batch
+from protocol.record_batch import (
+    CONTROL_FLAG,
+    BatchHeader,
+    decode_batch_records,
+    iter_batches,
+    stamp,
+    validate_batch,
+)
 from storage.config import LogConfig
 from storage.errors import UnexpectedAppendOffsetError
 from storage.producer_snapshots import ProducerStateStore
@@ -137,6 +144,51 @@ def _valid_leader_batch(
             f"{h.last_offset_delta} (expected records_count = last_offset_delta + 1)",
         )
     return h
+
+
+def validate_client_records(
+    records: bytes | bytearray | memoryview, tp: TopicPartition, *, compacted: bool
+) -> None:
+    """Kafka's LogValidator for a client's append (AppendOrigin.CLIENT), before the leader's
+    own checks: no control batches, and the records of every batch decode to exactly the count
+    and offsets its header claims (a batch with a valid CRC may hold garbage, a false count,
+    or offsets that made the leader roll a segment per request); on a compacted topic every
+    record has a key. KafkaError INVALID_RECORD or CorruptRecordBatchError (CORRUPT_MESSAGE);
+    nothing is appended. Message timestamps are not bounded (Kafka's
+    log.message.timestamp.*.max.ms default to no bound either)."""
+    try:
+        _validate_client_batches(records, tp, compacted)
+    except CorruptRecordBatchError as exc:
+        raise CorruptRecordBatchError(f"append to {tp} refused: {exc}") from None
+
+
+def _validate_client_batches(
+    records: bytes | bytearray | memoryview, tp: TopicPartition, compacted: bool
+) -> None:
+    for pos, h in iter_batches(records):
+        if h.attributes & CONTROL_FLAG:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"Clients are not allowed to write control records in topic partition {tp}.",
+            )
+        if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
+                f"records {h.records_count} in topic partition {tp}.",
+            )
+        keys = decode_batch_records(records, pos, factory=_key_of, verify_crc=False)[1]
+        if compacted and None in keys:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"append to {tp} refused: compacted topic cannot accept a record without a key",
+            )
+
+
+def _key_of(
+    _offset: int, _timestamp: int, key: bytes | None, _value: bytes | None, _headers: object
+) -> bytes | None:
+    return key
 
 
 def _check_producer(

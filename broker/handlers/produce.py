@@ -29,7 +29,7 @@ from protocol.messages.produce import (
     ProduceTopicResponse,
 )
 from protocol.names import TopicPartition, is_internal
-from storage.cleaner import require_keys
+from storage.log_append import validate_client_records
 
 log = structlog.get_logger("broker.handlers.produce")
 
@@ -161,8 +161,8 @@ class ProduceHandler:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"no record batch for {tp}")
             partition = self.partitions.leader(tp)
             partition.state.check_append(acks)
-            if "compact" in partition.log.config.cleanup_policy:
-                require_keys(records, tp)
+            compacted = "compact" in partition.log.config.cleanup_policy
+            validate_client_records(records, tp, compacted=compacted)
             info = partition.log.append_as_leader(records, partition.state.leader_epoch)
         except Exception as exc:
             code, message = partition_error(exc)

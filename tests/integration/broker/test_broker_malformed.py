@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import msgpack
 import trio
@@ -10,6 +11,14 @@ import trio
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.record_batch import (
+    CONTROL_FLAG,
+    Record,
+    build_batch,
+    decode_records,
+    encode_batch_bytes,
+)
+from tests.integration.broker.broker_wire import create_topic, fetch, produce
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient
 
@@ -77,3 +86,40 @@ async def test_idle_connection_reaped(broker_factory) -> None:
         with trio.fail_after(20):
             assert await c.wait_closed(20)
     broker.wait_for_event("closing idle connection")
+
+
+async def test_poison_batches_with_valid_crcs_are_refused_and_nothing_is_stored(
+    broker: BrokerProcess,
+) -> None:
+    """An independent probe of 200d5c1 appended these (a valid CRC around garbage records, a
+    false record count, the control flag, a claimed 2^31-1 records) and made the partition
+    unconsumable or rolled a segment per request. Each is now refused with Kafka's code and
+    the partition holds only what was valid."""
+
+    def forged(payload: bytes, count: int, last_delta: int, attributes: int = 0) -> bytes:
+        return encode_batch_bytes(
+            payload, attributes=attributes, last_offset_delta=last_delta,
+            base_timestamp=0, max_timestamp=0, records_count=count,
+        )  # fmt: skip
+
+    one = msgpack.packb([[0, 0, 0, b"k", b"v", []]])
+    poison = [
+        (forged(b"\xc1\xc1\xc1", 1, 0), ErrorCode.CORRUPT_MESSAGE),
+        (forged(one, 5, 4), ErrorCode.CORRUPT_MESSAGE),
+        (forged(one, 1, 0, CONTROL_FLAG), ErrorCode.INVALID_RECORD),
+        (forged(one, 2**31 - 1, 2**31 - 2), ErrorCode.CORRUPT_MESSAGE),
+    ]
+    async with await WireClient.connect(broker.host, broker.port) as c:
+        await create_topic(c, "poison")
+        for records, code in poison:
+            for _ in range(3):
+                answer = await produce(c, "poison", 0, records)
+                assert answer.error_code == code, answer
+        good = build_batch([Record(value=b"fine", key=b"k")])
+        assert (await produce(c, "poison", 0, good)).error_code == 0
+        fetched = await fetch(c, "poison", 0, 0)
+        assert fetched.error_code == 0 and fetched.high_watermark == 1
+        assert [r.value for r in decode_records(fetched.records)] == [b"fine"]
+    segments = list((Path(broker.log_dirs[0]) / "poison-0").glob("*.log"))
+    assert len(segments) == 1
+    assert broker.running

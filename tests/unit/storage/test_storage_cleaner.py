@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode, KafkaError
 from protocol.names import TopicPartition
 from protocol.record_batch import (
     Compression,
@@ -25,7 +24,6 @@ from storage.cleaner import (
     group_segments_by_size,
     max_compaction_lag_due,
     plan_cleaning,
-    require_keys,
     swap_in,
 )
 from storage.swap import FailpointCrash, Failpoints
@@ -366,15 +364,6 @@ def test_compact_only_logs_keep_old_segments_on_retention(tmp_path: Path) -> Non
     both = cfg.replace(cleanup_policy=("compact", "delete"))
     log.update_config(both)
     assert log.delete_old_segments(NOW + 10**9) > 0
-
-
-def test_require_keys() -> None:
-    tp = TopicPartition("t", 0)
-    require_keys(kv(b"k", b"v") + kv(b"j", None), tp)
-    with pytest.raises(KafkaError) as err:
-        require_keys(kv(b"k", b"v") + kv(None, b"v"), tp)
-    assert err.value.code == ErrorCode.INVALID_RECORD
-    assert "compacted topic cannot accept a record without a key" in str(err.value)
 
 
 @pytest.mark.parametrize(("age_ms", "due"), [(59_000, False), (61_000, True)])
