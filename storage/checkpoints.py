@@ -68,7 +68,7 @@ def write_offsets(path: str, offsets: Mapping[TopicPartition, int], *, fsync: bo
 
 def read_offsets(path: str) -> dict[TopicPartition, int]:
     """Offsets by partition; {} when the file does not exist."""
-    text = read_text(path)
+    text = read_text(path, CheckpointError)
     if text is None:
         return {}
     out: dict[TopicPartition, int] = {}
@@ -90,7 +90,7 @@ def write_epochs(path: str, entries: Iterable[EpochEntry], *, fsync: bool = True
 
 def read_epochs(path: str) -> list[EpochEntry] | None:
     """Entries in file order; None when the file does not exist."""
-    text = read_text(path)
+    text = read_text(path, CheckpointError)
     if text is None:
         return None
     out = []
@@ -108,7 +108,7 @@ def write_partition_metadata(path: str, topic_id: str, *, fsync: bool = True) ->
 
 def read_partition_metadata(path: str) -> str | None:
     """The topic id stored in partition.metadata, or None when there is no such file."""
-    text = read_text(path)
+    text = read_text(path, CheckpointError)
     if text is None:
         return None
     fields = {}

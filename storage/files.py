@@ -12,6 +12,7 @@ import errno
 import os
 import resource
 from collections import OrderedDict
+from collections.abc import Callable
 
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
 
@@ -150,10 +151,16 @@ def atomic_write(path: str, data: bytes, *, fsync: bool = True) -> None:
         fsync_dir(os.path.dirname(path) or ".")
 
 
-def read_text(path: str) -> str | None:
-    """The file's text, or None when it does not exist."""
+def read_text(path: str, corrupt: Callable[[str], Exception]) -> str | None:
+    """The file's text, or None when it does not exist; `corrupt(message)` is raised, naming
+    the file in one line, when it is not UTF-8 text (a damaged disk, binary garbage)."""
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start]
+        raise corrupt(
+            f"{path} is damaged: byte {bad:#04x} at offset {exc.start} is not UTF-8 text"
+        ) from None

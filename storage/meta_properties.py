@@ -47,7 +47,7 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def read_meta_properties(log_dir: str) -> MetaProperties | None:
     path = os.path.join(log_dir, META_PROPERTIES)
-    text = read_text(path)
+    text = read_text(path, MetaPropertiesError)
     if text is None:
         return None
     props = parse_properties(text)
