@@ -578,27 +578,40 @@ class RaftCore:
             self._election_at = min(self._election_at or now + backoff, now + backoff)
 
     # --- quorum epoch announcements ------------------------------------------------------
+    def _voter_only_error(self, remote: int, epoch: int) -> ErrorCode | None:
+        """KafkaRaftClient's validateVoterOnlyRequest: an epoch announcement or a resignation
+        counts only from a configured voter, and only at a voter (a non-voter as leader made
+        every controller follow a node that does not exist). Without authentication this stops
+        mistakes, not a forger who names a real voter."""
+        if epoch < self._epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if remote < 0:
+            return ErrorCode.INVALID_REQUEST
+        if not self.config.is_voter or remote not in self.config.voters:
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        return None
+
     def _on_begin_quorum_epoch(self, req: BeginQuorumEpochRequest, now: int) -> None:
-        error = ErrorCode.NONE
-        if req.epoch < self._epoch:
-            error = ErrorCode.FENCED_LEADER_EPOCH
-        elif req.epoch == self._epoch and self._role in (Role.LEADER, Role.RESIGNED):
-            error = ErrorCode.INVALID_REQUEST  # two leaders in one epoch: never follow
-        elif not (self._role is Role.FOLLOWER and self._leader_id == req.leader_id) or (
-            req.epoch > self._epoch
-        ):
-            self._become_follower(req.epoch, req.leader_id, now)
+        error = self._voter_only_error(req.leader_id, req.epoch)
+        if error is None:
+            if req.epoch == self._epoch and self._role in (Role.LEADER, Role.RESIGNED):
+                error = ErrorCode.INVALID_REQUEST  # two leaders in one epoch: never follow
+            elif not (self._role is Role.FOLLOWER and self._leader_id == req.leader_id) or (
+                req.epoch > self._epoch
+            ):
+                self._become_follower(req.epoch, req.leader_id, now)
         self._outbox.append(
             (
                 req.sender,
                 BeginQuorumEpochResponse(
-                    self.config.node_id, self._epoch, self._leader_id, error=error
+                    self.config.node_id, self._epoch, self._leader_id, error=error or ErrorCode.NONE
                 ),
             )
         )
 
     def _on_end_quorum_epoch(self, req: EndQuorumEpochRequest, now: int) -> None:
-        if req.epoch >= self._epoch and self.config.is_voter:
+        error = self._voter_only_error(req.leader_id, req.epoch)
+        if error is None:
             if req.epoch > self._epoch:
                 self._become_unattached(req.epoch, now)
             if self._role is Role.FOLLOWER and self._leader_id == req.leader_id:
@@ -609,7 +622,9 @@ class RaftCore:
         self._outbox.append(
             (
                 req.sender,
-                EndQuorumEpochResponse(self.config.node_id, self._epoch, self._leader_id),
+                EndQuorumEpochResponse(
+                    self.config.node_id, self._epoch, self._leader_id, error or ErrorCode.NONE
+                ),
             )
         )
 

@@ -10,6 +10,10 @@ import pytest
 from protocol.errors import ErrorCode
 from raft.core import (
     NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
     QuorumStateData,
@@ -357,3 +361,57 @@ def test_an_observer_whose_fetch_failed_asks_a_voter_after_the_backoff() -> None
     assert core.leader_id == -1
     assert fetches(25) == []  # backing off
     assert len(fetches(30)) == 1  # asks a voter again, long before request.timeout.ms
+
+
+def _answers(core: RaftCore) -> list[object]:
+    rd = core.ready()
+    core.advance(rd)
+    return [m for _, m in rd.messages]
+
+
+def _following_1(node_id: int = 2, voters: tuple[int, ...] = (1, 2, 3)) -> RaftCore:
+    core = _core(node_id=node_id, voters=voters)
+    core.advance(core.ready())
+    core.step(BeginQuorumEpochRequest(1, 1, 1), 100)
+    core.advance(core.ready())
+    assert core.role is Role.FOLLOWER and core.leader_id == 1 and core.epoch == 1
+    return core
+
+
+def test_an_epoch_announced_for_a_non_voter_is_refused() -> None:
+    """Kafka's validateVoterOnlyRequest. Before, a repeated BeginQuorumEpoch naming node 99
+    made all three controllers follow a leader that does not exist."""
+    core = _following_1()
+    core.step(BeginQuorumEpochRequest(99, 5, 99), 200)
+    (answer,) = _answers(core)
+    assert isinstance(answer, BeginQuorumEpochResponse)
+    assert answer.error == ErrorCode.INCONSISTENT_VOTER_SET
+    assert (core.role, core.leader_id, core.epoch) == (Role.FOLLOWER, 1, 1)
+    # A stale epoch from a real voter: FENCED_LEADER_EPOCH, nothing changes either.
+    core.step(BeginQuorumEpochRequest(3, 0, 3), 210)
+    (answer,) = _answers(core)
+    assert answer.error == ErrorCode.FENCED_LEADER_EPOCH and core.leader_id == 1
+
+
+def test_a_resignation_of_a_non_voter_is_refused() -> None:
+    core = _following_1()
+    core.step(EndQuorumEpochRequest(99, 1, 99, (2,)), 200)
+    (answer,) = _answers(core)
+    assert isinstance(answer, EndQuorumEpochResponse)
+    assert answer.error == ErrorCode.INCONSISTENT_VOTER_SET
+    core.tick(201)
+    _answers(core)
+    assert core.role is Role.FOLLOWER  # no election brought forward
+    # The real leader's resignation naming 2 first: 2 runs for election at once.
+    core.step(EndQuorumEpochRequest(1, 1, 1, (2,)), 300)
+    assert [a.error for a in _answers(core)] == [ErrorCode.NONE]
+    core.tick(301)
+    assert core.role is Role.PROSPECTIVE
+
+
+def test_an_observer_refuses_epoch_announcements() -> None:
+    observer = _core(node_id=7)
+    observer.advance(observer.ready())
+    observer.step(BeginQuorumEpochRequest(1, 1, 1), 100)
+    answers = [m for m in _answers(observer) if isinstance(m, BeginQuorumEpochResponse)]
+    assert [a.error for a in answers] == [ErrorCode.INCONSISTENT_VOTER_SET]
