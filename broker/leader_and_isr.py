@@ -101,7 +101,7 @@ class ControllerRequestHandler:
             )
         ours = self.broker_epoch()
         if broker_epoch != -1 and broker_epoch < ours:
-            return f"broker epoch {broker_epoch} is older than this broker's epoch {ours}"
+            return f"broker epoch {broker_epoch} is older than this broker's current one"
         self.controller_epoch = controller_epoch
         self.controller_id = controller_id
         return None

@@ -204,8 +204,10 @@ class ClusterControl:
         ):
             raise KafkaError(
                 ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-                f"Another broker is registered with that broker id ({broker_id}, incarnation "
-                f"{existing.incarnation_id}, epoch {existing.epoch}) and its session is live.",
+                # Kafka's words; never the registered incarnation or epoch, which is what a
+                # forged registration or heartbeat would need.
+                f"Another broker is registered with that broker id ({broker_id}) and its "
+                "session is live.",
             )
         records: list[MetadataRecord] = []
         new_incarnation = existing is None or existing.incarnation_id != request.incarnation_id
@@ -284,8 +286,9 @@ class ClusterControl:
         if reg.epoch != request.broker_epoch:
             raise KafkaError(
                 ErrorCode.STALE_BROKER_EPOCH,
-                f"Expected broker epoch {reg.epoch}, but got broker epoch "
-                f"{request.broker_epoch} (broker {broker_id}).",
+                # Unlike Kafka's text, never the expected epoch (a forger's missing piece).
+                f"Broker epoch {request.broker_epoch} is not the current registration of "
+                f"broker {broker_id}.",
             )
         if broker_id not in self.heartbeats:
             # Registered in the log but unknown here (activation missed it): as activate would.

@@ -24,7 +24,7 @@ def allocate_producer_ids(
 ) -> ControllerResult[AllocateProducerIdsResponse]:
     broker = state.image.cluster.broker(request.broker_id)
     if broker is None or broker.epoch != request.broker_epoch:
-        registered = "not registered" if broker is None else f"registered with epoch {broker.epoch}"
+        registered = "not registered" if broker is None else "registered with another epoch"
         return _error(
             ErrorCode.STALE_BROKER_EPOCH,
             f"broker {request.broker_id} asked with broker epoch {request.broker_epoch} but is "

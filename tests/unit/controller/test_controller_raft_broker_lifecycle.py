@@ -255,6 +255,10 @@ def test_duplicate_registration_while_the_session_is_live(c3: Cluster) -> None:
     response = c.register(1, "incarnation-1-b")
     assert response.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
     assert "Another broker is registered with that broker id" in response.error_message
+    # Neither the live incarnation nor its epoch: what a forged registration would need.
+    registered = c.h.state.image.cluster.brokers[1]
+    assert registered.incarnation_id not in response.error_message
+    assert f"epoch {epoch}" not in response.error_message
     assert c.last_records == [] and c.epoch(1) == epoch
 
 
@@ -314,8 +318,8 @@ def test_new_incarnation_of_a_fenced_broker_gets_a_new_epoch(c3: Cluster) -> Non
 @pytest.mark.parametrize(
     ("broker_id", "epoch_delta", "words"),
     [
-        (1, -1, "Expected broker epoch"),
-        (1, 1, "Expected broker epoch"),
+        (1, -1, "is not the current registration of broker 1"),
+        (1, 1, "is not the current registration of broker 1"),
         (7, 0, "before its registration"),
     ],
 )
@@ -331,6 +335,8 @@ def test_stale_broker_epoch(c3: Cluster, broker_id: int, epoch_delta: int, words
     result = c.control.process_heartbeat(c.h.state, request, c.now, c.h.ctx)
     assert result.response.error_code == ErrorCode.STALE_BROKER_EPOCH
     assert words in result.response.error_message
+    # Never the current epoch: it is what a forged heartbeat would need.
+    assert f"epoch {c.epoch(1)} " not in result.response.error_message
     assert not result.records
     # A stale heartbeat keeps no session alive.
     c.now += SESSION_MS + 1
