@@ -60,7 +60,10 @@ def test_a_snapshot_keeps_the_next_block() -> None:
 
 def test_a_stale_or_unknown_broker_epoch_gets_nothing() -> None:
     state = _state()
-    for broker_id, epoch, says in [(1, 5, "registered with another epoch"), (9, 0, "not registered")]:
+    for broker_id, epoch, says in [
+        (1, 5, "registered with another epoch"),
+        (9, 0, "not registered"),
+    ]:
         result = _allocate(state, broker_id, epoch)
         assert result.records == ()
         assert result.response.error_code == ErrorCode.STALE_BROKER_EPOCH
