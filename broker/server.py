@@ -8,7 +8,11 @@ strictly in request order. Requests of one connection therefore run concurrently
 
 Backpressure: a request holds one token of the connection's window and one of the broker-wide
 `queued.max.requests` until its response is written; with no token free the reader stops
-reading, and TCP pushes back on the client.
+reading, and TCP pushes back on the client. A request parked in a purgatory (a long-poll
+Fetch, an acks=all Produce, a forwarded admin request: `awaiting_remote()`) gives its
+broker-wide token back, as Kafka's request queue holds only requests waiting for a handler:
+500 long polls of one client filled it and the broker answered nobody. When the peer closes,
+its parked requests are cancelled (nobody reads their answers) and the rest finish.
 
 Bad input never takes the process down: an oversized or unparsable frame closes that connection
 with a warning naming the peer; a request whose header is readable but whose body is not gets
@@ -111,6 +115,11 @@ class _Slot:
     data: bytes | None = None
     close_after: bool = False
     released: bool = False
+    queued: bool = True
+    """Holds a token of the broker-wide queue (given back when the request parks)."""
+    parked: bool = False
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    """The handler's: cancelled when it is parked and the peer is gone."""
     timing: RequestTiming | None = None
     """Set once the request decoded: its RequestMetrics milestones."""
     names: tuple[str, ...] = ()
@@ -130,12 +139,31 @@ class _Connection:
         self.read_scope = trio.CancelScope()
         self.scope = trio.CancelScope()
         self.idle_closed = False
+        self.peer_gone = False
 
     def release(self, slot: _Slot) -> None:
         if not slot.released:
             slot.released = True
             self.window.release()
+            if slot.queued:
+                slot.queued = False
+                self.server.queue.release()
+
+    def park(self, slot: _Slot) -> None:
+        """The request waits for something remote: its broker-wide token goes back, and if
+        the peer is gone already nothing will read its answer."""
+        slot.parked = True
+        if slot.queued and not slot.released:
+            slot.queued = False
             self.server.queue.release()
+        if self.peer_gone:
+            slot.scope.cancel()
+
+    def _peer_closed(self) -> None:
+        self.peer_gone = True
+        for slot in self.pending:
+            if slot.parked:
+                slot.scope.cancel()
 
     async def run(self) -> None:
         send, recv = trio.open_memory_channel[_Slot](math.inf)
@@ -191,6 +219,7 @@ class _Connection:
                             peer=self.info.peer,
                             buffered=decoder.buffered,
                         )
+                    self._peer_closed()
                     return
                 self.last_activity = trio.current_time()
                 decoder.feed(data)
@@ -205,7 +234,8 @@ class _Connection:
 
     async def _serve(self, payload: bytes, slot: _Slot, received: float) -> None:
         try:
-            slot.data = await self._respond(payload, slot, received)
+            with slot.scope:
+                slot.data = await self._respond(payload, slot, received)
         finally:
             if slot.timing is not None:
                 slot.timing.response_done = time.perf_counter()
@@ -224,7 +254,7 @@ class _Connection:
             client_id=request.client_id,
             api=request.api_key.name.title().replace("_", ""),  # Kafka's: ApiVersions
         )
-        slot.timing = RequestTiming(received)
+        slot.timing = RequestTiming(received, on_park=lambda: self.park(slot))
         slot.names = metric_names(request.api_key, request.body)
         start_handling(slot.timing)
         try:

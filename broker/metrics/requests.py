@@ -29,7 +29,7 @@ import functools
 import time
 import typing
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -76,6 +76,9 @@ class RequestTiming:
     response_done: float = 0.0
     send_start: float = 0.0
     sent: float = 0.0
+    on_park: Callable[[], None] | None = None
+    """Called at the first `awaiting_remote()` (the server: a parked request stops counting
+    against queued.max.requests)."""
 
 
 _current: contextvars.ContextVar[RequestTiming | None] = contextvars.ContextVar(
@@ -95,6 +98,8 @@ def awaiting_remote() -> None:
     timing = _current.get()
     if timing is not None and not timing.local_done:
         timing.local_done = time.perf_counter()
+        if timing.on_park is not None:
+            timing.on_park()
 
 
 # -- error counts ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from protocol.record_batch import (
     decode_records,
     encode_batch_bytes,
 )
-from tests.integration.broker.broker_wire import create_topic, fetch, produce
+from tests.integration.broker.broker_wire import create_topic, fetch, fetch_request, produce
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient
 
@@ -122,4 +122,27 @@ async def test_poison_batches_with_valid_crcs_are_refused_and_nothing_is_stored(
         assert [r.value for r in decode_records(fetched.records)] == [b"fine"]
     segments = list((Path(broker.log_dirs[0]) / "poison-0").glob("*.log"))
     assert len(segments) == 1
+    assert broker.running
+
+
+async def test_long_polls_do_not_starve_other_clients(broker_factory) -> None:
+    """An independent probe of 200d5c1: 500 long-poll Fetches (max_wait_ms 60000) filled
+    queued.max.requests and the broker answered nobody until they expired. Here 4x the queue
+    of long polls are parked; another client is answered at once, and the pollers' requests
+    go away with their connections."""
+    broker: BrokerProcess = broker_factory({"queued.max.requests": 20})
+    async with await WireClient.connect(broker.host, broker.port) as c:
+        await create_topic(c, "quiet")
+    pollers = [await WireClient.connect(broker.host, broker.port) for _ in range(16)]
+    try:
+        for poller in pollers:
+            for _ in range(5):
+                await poller.send(fetch_request("quiet", 0, 0, max_wait_ms=60_000, min_bytes=1))
+        async with await WireClient.connect(broker.host, broker.port) as c:
+            with trio.fail_after(10):
+                answer = await produce(c, "quiet", 0, build_batch([Record(value=b"x")]))
+            assert answer.error_code == 0
+    finally:
+        for poller in pollers:
+            await poller.aclose()
     assert broker.running

@@ -9,6 +9,7 @@ import trio
 import trio.testing
 
 from broker.config import Listener
+from broker.metrics import awaiting_remote
 from broker.server import BrokerServer, ConnectionInfo, ServerLimits
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode
@@ -16,6 +17,7 @@ from protocol.messages import Response
 from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.topics import DeleteTopicsRequest, DeleteTopicsResponse
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 
@@ -204,3 +206,52 @@ async def test_several_listening_sockets_serve_and_stop_accepting_together() -> 
                 assert (await c.receive(MetadataResponse))[1].error_code == 0
         with trio.fail_after(5):
             await server.drain()
+
+
+class LongPolls:
+    """DeleteTopics parks (awaiting_remote(), as a long-poll Fetch does) until released or
+    cancelled; Metadata answers at once."""
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.parked = 0
+        self.cancelled = 0
+
+    async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        if isinstance(request.body, DeleteTopicsRequest):
+            awaiting_remote()
+            self.parked += 1
+            try:
+                await self.release.wait()
+            except trio.Cancelled:
+                self.cancelled += 1
+                raise
+            finally:
+                self.parked -= 1
+            return DeleteTopicsResponse()
+        return MetadataResponse(cluster_id="c")
+
+
+async def test_parked_requests_do_not_fill_the_broker_wide_queue() -> None:
+    """An independent probe: 500 long-poll Fetches (max_wait_ms 60000) filled
+    queued.max.requests and the broker answered nobody until they expired, even after the
+    client had gone. A parked request now gives its broker-wide token back (Kafka's request
+    queue holds only requests waiting for a handler), and a closed peer's parked requests are
+    cancelled."""
+    handler = LongPolls()
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, handler, queued_max_requests=4, max_inflight_per_connection=3)
+        port = server.bound[0].port
+        pollers = [await WireClient.connect("127.0.0.1", port) for _ in range(3)]
+        for poller in pollers:
+            for _ in range(3):
+                await poller.send(DeleteTopicsRequest(topic_names=()))
+        await wait_until(lambda: handler.parked == 9, within=10)
+        async with await WireClient.connect("127.0.0.1", port) as other:
+            with trio.fail_after(10):
+                await other.request(MetadataRequest())
+        for poller in pollers:
+            await poller.aclose()
+        await wait_until(lambda: handler.parked == 0, within=10)
+        assert handler.cancelled == 9
+        nursery.cancel_scope.cancel()
