@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 import trio
@@ -64,6 +64,42 @@ from protocol.messages import Response, error_response
 log = structlog.get_logger("broker.server")
 
 RECEIVE_SIZE = 256 * 1024
+BAD_INPUT_LOGS_PER_S = 20
+"""Log events about bad input (refused, unreadable, oversized frames) a second, broker-wide."""
+MAX_LOGGED_TEXT = 300
+"""Characters of an error text logged: a bad request's text may quote what the client sent."""
+
+
+class LogBudget:
+    """At most `per_second` events a second (a token bucket of that size); the ones over it are
+    counted, and the count rides on the next event logged as `suppressed`. Every bad frame was
+    logged in full, so one client's garbage filled the log topics."""
+
+    def __init__(self, per_second: int, clock: Callable[[], float]) -> None:
+        self.per_second = per_second
+        self.clock = clock
+        self._tokens = float(per_second)
+        self._at: float | None = None
+        self.suppressed = 0
+        self.suppressed_total = 0
+
+    def take(self) -> int | None:
+        """None: do not log (counted); else log, with this many suppressed since the last."""
+        now = self.clock()
+        elapsed = 0.0 if self._at is None else now - self._at
+        self._tokens = min(self.per_second, self._tokens + elapsed * self.per_second)
+        self._at = now
+        if self._tokens < 1:
+            self.suppressed += 1
+            self.suppressed_total += 1
+            return None
+        self._tokens -= 1
+        count, self.suppressed = self.suppressed, 0
+        return count
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_LOGGED_TEXT else text[:MAX_LOGGED_TEXT] + "..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +195,15 @@ class _Connection:
         if self.peer_gone:
             slot.scope.cancel()
 
+    def _bad_input(self, method: Callable[..., Any], event: str, **fields: Any) -> None:
+        """Log bad input from the peer within the broker-wide budget."""
+        suppressed = self.server.bad_input_logs.take()
+        if suppressed is None:
+            return
+        if suppressed:
+            fields["suppressed"] = suppressed
+        method(event, peer=self.info.peer, **fields)
+
     def _peer_closed(self) -> None:
         self.peer_gone = True
         for slot in self.pending:
@@ -191,9 +236,9 @@ class _Connection:
             try:
                 frame = decoder.next_frame()
             except FrameTooLargeError as exc:
-                log.warning(
+                self._bad_input(
+                    log.warning,
                     "request too large, closing connection",
-                    peer=self.info.peer,
                     size=exc.size,
                     limit=exc.limit,
                     config="socket.request.max.bytes",
@@ -201,8 +246,8 @@ class _Connection:
                 self.scope.cancel()
                 return
             except RemoteProtocolError as exc:
-                log.warning(
-                    "unreadable frame, closing connection", peer=self.info.peer, error=str(exc)
+                self._bad_input(
+                    log.warning, "unreadable frame, closing connection", error=_short(str(exc))
                 )
                 self.scope.cancel()
                 return
@@ -214,9 +259,9 @@ class _Connection:
                     return
                 if not data:
                     if decoder.buffered:
-                        log.info(
+                        self._bad_input(
+                            log.info,
                             "peer closed in the middle of a frame",
-                            peer=self.info.peer,
                             buffered=decoder.buffered,
                         )
                     self._peer_closed()
@@ -282,17 +327,17 @@ class _Connection:
         if exc.correlation_id is None or (
             exc.api_key is None and exc.code != ErrorCode.UNSUPPORTED_VERSION
         ):
-            log.warning(
-                "unparsable request, closing connection", peer=self.info.peer, error=str(exc)
+            self._bad_input(
+                log.warning, "unparsable request, closing connection", error=_short(str(exc))
             )
             slot.close_after = True
             return None
-        log.info(
+        self._bad_input(
+            log.info,
             "refused request",
-            peer=self.info.peer,
             correlation_id=exc.correlation_id,
             error=exc.code.name,
-            reason=str(exc),
+            reason=_short(str(exc)),
         )
         if exc.api_key is not None:
             self.server.metrics.record_errors(
@@ -372,6 +417,7 @@ class BrokerServer:
         self.listeners = tuple(listeners)
         self.limits = limits
         self.queue = trio.Semaphore(limits.queued_max_requests)
+        self.bad_input_logs = LogBudget(BAD_INPUT_LOGS_PER_S, trio.current_time)
         self.bound: list[BoundListener] = []
         self._connections: set[_Connection] = set()
         self._accept_scope = trio.CancelScope()

@@ -7,10 +7,18 @@ import struct
 import msgpack
 import trio
 import trio.testing
+from structlog.testing import capture_logs
 
 from broker.config import Listener
 from broker.metrics import awaiting_remote
-from broker.server import BrokerServer, ConnectionInfo, ServerLimits
+from broker.server import (
+    BAD_INPUT_LOGS_PER_S,
+    MAX_LOGGED_TEXT,
+    BrokerServer,
+    ConnectionInfo,
+    LogBudget,
+    ServerLimits,
+)
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode
 from protocol.messages import Response
@@ -255,3 +263,35 @@ async def test_parked_requests_do_not_fill_the_broker_wide_queue() -> None:
         await wait_until(lambda: handler.parked == 0, within=10)
         assert handler.cancelled == 9
         nursery.cancel_scope.cancel()
+
+
+def test_the_bad_input_log_budget_counts_what_it_does_not_log() -> None:
+    now = [0.0]
+    budget = LogBudget(3, lambda: now[0])
+    assert [budget.take() for _ in range(5)] == [0, 0, 0, None, None]
+    now[0] = 0.5  # 1.5 tokens back
+    assert budget.take() == 2  # the two suppressed ride on the next one logged
+    assert budget.take() is None
+    now[0] = 10.0
+    assert [budget.take() for _ in range(4)] == [1, 0, 0, None]
+    assert budget.suppressed_total == 4
+
+
+async def test_a_flood_of_bad_requests_is_logged_within_the_budget() -> None:
+    """An independent probe: every bad frame was logged in full, and garbage filled the log
+    topics. 300 refused requests on one connection: the budget's worth are logged, texts
+    cut short, the rest counted."""
+    handler = SlowFirst()
+    with capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            server = await start(nursery, handler)
+            async with await WireClient.connect("127.0.0.1", server.bound[0].port) as c:
+                for corr in range(300):
+                    payload = msgpack.packb([3, 0, corr, "t", ["x" * 5000]])
+                    await c.send_raw(struct.pack(">i", len(payload)) + payload)
+                    await c.receive(MetadataResponse)
+            nursery.cancel_scope.cancel()
+    refused = [e for e in logs if e["event"] == "refused request"]
+    assert len(refused) <= BAD_INPUT_LOGS_PER_S + 5, len(refused)
+    assert all(len(e["reason"]) <= MAX_LOGGED_TEXT + 3 for e in refused)
+    assert server.bad_input_logs.suppressed_total >= 300 - len(refused) - 5
