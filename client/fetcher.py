@@ -209,6 +209,13 @@ class Fetcher:
                     strategy=self._reset,
                 )
                 state.request_reset(self._reset)
+        elif code is ErrorCode.CORRUPT_MESSAGE:
+            # As Kafka's consumer: raised, not retried (the same bytes would come back).
+            state.error = KafkaError(
+                code,
+                f"Encountered corrupt message when fetching offset {state.position} for "
+                f"topic-partition {tp}: {message or code.name}",
+            )
         elif code in _LEADERSHIP_ERRORS or code.retriable:
             cluster.metadata.invalidate_leader(tp.topic, tp.partition)
             cluster.request_update()

@@ -38,6 +38,16 @@ class KafkaStorageError(KafkaError):
         return cls(text, path=where, os_error=exc)
 
 
+class CorruptLogError(KafkaError):
+    """Bytes in a segment that are not a valid batch (a damaged disk, an edited file): Kafka's
+    CORRUPT_MESSAGE, which a consumer raises instead of retrying ("Encountered corrupt message
+    when fetching offset ..."). The message names the partition, the offset and the file."""
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str]) -> None:
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, message)
+        self.path = os.fspath(path)
+
+
 class UnexpectedAppendOffsetError(KafkaError):
     """A follower append whose first offset is not the log end offset (Kafka's
     UnexpectedAppendOffsetException): the replica must truncate or re-fetch first."""

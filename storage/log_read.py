@@ -19,7 +19,7 @@ from typing import NamedTuple
 from protocol.errors import CorruptRecordBatchError
 from protocol.names import TopicPartition
 from protocol.record_batch import BatchHeader, decode_records
-from storage.errors import KafkaStorageError
+from storage.errors import CorruptLogError
 from storage.segment import LogSegment
 
 EARLIEST_TIMESTAMP = -2
@@ -55,7 +55,7 @@ def read_segments(
     tp: TopicPartition,
 ) -> tuple[LogSegment, int, bytes] | None:
     """(segment, byte position, data) of the first segment from the one holding `offset` that
-    has batches ending below `limit`, None when none has; KafkaStorageError on corrupt data."""
+    has batches ending below `limit`, None when none has; CorruptLogError on corrupt data."""
     i = bisect.bisect_right(bases, offset) - 1
     try:
         while i < len(segments):
@@ -71,7 +71,7 @@ def read_segments(
                 return seg, pos, data
             i += 1
     except CorruptRecordBatchError as exc:
-        raise KafkaStorageError(
+        raise CorruptLogError(
             f"reading offset {offset} of {tp}: corrupt data in {segments[i].log_path}: {exc}",
             path=segments[i].log_path,
         ) from exc

@@ -5,12 +5,14 @@ probe of 200d5c1 saw a 76-line UnicodeDecodeError that named no file."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 import trio
 
-from client import Admin, Consumer, Producer, TopicPartition
+from client import Admin, Consumer, KafkaError, Producer, TopicPartition
+from protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess, BrokerStartError
 
 GARBAGE = bytes(range(128, 256)) * 4
@@ -69,3 +71,32 @@ async def test_a_garbage_checkpoint_is_named_and_nothing_is_lost(broker_factory)
     async with Consumer(bootstrap_servers=broker.bootstrap) as consumer:
         with trio.fail_after(20):
             assert (await consumer.end_offsets([tp]))[tp] == 10
+
+
+async def test_a_consumer_is_told_of_a_corrupt_batch_instead_of_waiting(broker_factory) -> None:
+    """A damaged batch length in a live segment: the leader answers CORRUPT_MESSAGE naming
+    the file (Kafka's consumer raises on it: "Encountered corrupt message when fetching
+    offset ..."), and poll() raises after the records before it. Before, the broker answered
+    KAFKA_STORAGE_ERROR, which the consumer retried forever: `trioka consume` hung."""
+    broker: BrokerProcess = broker_factory()
+    tp = TopicPartition("damaged", 0)
+    async with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        await admin.create_topic("damaged", 1, 1)
+    async with Producer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0) as p:
+        for i in range(3):
+            await p.send_and_wait("damaged", b"v%d" % i, partition=0)
+    segment = Path(broker.log_dirs[0]) / "damaged-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    second = 12 + struct.unpack_from(">i", data, 8)[0]  # where the second batch starts
+    struct.pack_into(">i", data, second + 8, 7)  # its batch_length: shorter than a header
+    segment.write_bytes(bytes(data))
+    seen: list[bytes | None] = []
+    async with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([tp])
+        with trio.fail_after(20), pytest.raises(KafkaError) as info:
+            while True:
+                seen += [r.value for r in await c.poll(200)]
+    assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert str(segment) in str(info.value)
+    assert seen == [b"v0"]
+    assert broker.running
