@@ -34,7 +34,7 @@ from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.metadata_publisher import PUBLISH_STEP, publish_steps
 from broker.node import Broker
 from deploy.node import gc_policy
-from deploy.node.broker_raft import log_manager_for
+from deploy.node.broker_base import log_manager_for
 from deploy.telemetry.logs import configure_logging
 from protocol.clock import SYSTEM_CLOCK
 from protocol.metadata.records import (

@@ -96,6 +96,11 @@ class Log:
         self.layout_version = 0
         """Bumped whenever segments are truncated, deleted or replaced: the log cleaner swaps
         its output in only if this did not move while it worked."""
+        self.on_storage_error: Callable[[KafkaStorageError], None] | None = None
+        """Told of every disk error of this log (the LogManager takes the log dir offline, as
+        Kafka's LogDirFailureChannel)."""
+        self._offline: str | None = None
+        """Why the log's dir is offline: every operation then fails with KAFKA_STORAGE_ERROR."""
         self.on_dirty: Callable[[Log], None] | None = None
         """Called after an append, a roll or a config change (LogManager keeps the logs that
         may need a flush, so its flusher does not visit every log)."""
@@ -302,10 +307,26 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"the log of {self.topic_partition} is closed")
+        if self._offline is not None:
+            raise KafkaStorageError(
+                f"the log of {self.topic_partition} is in an offline log dir ({self._offline})",
+                path=self.directory,
+            )
+
+    def take_offline(self, reason: str) -> None:
+        """Its log dir failed: nothing is read or written any more (close releases the files
+        without flushing)."""
+        self._offline = reason
+
+    @property
+    def offline(self) -> bool:
+        return self._offline is not None
 
     def _storage_error(self, what: str, exc: OSError) -> KafkaStorageError:
         err = KafkaStorageError.from_os_error(f"{what} (partition {self.topic_partition})", exc)
         logger.error("storage_error", partition=str(self.topic_partition), error=err.message)
+        if self.on_storage_error is not None:
+            self.on_storage_error(err)
         return err
 
     # -- appending ---------------------------------------------------------------------------
@@ -751,6 +772,8 @@ class Log:
         give back every file descriptor."""
         if self._closed:
             return
+        if self._offline is not None:
+            flush = False  # a failed disk is not written again
         if flush and self._untouched_since_created():
             # Nothing to write (no data, index entry or producer); the empty index files that
             # Kafka's layout shows come with the first data (a missing one reads as empty).

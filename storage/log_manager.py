@@ -80,6 +80,12 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
+        self.offline_dirs: dict[str, str] = {}
+        """Failed log dirs and why (Kafka's offline log dirs): their logs answer
+        KAFKA_STORAGE_ERROR, nothing new is placed there, and shutdown writes nothing there."""
+        self.on_dir_failed: Callable[[str, str], None] | None = None
+        """Told (dir, reason) when a log dir goes offline (the broker halts when none is left,
+        as Kafka's "all log dirs have failed")."""
         self._dirty: dict[TopicPartition, Log] = {}
         """Logs appended to, rolled or reconfigured since flush_dirty last found them clean:
         the only ones it visits (it visited all, 25,000 every second, 5-7% of a broker)."""
@@ -220,11 +226,18 @@ class LogManager:
             )
         if tp.partition < 0:
             raise ValueError(f"partition must not be negative: {tp}")
-        counts = dict.fromkeys(self.log_dirs, 0)
+        online = self.online_dirs
+        if not online:
+            raise KafkaStorageError(
+                f"cannot create the log of {tp}: every log dir is offline "
+                f"({'; '.join(self.offline_dirs.values())})"
+            )
+        counts = dict.fromkeys(online, 0)
         if len(counts) > 1:
             for v in self._dir_of.values():
-                counts[v] += 1
-        d = min(self.log_dirs, key=counts.__getitem__)
+                if v in counts:
+                    counts[v] += 1
+        d = min(online, key=counts.__getitem__)
         log = Log.open(
             os.path.join(d, tp.dir_name),
             config or self.default_config,
@@ -239,10 +252,34 @@ class LogManager:
         return log
 
     def _track(self, log: Log) -> None:
-        """Have `log` report appends, rolls and config changes to `_dirty`; it starts there
-        (the next flush_dirty drops it if it has nothing to flush)."""
+        """Have `log` report appends, rolls and config changes to `_dirty` (it starts there:
+        the next flush_dirty drops it if it has nothing to flush) and disk errors here."""
         log.on_dirty = self._mark_dirty
+        log.on_storage_error = lambda err, tp=log.topic_partition: self._log_failed(tp, err)
         self._dirty[log.topic_partition] = log
+
+    def _log_failed(self, tp: TopicPartition, err: KafkaStorageError) -> None:
+        d = self._dir_of.get(tp)
+        if d is not None:
+            self.fail_dir(d, err.message)
+
+    def fail_dir(self, d: str, reason: str) -> None:
+        """Take log dir `d` offline (Kafka's LogDirFailureChannel): a disk error there (ENOSPC,
+        EIO) is not retried append after append; its logs answer KAFKA_STORAGE_ERROR."""
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs[d] = reason
+        for tp, log in self._logs.items():
+            if self._dir_of[tp] == d:
+                log.take_offline(reason)
+                self._dirty.pop(tp, None)
+        logger.error("log dir failed", log_dir=d, reason=reason, online=self.online_dirs)
+        if self.on_dir_failed is not None:
+            self.on_dir_failed(d, reason)
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _mark_dirty(self, log: Log) -> None:
         self._dirty[log.topic_partition] = log
@@ -292,10 +329,14 @@ class LogManager:
 
     def _write(self, d: str, name: str, offsets: Mapping[TopicPartition, int]) -> None:
         path = os.path.join(d, name)
+        if d in self.offline_dirs:
+            return  # a failed disk is not written again
         try:
             write_offsets(path, offsets)
         except OSError as exc:
-            raise KafkaStorageError.from_os_error(f"writing {path}", exc) from exc
+            err = KafkaStorageError.from_os_error(f"writing {path}", exc)
+            self.fail_dir(d, err.message)
+            raise err from exc
 
     def _write_dir_checkpoints(self, d: str) -> None:
         logs = self._logs_in(d)
@@ -357,6 +398,8 @@ class LogManager:
         hws = high_watermarks or {}
         deleted = 0
         for tp, log in list(self._logs.items()):
+            if log.offline:
+                continue
             try:
                 deleted += log.delete_old_segments(now, hws.get(tp))
             except KafkaStorageError as exc:
@@ -389,8 +432,8 @@ class LogManager:
                     flushed += 1
                 except KafkaStorageError as exc:
                     logger.error("flush_failed", partition=str(tp), error=exc.message)
-            if not log.may_need_flush():
-                del self._dirty[tp]
+            if log.offline or not log.may_need_flush():
+                self._dirty.pop(tp, None)
         return flushed
 
     @property
@@ -411,7 +454,7 @@ class LogManager:
                 first_error = first_error or exc
                 logger.error("close_failed", partition=str(tp), error=exc.message)
         if self._started:
-            for d in self.log_dirs:
+            for d in self.online_dirs:
                 try:
                     self._write_dir_checkpoints(d)
                     if d not in failed_dirs:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 import trio
@@ -13,8 +14,10 @@ from broker.config import BrokerConfig
 from broker.node import Broker
 from broker.server import BoundListener
 from controller.config import ControllerConfig
+from protocol.clock import Clock
 from protocol.metadata.records import BrokerEndpoint
 from protocol.metadata.topic_ids import random_uuid
+from storage import LogManager
 from storage.meta_properties import read_meta_properties
 
 log = structlog.get_logger("deploy.node.broker")
@@ -35,6 +38,37 @@ def registered_endpoints(
         host = a.host if a.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
         out.append(BrokerEndpoint(name=a.name, host=host, port=port))
     return tuple(out)
+
+
+def log_manager_for(
+    config: BrokerConfig,
+    cluster_id: str | None,
+    clock: Clock,
+    halt: Callable[[int], object] = os._exit,
+) -> LogManager:
+    """The broker's LogManager, halting the process once every log dir has failed (Kafka's
+    "Shutdown broker because all log dirs in ... have failed": no controlled shutdown, the
+    disk cannot take the writes it needs; the controller moves the leaderships as for a
+    crash). With a dir left, only the failed dir's partitions are offline."""
+    log_manager = LogManager(
+        list(config.log_dirs),
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        max_open_files=int(config["trioka.max.open.files"]),
+        clock_ms=clock.wall_ms,
+    )
+
+    def dir_failed(d: str, reason: str) -> None:
+        if not log_manager.online_dirs:
+            log.critical(
+                "shutting down: every log dir has failed",
+                log_dirs=log_manager.log_dirs,
+                reason=reason,
+            )
+            halt(1)
+
+    log_manager.on_dir_failed = dir_failed
+    return log_manager
 
 
 def resolve_cluster_id(config: BrokerConfig) -> str:

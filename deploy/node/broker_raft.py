@@ -45,6 +45,7 @@ from broker.node import Broker
 from broker.server import BoundListener
 from controller.operations import failed_response
 from deploy.node.broker_base import (
+    log_manager_for,
     registered_endpoints,
     resolve_cluster_id,
     serve_until_stopped,
@@ -53,7 +54,6 @@ from deploy.node.controller_routes import RaftControllerRoute
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
-from protocol.clock import Clock
 from protocol.errors import KafkaError
 from protocol.metadata.image import MetadataImage
 from protocol.metadata.records import InvalidRecordError, decode_record
@@ -64,7 +64,6 @@ from raft.disk_log_store import DiskLogStore
 from raft.driver import RaftDriver
 from raft.log_store import Entry, SnapshotId
 from raft.quorum_state import FileQuorumStateStore
-from storage.log_manager import LogManager
 
 log = structlog.get_logger("deploy.node.broker_raft")
 
@@ -202,16 +201,6 @@ def lifecycle_for(
         heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
         retry_backoff_ms=max(int(config["controller.quorum.retry.backoff.ms"]), 50),
         now_ms=now_ms,
-    )
-
-
-def log_manager_for(config: BrokerConfig, cluster_id: str, clock: Clock) -> LogManager:
-    return LogManager(
-        list(config.log_dirs),
-        node_id=config.node_id,
-        cluster_id=cluster_id,
-        max_open_files=int(config["trioka.max.open.files"]),
-        clock_ms=clock.wall_ms,
     )
 
 

@@ -17,6 +17,7 @@ from controller.config import ControllerConfig
 from controller.context import ControllerContext
 from controller.service.driver import ControllerDriver
 from deploy.node.broker_base import (
+    log_manager_for,
     resolve_cluster_id,
     serve_until_stopped,
 )
@@ -25,7 +26,6 @@ from deploy.node.runtime import NodeRuntime
 from protocol.metadata.records import BrokerEndpoint
 from protocol.metadata.topic_ids import random_uuid
 from raft.local_log import LocalMetadataLog
-from storage.log_manager import LogManager
 
 log = structlog.get_logger("deploy.node.broker")
 
@@ -70,13 +70,7 @@ async def run_standalone_broker(
 ) -> None:
     runtime = runtime if runtime is not None else NodeRuntime()
     cluster_id = resolve_cluster_id(config)
-    log_manager = LogManager(
-        list(config.log_dirs),
-        node_id=config.node_id,
-        cluster_id=cluster_id,
-        max_open_files=int(config["trioka.max.open.files"]),
-        clock_ms=runtime.clock.wall_ms,
-    )
+    log_manager = log_manager_for(config, cluster_id, runtime.clock)
     # The local single-node log has no batch limit to respect; a standalone broker may create
     # one topic with tens of thousands of partitions.
     controller_config = ControllerConfig.from_server_config(

@@ -19,6 +19,7 @@ from controller.operations import failed_response
 from controller.service.zk_mode import ZkMode
 from deploy.node.broker_base import (
     controller_config,
+    log_manager_for,
     registered_endpoints,
     resolve_cluster_id,
     serve_until_stopped,
@@ -29,7 +30,6 @@ from deploy.node.liveness_probe import TcpListenerProbe
 from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
 from protocol.config_defs import ConfigError
-from storage.log_manager import LogManager
 from zkstore import (
     BrokerIdInUseError,
     BrokerInfo,
@@ -228,13 +228,7 @@ async def run_zk_broker(
     try:
         await ensure_persistent_paths(zk)
         cluster_id = await get_or_create_cluster_id(zk, resolve_cluster_id(config))
-        log_manager = LogManager(
-            list(config.log_dirs),
-            node_id=config.node_id,
-            cluster_id=cluster_id,
-            max_open_files=int(config["trioka.max.open.files"]),
-            clock_ms=runtime.clock.wall_ms,
-        )
+        log_manager = log_manager_for(config, cluster_id, runtime.clock)
         listener = config.inter_broker_listener_name
         request_timeout_s = int(config["request.timeout.ms"]) / 1000
         async with trio.open_nursery() as nursery:

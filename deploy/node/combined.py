@@ -42,13 +42,13 @@ from broker.lifecycle import BrokerLifecycleManager
 from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from broker.server import BoundListener, BrokerServer, ConnectionInfo
-from deploy.node.broker_base import controller_config, resolve_cluster_id, serve_until_stopped
-from deploy.node.broker_raft import (
-    LifecycleHolder,
-    RaftMetadataSource,
+from deploy.node.broker_base import (
+    controller_config,
     log_manager_for,
-    start_lifecycle,
+    resolve_cluster_id,
+    serve_until_stopped,
 )
+from deploy.node.broker_raft import LifecycleHolder, RaftMetadataSource, start_lifecycle
 from deploy.node.controller import ControllerHandler
 from deploy.node.controller_routes import local_controller_channel
 from deploy.node.controller_services import raft_controller_service

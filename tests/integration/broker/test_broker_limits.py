@@ -1,4 +1,5 @@
-"""Full disk (small tmpfs) and 20,000 partitions under RLIMIT_NOFILE=1024."""
+"""Full disk (small tmpfs): the log dir goes offline and the broker halts; 20,000 partitions
+under RLIMIT_NOFILE=1024."""
 
 from __future__ import annotations
 
@@ -34,33 +35,47 @@ def small_tmpfs(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-async def test_full_disk_gives_storage_error_then_recovers(broker_factory, small_tmpfs) -> None:
+async def test_a_full_disk_takes_the_log_dir_offline_and_the_broker_halts(
+    broker_factory, small_tmpfs
+) -> None:
+    """Kafka's behaviour: the failed append answers KAFKA_STORAGE_ERROR, the log dir goes
+    offline, and a broker whose only log dir failed halts (naming the dir and the cause)
+    instead of serving with an ENOSPC per append. Recovery, as docs/operations.md says: free
+    space, restart; everything acknowledged is there."""
     broker = broker_factory(log_dirs=[small_tmpfs / "data"])
     async with await WireClient.connect(broker.host, broker.port) as c:
         await create_topic(c, "fill", configs={"segment.bytes": "1048576"})
         await create_topic(c, "spare", configs={"segment.bytes": "1048576"})
-        assert (await produce(c, "spare", 0, batch([b"keep"]))).error_code == 0
+        assert (await produce(c, "spare", 0, batch([b"keep"]), acks=-1)).error_code == 0
         # Space an operator can free later.
         ballast = small_tmpfs / "ballast"
         ballast.write_bytes(b"\0" * (1 << 20))
         chunk = batch([os.urandom(60_000)])
+        acknowledged = 0
+        r = None
         for _ in range(200):
-            r = await produce(c, "fill", 0, chunk)
+            try:
+                r = await produce(c, "fill", 0, chunk, acks=-1)
+            except Exception:  # the broker halted while answering
+                break
             if r.error_code:
                 break
-        assert r.error_code == ErrorCode.KAFKA_STORAGE_ERROR, r
-        assert "No space" in r.error_message or "ENOSPC" in r.error_message
-        # Reads still served, process up.
+            acknowledged += 1
+        assert r is not None and r.error_code in (0, ErrorCode.KAFKA_STORAGE_ERROR), r
+    assert await broker.await_exit(within=30) == 1
+    failed = broker.wait_for_event("log dir failed")
+    assert failed["log_dir"] == str(small_tmpfs / "data") and "ENOSPC" in failed["reason"]
+    assert broker.wait_for_event("shutting down: every log dir has failed")
+    ballast.unlink()
+    await broker.astart()
+    async with await WireClient.connect(broker.host, broker.port) as c:
         f = await fetch(c, "spare", 0, 0)
         assert [x.value for x in records_of(f.records)] == [b"keep"]
-        assert broker.running
-        ballast.unlink()
-        r = await produce(c, "fill", 0, batch([b"again"]))
-        assert r.error_code == 0, r
-        assert (await produce(c, "spare", 0, batch([b"again"]))).error_code == 0
+        f = await fetch(c, "fill", 0, 0, max_bytes=1 << 24)
+        assert f.high_watermark >= acknowledged
+        assert (await produce(c, "fill", 0, batch([b"again"]))).error_code == 0
 
 
-@pytest.mark.slow
 async def test_20000_partitions_under_1024_fds(broker_factory) -> None:
     def limit_fds() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))

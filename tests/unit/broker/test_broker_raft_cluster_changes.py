@@ -20,7 +20,7 @@ from broker.config import BrokerConfig
 from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
 from broker.partition_changes import PartitionChangeApplier
-from deploy.node.broker_raft import log_manager_for
+from deploy.node.broker_base import log_manager_for
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.metadata.records import (
     BrokerEndpoint,

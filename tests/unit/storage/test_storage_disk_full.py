@@ -1,6 +1,8 @@
-"""A full disk: a 2 MiB tmpfs as the log dir. Appends fail with KAFKA_STORAGE_ERROR and a clear
-message, leave the log exactly as it was, reads keep working, and once space is freed appends
-work again. No partial batch is ever served, nor left on disk for recovery to find."""
+"""A full disk: a 2 MiB tmpfs as the log dir. The failed append answers KAFKA_STORAGE_ERROR with
+a clear message and leaves the log exactly as it was; the log dir then goes offline, as Kafka's
+(every later operation on its logs fails at once instead of an ENOSPC per append; the broker
+halts when no dir is left); once space is freed, a restart finds everything acknowledged and
+appends work. No partial batch is ever served, nor left on disk for recovery to find."""
 
 from __future__ import annotations
 
@@ -61,6 +63,8 @@ def check_values(records: list[Record]) -> None:
 def test_full_disk_refuses_appends_cleanly_and_recovers(tiny_tmpfs: Path) -> None:
     log_dir = tiny_tmpfs / "logs"
     manager = LogManager([log_dir], node_id=1, cluster_id="full", max_open_files=16)
+    failed: list[tuple[str, str]] = []
+    manager.on_dir_failed = lambda d, reason: failed.append((d, reason))
     manager.startup()
     ballast = tiny_tmpfs / "ballast"
     ballast.write_bytes(b"\0" * 300 * 1024)
@@ -89,32 +93,30 @@ def test_full_disk_refuses_appends_cleanly_and_recovers(tiny_tmpfs: Path) -> Non
         and error.path in error.message
     )
 
-    # Exactly as before the failed append: nothing partial in memory or on disk.
+    # Exactly as before the failed append: nothing partial on disk.
     active = log.segments[-1]
     assert os.path.getsize(active.log_path) == active.size
-    records = read_all(log)
-    assert [r.offset for r in records] == list(range(end))
-    check_values(records)
-    with pytest.raises(KafkaStorageError):  # still full: the same append fails the same way
+    # The dir is offline (Kafka's LogDirFailureChannel), told once, naming the cause.
+    assert [(d, "ENOSPC" in reason) for d, reason in failed] == [(str(log_dir), True)]
+    assert manager.online_dirs == [] and log.offline
+    with pytest.raises(KafkaStorageError, match="offline log dir"):
         log.append_as_leader(failing, 0)
-    assert log.log_end_offset == end
+    with pytest.raises(KafkaStorageError, match="every log dir is offline"):
+        manager.get_or_create_log(TopicPartition("other", 0), CONFIG)
+    manager.shutdown()  # writes nothing to the failed dir
+    assert len(failed) == 1
 
-    # Free space: writes work again, at the next offset.
+    # Free space and restart: everything appended is there, nothing torn to cut.
     ballast.unlink()
-    info = log.append_as_leader(append_batch(end, 1000), 0)
-    assert info.first_offset == end
-    records = read_all(log)
-    assert [r.offset for r in records] == list(range(end + 3))
-    check_values(records)
-
-    # An unclean restart finds nothing to cut: no torn bytes were left behind.
-    manager.handles.close_all()
     again = LogManager([log_dir], node_id=1, cluster_id="full", max_open_files=16)
     again.startup()
     log2 = again.get_log(TP)
-    assert log2 is not None and log2.log_end_offset == end + 3
+    assert log2 is not None and log2.log_end_offset == end
     assert log2.recovered_bytes_truncated == 0
-    check_values(read_all(log2))
+    records = read_all(log2)
+    assert [r.offset for r in records] == list(range(end))
+    check_values(records)
+    assert log2.append_as_leader(append_batch(end, 1000), 0).first_offset == end
     again.shutdown()
 
 
@@ -142,8 +144,14 @@ def test_full_disk_during_segment_roll(tiny_tmpfs: Path) -> None:
         log.append_as_leader(append_batch(12, 2000), 0)
     assert "No space left on device" in exc_info.value.message
     assert len(log.segments) == 1 and log.log_end_offset == 12
+    assert manager.online_dirs == []
+    manager.shutdown()
     filler.unlink()
+    again = LogManager([log_dir], node_id=1, cluster_id="full", max_open_files=16)
+    again.startup({TP.topic: CONFIG.replace(segment_bytes=one * 4)})
+    log = again.get_log(TP)
+    assert log is not None and log.log_end_offset == 12
     log.append_as_leader(append_batch(12, 2000), 0)
     assert [s.base_offset for s in log.segments] == [0, 12]
     assert [r.offset for r in read_all(log)] == list(range(15))
-    manager.shutdown()
+    again.shutdown()

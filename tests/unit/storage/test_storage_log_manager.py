@@ -287,3 +287,27 @@ def test_flush_dirty_visits_only_logs_that_may_need_a_flush(tmp_path: Path) -> N
     m.delete_log(TopicPartition("timed", 0))
     assert m.dirty_logs == 0 and m.flush_dirty(now_ms=10**12) == 0
     m.shutdown()
+
+
+def test_a_failed_log_dir_goes_offline_and_the_others_go_on(tmp_path: Path) -> None:
+    """Kafka's LogDirFailureChannel: the failed dir's logs answer KAFKA_STORAGE_ERROR at once,
+    new logs go to the dirs left, and nothing is written to the failed dir again."""
+    m = manager(tmp_path, dirs=2)
+    failed: list[str] = []
+    m.on_dir_failed = lambda d, reason: failed.append(d)
+    a = m.get_or_create_log(TopicPartition("t", 0), SMALL)
+    b = m.get_or_create_log(TopicPartition("t", 1), SMALL)
+    bad = m.log_dir_of(a.topic_partition)
+    assert bad is not None and m.log_dir_of(b.topic_partition) != bad
+    m.fail_dir(bad, "EIO on a test disk")
+    m.fail_dir(bad, "again")  # told once
+    assert failed == [bad] and m.online_dirs == [m.log_dir_of(b.topic_partition)]
+    with pytest.raises(KafkaError, match="offline log dir") as info:
+        a.append_as_leader(batch(1), 0)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    b.append_as_leader(batch(1), 0)
+    assert m.log_dir_of(m.get_or_create_log(TopicPartition("t", 2), SMALL).topic_partition) != bad
+    before = {p.name: p.stat().st_mtime_ns for p in Path(bad).iterdir()}
+    m.shutdown()
+    assert not (Path(bad) / CLEAN_SHUTDOWN_FILE).exists()
+    assert {p.name: p.stat().st_mtime_ns for p in Path(bad).iterdir()} == before
