@@ -116,6 +116,14 @@ chaos: setup-dev
 	$(BIN)/python -m deploy.cli chaos run --mode $(CHAOS_MODE) --nemesis kill,pause,controller \
 		--time-limit 25 --seed $(SEED) --out $(CHAOS_OUT)/chaos-$(CHAOS_MODE)-$(SEED) $(CHAOS_ARGS)
 
+# Issue 16: the network fuzz suite at any size (CI runs 20,000 frames with its fixed seed).
+.PHONY: fuzz
+FUZZ_FRAMES ?= 200000
+FUZZ_SEED ?= $(shell date +%s)
+fuzz: setup-dev
+	TRIOKA_NET_FUZZ_FRAMES=$(FUZZ_FRAMES) TRIOKA_NET_FUZZ_SEED=$(FUZZ_SEED) \
+		$(BIN)/pytest -q tests/integration/broker/test_broker_fuzz.py
+
 chaos-soak: setup-dev
 	$(BIN)/python -m deploy.cli chaos run --mode $(CHAOS_MODE) \
 		--nemesis $(SOAK_NEMESES) --time-limit $(TIME_LIMIT) --seed $(SEED) \
