@@ -49,7 +49,7 @@ Some keys are trioka's own, each documented as such:
 
 Named listeners follow Kafka's rules (KafkaConfig.validateValues): every listener needs an entry
 in `listener.security.protocol.map` (default Kafka's: each protocol name mapped to itself; trioka
-serves PLAINTEXT only), listener names and ports are unique, advertised.listeners names a subset
+serves PLAINTEXT and SSL, whose listeners need `ssl.keystore.location`), listener names and ports are unique, advertised.listeners names a subset
 of the listeners and never the 0.0.0.0 meta-address, and in ZK mode inter.broker.listener.name is
 one of the advertised listeners (other brokers dial it).
 """
@@ -74,6 +74,11 @@ from protocol.server_configs import (
 
 BROKER_CONFIGS = server_configs(BROKER)
 """Every key a broker accepts (protocol.server_configs' table: the broker's and the shared keys)."""
+
+
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+"""The security protocols a listener may use (SASL_PLAINTEXT and SASL_SSL are to come)."""
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +158,15 @@ class BrokerConfig:
                     f"listeners: no security protocol defined for listener {listener.name} in "
                     f"listener.security.protocol.map (e.g. {listener.name}:PLAINTEXT)"
                 )
-            if protocol != "PLAINTEXT":
+            if protocol not in SERVED_PROTOCOLS:
                 raise ConfigError(
                     f"listener.security.protocol.map: listener {listener.name} uses {protocol}; "
-                    "trioka serves PLAINTEXT only"
+                    f"trioka serves {' and '.join(SERVED_PROTOCOLS)}"
+                )
+            if protocol in TLS_PROTOCOLS and not self["ssl.keystore.location"]:
+                raise ConfigError(
+                    f"ssl.keystore.location: listener {listener.name} uses {protocol} and needs "
+                    "this server's private key and certificate chain (a PEM file)"
                 )
         advertised = self.advertised_listeners
         advertised_names = [a.name for a in advertised]

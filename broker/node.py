@@ -42,6 +42,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache
 from broker.server import BoundListener, BrokerServer, ServerLimits
+from broker.tls import server_contexts
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.config_defs import LONG_MAX
 from protocol.metadata.image import MetadataImage
@@ -140,7 +141,9 @@ class Broker:
         feed.attach(self._core())
         self.apis.add_handlers(feed.handlers(forwarder.relay))
         # Not a combined node's controller listener: that one serves the quorum APIs.
-        self.server = BrokerServer(self.apis, config.broker_listeners, server_limits(config))
+        self.server = BrokerServer(
+            self.apis, config.broker_listeners, server_limits(config), tls=server_contexts(config)
+        )
         self.log_cleaner = LogCleaner(
             CleanerConfig.from_broker_config(config),
             log_manager,

@@ -28,11 +28,13 @@ calls `awaiting_remote()`, its response ready, sent; recorded by the writer afte
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import math
+import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,6 +51,7 @@ from broker.metrics.requests import (
     request_name,
     start_handling,
 )
+from broker.tls import principal_of
 from protocol.codec import (
     RequestDecodeError,
     RequestEnvelope,
@@ -66,6 +69,8 @@ log = structlog.get_logger("broker.server")
 RECEIVE_SIZE = 256 * 1024
 BAD_INPUT_LOGS_PER_S = 20
 """Log events about bad input (refused, unreadable, oversized frames) a second, broker-wide."""
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+"""A TLS listener's connection that has not finished its handshake by then is closed."""
 MAX_LOGGED_TEXT = 300
 """Characters of an error text logged: a bad request's text may quote what the client sent."""
 
@@ -112,6 +117,11 @@ class ConnectionInfo:
     """Name of the listener (PLAINTEXT, ...), to answer with the matching advertised address."""
     connection_id: int = 0
     """Unique per server and connection (what `on_connection_closed` is told about)."""
+    security_protocol: str = "PLAINTEXT"
+    """PLAINTEXT or SSL: how the listener the request came in on is secured."""
+    principal: str = "User:ANONYMOUS"
+    """Who the peer proved to be (SSL: `User:` and its certificate's DN; Kafka's default
+    principal builder), User:ANONYMOUS when it proved nothing."""
 
 
 class RequestHandler(Protocol):
@@ -406,8 +416,11 @@ class BrokerServer:
         limits: ServerLimits = ServerLimits(),
         metrics: RequestMetrics | None = None,
         on_connection_closed: Callable[[ConnectionInfo], None] | None = None,
+        tls: Mapping[str, ssl.SSLContext] | None = None,
     ) -> None:
         self.handler = handler
+        self.tls = dict(tls or {})
+        """Listener name -> the SSLContext its connections are wrapped in (broker.tls)."""
         self.on_connection_closed = on_connection_closed
         """Told of every connection that ended, whoever closed it (the controller's fast
         fencing watches the connections its brokers' heartbeats came on)."""
@@ -492,7 +505,14 @@ class BrokerServer:
         except OSError:
             peer_text = "unknown"
         info = ConnectionInfo(peer_text, listener.name, next(self._connection_ids))
-        conn = _Connection(self, stream, info)
+        served: trio.abc.Stream = stream
+        context = self.tls.get(listener.name)
+        if context is not None:
+            secured = await self._handshake(stream, context, info)
+            if secured is None:
+                return
+            served, info = secured
+        conn = _Connection(self, served, info)
         if self._draining:
             # Accepted just before drain() stopped accepting, and scheduled after it cancelled
             # the readers: read nothing (a peer's reconnecting fetcher otherwise held the
@@ -514,6 +534,31 @@ class BrokerServer:
                 self._all_closed.set()
             if self.on_connection_closed is not None:
                 self.on_connection_closed(info)
+
+    async def _handshake(
+        self, stream: trio.SocketStream, context: ssl.SSLContext, info: ConnectionInfo
+    ) -> tuple[trio.SSLStream[trio.SocketStream], ConnectionInfo] | None:
+        """The TLS handshake of an SSL listener's connection, within TLS_HANDSHAKE_TIMEOUT_S;
+        None (logged within the bad-input budget, connection closed) when it fails."""
+        secured = trio.SSLStream(stream, context, server_side=True)
+        reason = None
+        with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT_S) as scope:
+            try:
+                await secured.do_handshake()
+            except trio.BrokenResourceError as exc:
+                cause = exc.__cause__
+                reason = str(cause or exc) or type(cause or exc).__name__
+        if scope.cancelled_caught:
+            reason = f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+        if reason is not None:
+            if self.bad_input_logs.take() is not None:
+                log.info("TLS handshake failed", peer=info.peer, listener=info.listener,
+                         reason=_short(reason))  # fmt: skip
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            return None
+        principal = principal_of(secured.getpeercert())
+        return secured, dataclasses.replace(info, security_protocol="SSL", principal=principal)
 
     def stop_accepting(self) -> None:
         self._accept_scope.cancel()

@@ -19,6 +19,7 @@ from client.config import parse_host_port
 from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
 from client.metadata import BrokerInfo, ClusterMetadata
+from client.tls import client_context
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -44,6 +45,8 @@ class ClusterClient:
 
     def __init__(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
         self._config = config
+        self._tls = client_context(config)
+        """The SSLContext of `security.protocol` SSL (client.tls); None: PLAINTEXT."""
         self._nursery = nursery
         self._bootstrap = [parse_host_port(s) for s in config["bootstrap.servers"]]
         self._client_id = config["client.id"] or None
@@ -126,7 +129,7 @@ class ClusterClient:
         try:
             try:
                 stream = await open_stream(
-                    host, port, self._config["socket.connection.setup.timeout.ms"]
+                    host, port, self._config["socket.connection.setup.timeout.ms"], self._tls
                 )
             except KafkaConnectionError:
                 self._connect_failed(node_id)

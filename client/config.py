@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from client.tls import TLS_SETTINGS
 from protocol.config_defs import INT_MAX, ConfigDef, ConfigDefs, ConfigError
 
 _COMMON = [
@@ -34,6 +35,7 @@ _COMMON = [
               "unanswered requests allowed per connection", min=1),
     ConfigDef("default.api.timeout.ms", "int", 60000,
               "deadline of blocking calls that have no other timeout", min=0),
+    *TLS_SETTINGS,
 ]  # fmt: skip
 
 PRODUCER_CONFIGS = ConfigDefs(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import ssl
 from typing import Any, TypeVar
 
 import structlog
@@ -41,11 +42,16 @@ class _Pending:
         self.error: BaseException | None = None
 
 
-async def open_stream(host: str, port: int, timeout_ms: float) -> trio.SocketStream:
-    """Connect, or raise KafkaConnectionError saying which address failed and why."""
+async def open_stream(
+    host: str, port: int, timeout_ms: float, tls: ssl.SSLContext | None = None
+) -> trio.abc.Stream:
+    """Connect (and with `tls`, finish the TLS handshake, checking the broker's certificate
+    for `host`), or raise KafkaConnectionError saying which address failed and why."""
     try:
         with trio.fail_after(timeout_ms / 1000):
             stream = await trio.open_tcp_stream(host, port)
+            if tls is not None:
+                return await _handshake(stream, tls, host, port)
     except trio.TooSlowError:
         raise KafkaConnectionError(
             f"cannot connect to broker {host}:{port}: no answer within {timeout_ms:.0f} ms "
@@ -63,6 +69,27 @@ async def open_stream(host: str, port: int, timeout_ms: float) -> trio.SocketStr
             reason = getattr(cause, "strerror", None) or str(cause)
         raise KafkaConnectionError(f"cannot connect to broker {host}:{port}: {reason}") from None
     return stream
+
+
+async def _handshake(
+    stream: trio.SocketStream, tls: ssl.SSLContext, host: str, port: int
+) -> trio.SSLStream[trio.SocketStream]:
+    secured = trio.SSLStream(stream, tls, server_hostname=host)
+    try:
+        await secured.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await stream.aclose()
+        cause = exc.__cause__ or exc
+        verify = getattr(cause, "verify_message", None)
+        reason = (
+            f"certificate verify failed: {verify}"
+            if verify
+            else getattr(cause, "reason", None) or str(cause) or type(cause).__name__
+        )
+        raise KafkaConnectionError(
+            f"TLS handshake with broker {host}:{port} failed: {reason}"
+        ) from None
+    return secured
 
 
 class BrokerConnection:

@@ -96,6 +96,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "long": _to_long,
     "boolean": _to_bool,
     "string": _to_str,
+    "password": _to_str,
     "list": _to_list,
     "double": _to_float,
 }
@@ -106,7 +107,8 @@ class ConfigDef:
     name: str
     """Kafka's name, e.g. `retention.ms`."""
     type: str
-    """int, long, boolean, string, list or double."""
+    """int, long, boolean, string, password (a string never shown: DescribeConfigs answers
+    it as sensitive, with no value, as Kafka does), list or double."""
     default: Any
     """Typed default (Kafka's unless noted in doc)."""
     doc: str

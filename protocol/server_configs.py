@@ -93,7 +93,25 @@ SERVER_CONFIGS = ConfigDefs(
                         kinds=BROKER_ONLY),
         ServerConfigDef("listener.security.protocol.map", "list", _DEFAULT_PROTOCOL_MAP, "listener "
                         "name -> security protocol, as NAME:PROTOCOL; every listener needs an "
-                        "entry (trioka serves PLAINTEXT only)", read_only=True, kinds=BROKER_ONLY),
+                        "entry (trioka serves PLAINTEXT and SSL)", read_only=True, kinds=BROKER_ONLY),
+        # TLS for the listeners mapped to SSL (Kafka's ssl.* keys, PEM files only).
+        ServerConfigDef("ssl.keystore.type", "string", "PEM", "format of the keystore: PEM (a "
+                        "private key and its certificate chain in one file)", read_only=True,
+                        kinds=BROKER_ONLY, choices=("PEM",)),
+        ServerConfigDef("ssl.keystore.location", "string", "", "PEM file with this server's "
+                        "private key and certificate chain; required by an SSL listener",
+                        read_only=True, kinds=BROKER_ONLY),
+        ServerConfigDef("ssl.key.password", "password", "", "password of the private key in the "
+                        "keystore (empty: not encrypted)", read_only=True, kinds=BROKER_ONLY),
+        ServerConfigDef("ssl.truststore.type", "string", "PEM", "format of the truststore: PEM",
+                        read_only=True, kinds=BROKER_ONLY, choices=("PEM",)),
+        ServerConfigDef("ssl.truststore.location", "string", "", "PEM file of the CA "
+                        "certificates that client certificates are checked against (empty: the "
+                        "system's)", read_only=True, kinds=BROKER_ONLY),
+        ServerConfigDef("ssl.client.auth", "string", "none", "client certificates on SSL "
+                        "listeners: none, requested (checked when given) or required (mTLS)",
+                        read_only=True, kinds=BROKER_ONLY,
+                        choices=("none", "requested", "required")),
         ServerConfigDef("controller.listener.names", "list", (), "listeners of the controller; the "
                         "first is where the voters reach each other (a broker with "
                         "process.roles=broker: the controllers' listener, not one of its own)",

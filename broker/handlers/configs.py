@@ -160,12 +160,14 @@ class ConfigsHandler:
                 if key in self.config.explicit
                 else ConfigSource.DEFAULT_CONFIG
             )
+            sensitive = definition.type == "password"
             entries.append(
                 DescribeConfigsEntry(
                     name=key,
-                    value=self.config.describe_value(key),
+                    value=None if sensitive else self.config.describe_value(key),
                     read_only=True,
                     config_source=int(source),
+                    is_sensitive=sensitive,
                     documentation=definition.doc if request.include_documentation else None,
                 )
             )

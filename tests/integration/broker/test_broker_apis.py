@@ -126,7 +126,7 @@ async def test_metadata_create_delete_and_validation(broker: BrokerProcess) -> N
 
 
 async def test_describe_and_alter_configs(broker_factory) -> None:
-    broker = broker_factory({"log.retention.hours": 2})
+    broker = broker_factory({"log.retention.hours": 2, "ssl.key.password": "hunter2"})
     async with await WireClient.connect(broker.host, broker.port) as c:
         await create_topic(c, "cfg", configs={"segment.bytes": "1048576"})
         await create_topic(c, "cfg2")
@@ -177,6 +177,9 @@ async def test_describe_and_alter_configs(broker_factory) -> None:
         b = {e.name: e for e in brk.configs}
         assert b["log.retention.hours"].value == "2"
         assert b["log.retention.hours"].config_source == ConfigSource.STATIC_BROKER_CONFIG
+        # A password is never shown (Kafka's sensitive configs), even when set.
+        assert b["ssl.key.password"].is_sensitive and b["ssl.key.password"].value is None
+        assert "hunter2" not in broker.log_file.read_text()
         assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         # No override on cfg2: retention.ms comes from the broker's log.retention.hours=2.
         (plain,) = (

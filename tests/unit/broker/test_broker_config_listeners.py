@@ -61,7 +61,15 @@ def test_internal_and_external_with_a_published_external_address() -> None:
         ),
         (
             {"listener.security.protocol.map": "PLAINTEXT:SSL"},
-            r"listener PLAINTEXT uses SSL; trioka serves PLAINTEXT only",
+            r"ssl.keystore.location: listener PLAINTEXT uses SSL and needs this server's private",
+        ),
+        (
+            {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"},
+            r"listener PLAINTEXT uses SASL_SSL; trioka serves PLAINTEXT and SSL",
+        ),
+        (
+            {"ssl.client.auth": "sometimes"},
+            r"ssl.client.auth: 'sometimes' is not one of none, requested, required",
         ),
         (
             {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,plaintext:PLAINTEXT"},

@@ -86,10 +86,10 @@ async def test_connects_to_a_refusing_broker_back_off(monkeypatch: pytest.Monkey
     attempts: list[float] = []
     real_open_stream = client_cluster.open_stream
 
-    async def counting(host: str, port: int, timeout_ms: float) -> Any:
+    async def counting(host: str, port: int, timeout_ms: float, tls: Any = None) -> Any:
         if port == dead_port:
             attempts.append(trio.current_time())
-        return await real_open_stream(host, port, timeout_ms)
+        return await real_open_stream(host, port, timeout_ms, tls)
 
     monkeypatch.setattr(client_cluster, "open_stream", counting)
     broker = FakeBroker()

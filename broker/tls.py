@@ -1,0 +1,89 @@
+"""The SSLContexts of a broker's TLS listeners (Kafka's ssl.* keys, PEM files only).
+
+`server_contexts(config)` maps each listener whose security protocol is SSL to one context:
+the keystore (`ssl.keystore.location`: private key and certificate chain, `ssl.key.password`
+when the key is encrypted), TLS 1.2 at least, and client certificates as `ssl.client.auth`
+says (none, requested, required: checked against `ssl.truststore.location`, or the system's CAs).
+A file that cannot be read or does not hold what it should is a ConfigError naming the key
+and the file, at start-up, not at the first connection.
+
+`principal_of(ssl_object)` is Kafka's default SSL principal: `User:` and the client
+certificate's distinguished name (RFC 2253 order), `User:ANONYMOUS` without one.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+from broker.config import TLS_PROTOCOLS, BrokerConfig
+from protocol.config_defs import ConfigError
+
+ANONYMOUS = "User:ANONYMOUS"
+_CLIENT_AUTH = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+
+
+def server_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
+    """Listener name -> its server SSLContext, for the listeners that use TLS."""
+    protocols = config.listener_security_protocol_map
+    names = [x.name for x in config.broker_listeners if protocols.get(x.name) in TLS_PROTOCOLS]
+    if not names:
+        return {}
+    context = server_context(
+        keystore=str(config["ssl.keystore.location"]),
+        key_password=str(config["ssl.key.password"]) or None,
+        truststore=str(config["ssl.truststore.location"]) or None,
+        client_auth=str(config["ssl.client.auth"]),
+    )
+    return dict.fromkeys(names, context)
+
+
+def server_context(
+    *, keystore: str, key_password: str | None, truststore: str | None, client_auth: str
+) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(keystore, password=key_password)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"ssl.keystore.location: cannot load a private key and certificate chain from "
+            f"{keystore}: {_reason(exc)}"
+        ) from None
+    context.verify_mode = _CLIENT_AUTH[client_auth]
+    if client_auth != "none":
+        try:
+            if truststore:
+                context.load_verify_locations(cafile=truststore)
+            else:
+                context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"ssl.truststore.location: cannot load CA certificates from {truststore}: "
+                f"{_reason(exc)}"
+            ) from None
+    return context
+
+
+def principal_of(cert: Mapping[str, Any] | None) -> str:
+    """`User:<DN>` of the peer's verified certificate (`SSLObject.getpeercert()`),
+    `User:ANONYMOUS` without one."""
+    if not cert or "subject" not in cert:
+        return ANONYMOUS
+    parts = [f"{k}={v}" for rdn in reversed(cert["subject"]) for k, v in rdn]
+    names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}  # fmt: skip
+    for long, short in names.items():
+        parts = [p.replace(f"{long}=", f"{short}=", 1) for p in parts]
+    return "User:" + ",".join(parts)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)

@@ -1,0 +1,81 @@
+"""broker.tls: the SSL listeners' contexts from Kafka's ssl.* keys, and the principal of a
+client certificate (Kafka's default: User: and the DN)."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+import trustme
+
+from broker.config import BrokerConfig
+from broker.tls import ANONYMOUS, principal_of, server_contexts
+from protocol.config_defs import ConfigError
+
+
+def config(tmp_path: Path, **values: object) -> BrokerConfig:
+    return BrokerConfig.from_values(
+        {
+            "node.id": 1,
+            "log.dirs": [str(tmp_path / "logs")],
+            "listeners": ["PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0"],
+            "listener.security.protocol.map": ["PLAINTEXT:PLAINTEXT", "SSL:SSL"],
+            **values,
+        }
+    )
+
+
+def test_only_the_ssl_listeners_get_a_context(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    keystore = tmp_path / "server.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    truststore = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(truststore))
+    contexts = server_contexts(
+        config(
+            tmp_path,
+            **{
+                "ssl.keystore.location": str(keystore),
+                "ssl.client.auth": "required",
+                "ssl.truststore.location": str(truststore),
+            },
+        )
+    )
+    assert list(contexts) == ["SSL"]
+    assert contexts["SSL"].verify_mode == ssl.CERT_REQUIRED
+    assert contexts["SSL"].minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_unreadable_files_name_the_key_and_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(ConfigError, match=f"ssl.keystore.location: .*{missing}"):
+        server_contexts(config(tmp_path, **{"ssl.keystore.location": str(missing)}))
+    ca = trustme.CA()
+    keystore = tmp_path / "server.pem"
+    ca.issue_cert("h").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    bad = tmp_path / "bad-ca.pem"
+    bad.write_text("garbage")
+    with pytest.raises(ConfigError, match=f"ssl.truststore.location: .*{bad}"):
+        server_contexts(
+            config(
+                tmp_path,
+                **{
+                    "ssl.keystore.location": str(keystore),
+                    "ssl.client.auth": "requested",
+                    "ssl.truststore.location": str(bad),
+                },
+            )
+        )
+
+
+def test_the_principal_is_the_certificates_distinguished_name() -> None:
+    cert = {
+        "subject": (
+            (("countryName", "FR"),),
+            (("organizationName", "trioka"),),
+            (("commonName", "alice"),),
+        )
+    }
+    assert principal_of(cert) == "User:CN=alice,O=trioka,C=FR"
+    assert principal_of({}) == ANONYMOUS and principal_of(None) == ANONYMOUS
