@@ -50,13 +50,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def tls_setup(work: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(broker overrides, client settings) of an SSL listener with a test CA (trustme)."""
+    import trustme  # a dev dependency, as this benchmark
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    leaf = ca.issue_cert("127.0.0.1")
+    leaf.private_key_and_cert_chain_pem.write_to_path(str(work / "broker.pem"))
+    broker = {"ssl.keystore.location": str(work / "broker.pem")}
+    client = {"security.protocol": "SSL", "ssl.ca.location": str(work / "ca.pem")}
+    return broker, client
+
+
 class Broker:
-    def __init__(self, work: Path, overrides: dict[str, str]) -> None:
+    def __init__(self, work: Path, overrides: dict[str, str], *, tls: bool = False) -> None:
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.log = work / "broker.log"
+        self.client: dict[str, str] = {}
+        """Client settings for the listener benchmarked (TLS ones with --tls)."""
+        listeners = f"PLAINTEXT://{self.bootstrap}"
+        if tls:
+            # Clients on the SSL listener; the PLAINTEXT one stays for what needs it.
+            tls_overrides, self.client = tls_setup(work)
+            overrides = {
+                **tls_overrides,
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                **overrides,
+            }
+            listeners = f"SSL://{self.bootstrap},PLAINTEXT://127.0.0.1:{free_port()}"
         cmd = [sys.executable, "-m", "deploy.node.broker",
-               "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
+               "--override", f"listeners={listeners}",
                "--override", f"log.dirs={work / 'data'}"]  # fmt: skip
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]
@@ -72,7 +97,7 @@ class Broker:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"broker exited:\n{self.log.read_text()[-2000:]}")
                 try:
-                    async with Admin(bootstrap_servers=self.bootstrap):
+                    async with Admin(bootstrap_servers=self.bootstrap, **self.client):
                         return
                 except Exception:  # not listening yet
                     await trio.sleep(0.05)
@@ -97,15 +122,17 @@ def verdict(kind: str, size: int, r: PerfResult) -> str:
     return f"{mark} target {goal:,} {unit}"
 
 
-async def bench(args: argparse.Namespace, bootstrap: str) -> list[tuple[str, int, PerfResult]]:
-    producer_props = parse_key_values(args.producer_props, "--producer-props")
-    consumer_props = parse_key_values(args.consumer_props, "--consumer-props")
+async def bench(
+    args: argparse.Namespace, bootstrap: str, client: dict[str, str]
+) -> list[tuple[str, int, PerfResult]]:
+    producer_props = {**client, **parse_key_values(args.producer_props, "--producer-props")}
+    consumer_props = {**client, **parse_key_values(args.consumer_props, "--consumer-props")}
     results = []
     for size, count in ((100, args.records_100b), (1024, args.records_1k)):
         if count <= 0:
             continue
         topic = f"bench-{size}b"
-        async with Admin(bootstrap_servers=bootstrap) as admin:
+        async with Admin(bootstrap_servers=bootstrap, **client) as admin:
             await admin.create_topic(topic, args.partitions, 1)
         pconf = {**producer_props, "bootstrap.servers": bootstrap, "acks": "1"}
         produced = await run_produce_perf(pconf, topic, count, size, show_progress=args.progress)
@@ -132,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--consumer-props", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--broker-override", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--tls", action="store_true", help="clients on an SSL listener (a test CA's certificate)"
+    )
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
     args = parser.parse_args(argv)
@@ -139,13 +169,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"trioka single-broker benchmark, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}"
           f" UTC, {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
-          f" acks=1, {args.partitions} partition(s)", flush=True)  # fmt: skip
+          f" acks=1, {args.partitions} partition(s), {'SSL' if args.tls else 'PLAINTEXT'}",
+          flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="trioka-bench-") as tmp:
-        broker = Broker(Path(tmp), parse_key_values(args.broker_override, "--broker-override"))
+        broker = Broker(
+            Path(tmp), parse_key_values(args.broker_override, "--broker-override"), tls=args.tls
+        )
         try:
             trio.run(broker.wait_ready)
             started = time.monotonic()
-            results = trio.run(bench, args, broker.bootstrap)
+            results = trio.run(bench, args, broker.bootstrap, broker.client)
         finally:
             broker.stop()
     print(f"done in {time.monotonic() - started:.1f} s")
