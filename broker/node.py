@@ -81,6 +81,16 @@ def fetcher_config(config: BrokerConfig) -> FetcherConfig:
     )
 
 
+def internal_listeners(config: BrokerConfig) -> frozenset[str] | None:
+    """Where the inter-broker APIs are served: the inter-broker listener when the broker has
+    others for its clients; None (everywhere) when one listener carries everything."""
+    names = {x.name for x in config.broker_listeners}
+    inter = config.inter_broker_listener_name
+    if len(names) < 2 or inter not in names:
+        return None
+    return frozenset({inter})
+
+
 class Broker:
     """One broker, whatever its metadata mode: `feed` (broker.ports.MetadataFeed, chosen by
     deploy.node) is where its metadata comes from and everything that depends on it.
@@ -128,7 +138,10 @@ class Broker:
         self._make_controller_clients()
         self.bound: list[BoundListener] = []
         """The listeners serving, with their real ports (empty until `run` listens)."""
-        self.apis = ApiRouter(identity=lambda: (config.node_id, self.broker_epoch_fn()))
+        self.apis = ApiRouter(
+            identity=lambda: (config.node_id, self.broker_epoch_fn()),
+            internal_listeners=internal_listeners(config),
+        )
         forwarder = ControllerForwarder(
             controller=controller,
             publisher=self.publisher,

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from broker.server import ConnectionInfo
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode
-from protocol.messages import ApiKey, Response, error_response
+from protocol.messages import INTER_BROKER_APIS, ApiKey, Response, error_response
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 Handler = Callable[[Any, ConnectionInfo], Awaitable[Any]]
@@ -48,16 +48,27 @@ class ApiRouter:
     """The RequestHandler the server calls (see broker.server.RequestHandler). It serves
     ApiVersions itself: only the router knows which APIs are registered."""
 
-    def __init__(self, identity: Callable[[], tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        identity: Callable[[], tuple[int, int]] | None = None,
+        internal_listeners: frozenset[str] | None = None,
+    ) -> None:
         self._handlers: dict[ApiKey, Handler] = {ApiKey.API_VERSIONS: self.api_versions}
         self._identity = identity
         """(node id, broker epoch) that ApiVersions names: the controller's identity probe."""
+        self.internal_listeners = internal_listeners
+        """Where the inter-broker APIs (and the identity) are served: the inter-broker
+        listener; None: everywhere. A broker with a listener of its own for clients refuses
+        LeaderAndIsr, AlterPartition, follower Fetches, ... there, and names no epoch."""
 
     def add_handlers(self, handlers: Mapping[ApiKey, Handler]) -> None:
         """Serve more APIs (each family's `handlers()`, wired by broker.node)."""
         self._handlers.update(handlers)
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        refused = self._internal_only(request, conn)
+        if refused is not None:
+            return refused
         handler = self._handlers.get(request.api_key)
         if handler is None:
             return error_response(
@@ -73,12 +84,31 @@ class ApiRouter:
             _client_id.reset(client)
             _forwarded.reset(token)
 
+    def _internal(self, conn: ConnectionInfo) -> bool:
+        return self.internal_listeners is None or conn.listener in self.internal_listeners
+
+    def _internal_only(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
+        """CLUSTER_AUTHORIZATION_FAILED for an inter-broker API on a client listener."""
+        if self._internal(conn):
+            return None
+        api = request.api_key
+        follower_fetch = api is ApiKey.FETCH and getattr(request.body, "replica_id", -1) >= 0
+        if api not in INTER_BROKER_APIS and not follower_fetch:
+            return None
+        what = "a follower's Fetch" if follower_fetch else api.name
+        return error_response(
+            type(request.body),
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            f"{what} is for brokers and controllers only: refused on listener {conn.listener}",
+        )
+
     async def api_versions(
         self, request: ApiVersionsRequest, conn: ConnectionInfo
     ) -> ApiVersionsResponse:
         full = api_versions_response()
         served = tuple(r for r in full.api_keys if r.api_key in self._handlers)
-        if self._identity is None:
+        if self._identity is None or not self._internal(conn):
+            # The epoch is what forged inter-broker requests need: only where brokers ask.
             return replace(full, api_keys=served)
         node_id, epoch = self._identity()
         return replace(full, api_keys=served, node_id=node_id, broker_epoch=epoch)

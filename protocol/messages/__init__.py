@@ -2,7 +2,14 @@
 
 from protocol.messages.alter_partition import *  # noqa: F403
 from protocol.messages.api_versions import *  # noqa: F403
-from protocol.messages.base import REQUESTS, ApiKey, Request, Response, error_response
+from protocol.messages.base import (
+    INTER_BROKER_APIS,
+    REQUESTS,
+    ApiKey,
+    Request,
+    Response,
+    error_response,
+)
 from protocol.messages.broker_lifecycle import *  # noqa: F403
 from protocol.messages.configs import *  # noqa: F403
 from protocol.messages.controlled_shutdown import *  # noqa: F403
@@ -29,4 +36,4 @@ from protocol.messages.topics import *  # noqa: F403
 from protocol.messages.update_metadata import *  # noqa: F403
 from protocol.messages.vote import *  # noqa: F403
 
-__all__ = ["REQUESTS", "ApiKey", "Request", "Response", "error_response"]
+__all__ = ["INTER_BROKER_APIS", "REQUESTS", "ApiKey", "Request", "Response", "error_response"]

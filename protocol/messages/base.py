@@ -52,6 +52,27 @@ class ApiKey(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
 
 
+INTER_BROKER_APIS = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.UNREGISTER_BROKER,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
+        ApiKey.VOTE,
+        ApiKey.BEGIN_QUORUM_EPOCH,
+        ApiKey.END_QUORUM_EPOCH,
+        ApiKey.FETCH_SNAPSHOT,
+    }
+)
+"""The APIs only brokers and controllers send each other (Kafka's CLUSTER_ACTION APIs; a
+follower's Fetch, replica_id >= 0, is one too)."""
+
+
 @dataclass_transform(frozen_default=True, kw_only_default=True)
 def message(cls: type[C]) -> type[C]:
     """Declare a wire message: a frozen, slotted, keyword-only dataclass.

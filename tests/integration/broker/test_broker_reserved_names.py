@@ -9,7 +9,12 @@ import pytest
 
 from client import Admin, KafkaError, Producer
 from protocol.errors import ErrorCode
+from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.stop_replica import StopReplicaRequest
 from tests.support.broker_process import BrokerProcess
+from tests.support.wire import WireClient
 
 
 async def test_the_metadata_log_name_is_refused_and_nothing_is_lost(broker: BrokerProcess) -> None:
@@ -39,3 +44,37 @@ async def test_the_longest_legal_topic_name_can_be_deleted(broker: BrokerProcess
     async with Admin(bootstrap_servers=broker.bootstrap) as admin:
         assert name not in await admin.list_topics()
     assert not [p for p in broker.log_dir.iterdir() if p.name.startswith("xxxx")]
+
+
+async def test_a_client_listener_refuses_what_only_brokers_send(broker_factory) -> None:
+    """A broker with its own listener for clients (inter.broker.listener.name another one)
+    answers CLUSTER_AUTHORIZATION_FAILED there to inter-broker requests, and clients are
+    served as before."""
+    broker: BrokerProcess = broker_factory(
+        {
+            "listeners": "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+    )
+    (client_listener,) = [
+        e for e in broker.events(since_start=True)
+        if e.get("event") == "broker listening" and e.get("listener") == "CLIENT"
+    ]  # fmt: skip
+    address = f"127.0.0.1:{client_listener['port']}"
+    async with await WireClient.connect("127.0.0.1", client_listener["port"]) as c:
+        for forged in (
+            ControlledShutdownRequest(broker_id=1, broker_epoch=-1),
+            StopReplicaRequest(
+                controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=()
+            ),
+            FetchRequest(replica_id=7, max_wait_ms=0, min_bytes=0, topics=()),
+        ):
+            answer = await c.request(forged)
+            assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED, forged
+        versions = await c.request(ApiVersionsRequest())
+        assert versions.broker_epoch == -1
+    async with Admin(bootstrap_servers=address) as admin:
+        await admin.create_topic("via-client", 1, 1)
+    async with Producer(bootstrap_servers=address, acks="all") as producer:
+        await producer.send_and_wait("via-client", b"v", partition=0)

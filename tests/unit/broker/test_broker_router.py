@@ -16,6 +16,8 @@ from protocol.codec import RequestEnvelope
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from protocol.messages.fetch import FetchRequest
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.topics import DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -59,3 +61,48 @@ async def test_the_handler_sees_the_client_id_and_whether_a_broker_forwarded_it(
     await router.handle(envelope(MetadataRequest(), None), CONN)
     assert seen == [("app", False), (FORWARDED_CLIENT_ID, True), ("", False)]
     assert (request_client_id(), request_forwarded()) == ("", False)  # reset after each
+
+
+async def test_inter_broker_apis_only_on_the_inter_broker_listener() -> None:
+    """With a listener of its own for clients, a broker refuses there what only brokers and
+    controllers send (CLUSTER_AUTHORIZATION_FAILED) and names no epoch in ApiVersions: an
+    independent probe's forged LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
+    and follower Fetches all came in on the one listener everything shared."""
+    router = ApiRouter(identity=lambda: (1, 4242), internal_listeners=frozenset({"INTERNAL"}))
+    served: list[str] = []
+
+    async def answer(request: Any, conn: ConnectionInfo) -> Any:
+        served.append(type(request).__name__)
+        return request.RESPONSE()
+
+    router.add_handlers({ApiKey.CONTROLLED_SHUTDOWN: answer, ApiKey.FETCH: answer})
+    client = ConnectionInfo(peer="127.0.0.1:2", listener="CLIENT")
+    internal = ConnectionInfo(peer="127.0.0.1:3", listener="INTERNAL")
+    shutdown = ControlledShutdownRequest(broker_id=1, broker_epoch=4242)
+    refused = await router.handle(envelope(shutdown), client)
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert "refused on listener CLIENT" in refused.error_message
+    follower = FetchRequest(replica_id=2, max_wait_ms=0, min_bytes=0, topics=())
+    assert (await router.handle(envelope(follower), client)).error_code == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    consumer = FetchRequest(max_wait_ms=0, min_bytes=0, topics=())
+    await router.handle(envelope(consumer), client)
+    await router.handle(envelope(shutdown), internal)
+    await router.handle(envelope(follower), internal)
+    assert served == ["FetchRequest", "ControlledShutdownRequest", "FetchRequest"]
+    on_client = await router.handle(envelope(ApiVersionsRequest()), client)
+    on_internal = await router.handle(envelope(ApiVersionsRequest()), internal)
+    assert (on_internal.node_id, on_internal.broker_epoch) == (1, 4242)
+    assert on_client.broker_epoch != 4242
+
+
+async def test_one_listener_for_everything_serves_everything() -> None:
+    router = ApiRouter(identity=lambda: (1, 4242))
+
+    async def answer(request: Any, conn: ConnectionInfo) -> Any:
+        return request.RESPONSE()
+
+    router.add_handlers({ApiKey.CONTROLLED_SHUTDOWN: answer})
+    shutdown = ControlledShutdownRequest(broker_id=1, broker_epoch=4242)
+    assert (await router.handle(envelope(shutdown), CONN)).error_code == 0
