@@ -100,7 +100,9 @@ class ControllerRequestHandler:
                 f"newest this broker has seen ({self.controller_epoch})"
             )
         ours = self.broker_epoch()
-        if broker_epoch != -1 and broker_epoch < ours:
+        # Kafka lets -1 through (controllers older than 2.2); trioka's controller always
+        # names the epoch, so once this broker knows its own, -1 is a forgery or a mistake.
+        if ours != -1 and broker_epoch < ours:
             return f"broker epoch {broker_epoch} is older than this broker's current one"
         self.controller_epoch = controller_epoch
         self.controller_id = controller_id

@@ -20,6 +20,7 @@ from broker.ports import MetadataFeed
 from broker.server import ConnectionInfo
 from protocol.codec import RequestEnvelope
 from protocol.config_defs import ConfigError
+from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.leader_and_isr import (
@@ -278,3 +279,26 @@ def test_zk_update_metadata_recomputes_ineligible_replicas_only_where_needed(mak
     assert broker.partitions.partitions[TopicPartition("t", 1)].state.ineligible_replicas == {3}
     requests.update_metadata(_um(1, 2, 3))  # broker 3 is back: every leader
     assert led.ineligible_replicas == frozenset()
+
+
+async def test_a_zk_broker_that_knows_its_epoch_refuses_control_requests_without_it(
+    make: Made,
+) -> None:
+    """Kafka's pre-2.2 pass (broker_epoch -1 accepted) let any client's LeaderAndIsr,
+    StopReplica or UpdateMetadata through; trioka's controller always names the epoch."""
+    broker = make("zk")
+    broker.broker_epoch = 4242
+
+    async def update(epoch: int) -> int:
+        request = UpdateMetadataRequest(
+            controller_id=5, controller_epoch=1, broker_epoch=epoch, topic_states=(),
+            live_brokers=(),
+        )  # fmt: skip
+        envelope = RequestEnvelope(ApiKey.UPDATE_METADATA, 0, 1, "c", request)
+        response = await broker.apis.handle(envelope, CONN)
+        assert isinstance(response, UpdateMetadataResponse)
+        return response.error_code
+
+    assert await update(-1) == ErrorCode.STALE_BROKER_EPOCH
+    assert await update(4241) == ErrorCode.STALE_BROKER_EPOCH
+    assert await update(4242) == 0
