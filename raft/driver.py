@@ -50,10 +50,6 @@ from raft.metrics import RaftMetrics, default_metrics
 log = structlog.get_logger("raft.driver")
 
 
-APPLY_STEP = 250
-"""Committed records handed to the listeners at most in one call; other tasks run between."""
-
-
 class RaftTransport(Protocol):
     """How the driver reaches another quorum node: one request, its answer. Raises on a
     connection failure or timeout (the core resends on its own timers)."""
@@ -483,14 +479,9 @@ class RaftDriver:
             self.applied_offset = max(self.applied_offset, ready.snapshot.end_offset)
         if ready.committed:
             records = [e for e in ready.committed if e.data]
-            for start in range(0, len(records), APPLY_STEP):
-                if start or ready.messages:
-                    # The requests just started (a follower's next Fetch acknowledges what it
-                    # appended) and the answers go out between two slices, not after the
-                    # replay of a whole 2,000-record batch.
-                    await trio.lowlevel.checkpoint()
+            if records:
                 for on_committed in self._commit_listeners:
-                    await on_committed(records[start : start + APPLY_STEP])
+                    await on_committed(records)
             self.applied_offset = ready.committed[-1].offset + 1
             self._complete_waiters(ready.committed)
         for abandoned in ready.abandoned:
