@@ -141,10 +141,14 @@ class MetadataSnapshotter:
 
     async def snapshot_once(self) -> SnapshotId | None:
         """A snapshot at the publisher's image, if it is beyond the log start."""
-        end_offset = self.publisher.applied_offset + 1
+        image = self.publisher.image
+        # The image's own offset: while a large step's local changes are applied in slices
+        # the image is ahead of `applied_offset`, and a snapshot labelled with the latter
+        # would replay records onto an image that has them already.
+        end_offset = image.provenance.last_offset + 1
         if end_offset <= self.driver.store.start_offset or end_offset > self.driver.applied_offset:
             return None
-        data = encode_snapshot(self.publisher.image)
+        data = encode_snapshot(image)
         snapshot_id = await self.driver.create_snapshot(end_offset, data)
         start = await self.driver.delete_before_snapshot()
         self.source.bytes_since_snapshot = 0
