@@ -61,7 +61,14 @@ def test_internal_and_external_with_a_published_external_address() -> None:
         ),
         (
             {"listener.security.protocol.map": "PLAINTEXT:SSL"},
-            r"ssl.keystore.location: listener PLAINTEXT uses SSL and needs this server's private",
+            r"listener PLAINTEXT is the inter-broker or a controller listener and uses SSL",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SSL",
+            },
+            r"ssl.keystore.location: listener CLIENTS uses SSL and needs this server's private",
         ),
         (
             {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"},
