@@ -94,9 +94,8 @@ class ApiRule:
 
 
 _CLUSTER_ACTION = ApiRule(ResourceType.CLUSTER, AclOperation.CLUSTER_ACTION)
-INTER_BROKER_RULE_OPERATION = frozenset({AclOperation.CLUSTER_ACTION, AclOperation.ALTER})
-"""What the inter-broker APIs need on the cluster: CLUSTER_ACTION (UnregisterBroker, an
-operator's tool in Kafka, ALTER)."""
+INTER_BROKER_RULE_OPERATION = frozenset({AclOperation.CLUSTER_ACTION})
+"""What the inter-broker APIs need on the cluster."""
 
 API_RULES: dict[ApiKey, ApiRule | None] = {
     ApiKey.PRODUCE: ApiRule(ResourceType.TOPIC, AclOperation.WRITE),

@@ -332,10 +332,10 @@ class MetadataPublisher:
 
 
 PUBLISH_STEP = 2_000
+"""Records published at most in one step (between two steps, requests are served)."""
 LOCAL_STEP = 200
 """Local partition changes applied at most in one go (between two, requests and heartbeats
 run); the image takes a whole step at once."""
-"""Records published at most in one step (between two steps, requests are served)."""
 
 
 def publish_steps(records: Sequence[Any], step: int) -> Iterator[Sequence[Any]]:

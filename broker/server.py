@@ -69,6 +69,8 @@ log = structlog.get_logger("broker.server")
 RECEIVE_SIZE = 256 * 1024
 BAD_INPUT_LOGS_PER_S = 20
 """Log events about bad input (refused, unreadable, oversized frames) a second, broker-wide."""
+CLOSE_TIMEOUT_S = 1.0
+"""How long closing a connection may take (a TLS close_notify to a peer that does not read)."""
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 """A TLS listener's connection that has not finished its handshake by then is closed."""
 MAX_LOGGED_TEXT = 300
@@ -179,7 +181,8 @@ class _Connection:
         self.server = server
         self.stream = stream
         self.info = info
-        self.window = trio.Semaphore(server.limits.max_inflight_per_connection)
+        window = server.limits.max_inflight_per_connection
+        self.window = trio.Semaphore(window, max_value=window)
         self.pending: deque[_Slot] = deque()
         self.last_activity = trio.current_time()
         self.read_scope = trio.CancelScope()
@@ -237,7 +240,12 @@ class _Connection:
                 self.release(slot)
             self.pending.clear()
             with trio.CancelScope(shield=True):
-                await self.stream.aclose()
+                # A TLS close sends close_notify: a peer that stops reading must not hold the
+                # connection (and a drain) forever.
+                with trio.move_on_after(CLOSE_TIMEOUT_S) as closing:
+                    await self.stream.aclose()
+                if closing.cancelled_caught:
+                    await trio.aclose_forcefully(self.stream)
 
     async def _read(self, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> None:
         limits = self.server.limits
@@ -429,7 +437,10 @@ class BrokerServer:
         """RequestMetrics of every request served (the process-wide ones by default)."""
         self.listeners = tuple(listeners)
         self.limits = limits
-        self.queue = trio.Semaphore(limits.queued_max_requests)
+        # max_value: a token given back twice is a bug, not extra room.
+        self.queue = trio.Semaphore(
+            limits.queued_max_requests, max_value=limits.queued_max_requests
+        )
         self.bad_input_logs = LogBudget(BAD_INPUT_LOGS_PER_S, trio.current_time)
         self.bound: list[BoundListener] = []
         self._connections: set[_Connection] = set()
@@ -551,11 +562,12 @@ class BrokerServer:
         if scope.cancelled_caught:
             reason = f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
         if reason is not None:
-            if self.bad_input_logs.take() is not None:
+            suppressed = self.bad_input_logs.take()
+            if suppressed is not None:
+                extra = {"suppressed": suppressed} if suppressed else {}
                 log.info("TLS handshake failed", peer=info.peer, listener=info.listener,
-                         reason=_short(reason))  # fmt: skip
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
+                         reason=_short(reason), **extra)  # fmt: skip
+            await trio.aclose_forcefully(stream)
             return None
         principal = principal_of(secured.getpeercert())
         return secured, dataclasses.replace(info, security_protocol="SSL", principal=principal)

@@ -70,17 +70,41 @@ def server_context(
     return context
 
 
+_SHORT_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
 def principal_of(cert: Mapping[str, Any] | None) -> str:
-    """`User:<DN>` of the peer's verified certificate (`SSLObject.getpeercert()`),
-    `User:ANONYMOUS` without one."""
+    """`User:<DN>` of the peer's verified certificate (`SSLObject.getpeercert()`), in RFC 2253
+    form as Java's X500Principal gives it (most specific RDN first, multi-valued RDNs joined
+    with `+`, special characters escaped, so that `CN=admin\\,O=x` cannot pass for
+    `CN=admin,O=x`); `User:ANONYMOUS` without one."""
     if not cert or "subject" not in cert:
         return ANONYMOUS
-    parts = [f"{k}={v}" for rdn in reversed(cert["subject"]) for k, v in rdn]
-    names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}  # fmt: skip
-    for long, short in names.items():
-        parts = [p.replace(f"{long}=", f"{short}=", 1) for p in parts]
-    return "User:" + ",".join(parts)
+    rdns = [
+        "+".join(f"{_SHORT_NAMES.get(k, k)}={_escape(str(v))}" for k, v in rdn)
+        for rdn in reversed(cert["subject"])
+    ]
+    return "User:" + ",".join(rdns)
+
+
+def _escape(value: str) -> str:
+    """RFC 2253 section 2.4: `,+"\\<>;` escaped, and a leading `#` or space, a trailing space."""
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
 
 
 def _reason(exc: BaseException) -> str:

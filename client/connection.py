@@ -77,8 +77,10 @@ async def _handshake(
     secured = trio.SSLStream(stream, tls, server_hostname=host)
     try:
         await secured.do_handshake()
-    except trio.BrokenResourceError as exc:
-        await stream.aclose()
+    except BaseException as exc:
+        await trio.aclose_forcefully(stream)  # a timeout or a cancel too: no socket left open
+        if not isinstance(exc, trio.BrokenResourceError):
+            raise
         cause = exc.__cause__ or exc
         verify = getattr(cause, "verify_message", None)
         reason = (

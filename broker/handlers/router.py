@@ -76,7 +76,8 @@ class ApiRouter:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"{request.api_key.name} is not served by this broker",
             )
-        token = _forwarded.set(request.client_id == FORWARDED_CLIENT_ID)
+        # Only a broker forwards: the client id counts where brokers connect.
+        token = _forwarded.set(request.client_id == FORWARDED_CLIENT_ID and self._internal(conn))
         client = _client_id.set(request.client_id or "")
         try:
             return await handler(request.body, conn)

@@ -61,7 +61,6 @@ INTER_BROKER_APIS = frozenset(
         ApiKey.ALTER_PARTITION,
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
-        ApiKey.UNREGISTER_BROKER,
         ApiKey.ALLOCATE_PRODUCER_IDS,
         ApiKey.VOTE,
         ApiKey.BEGIN_QUORUM_EPOCH,
@@ -70,7 +69,8 @@ INTER_BROKER_APIS = frozenset(
     }
 )
 """The APIs only brokers and controllers send each other (Kafka's CLUSTER_ACTION APIs; a
-follower's Fetch, replica_id >= 0, is one too)."""
+follower's Fetch, replica_id >= 0, is one too). UnregisterBroker is not: an operator's tool
+sends it (ALTER on the cluster)."""
 
 
 @dataclass_transform(frozen_default=True, kw_only_default=True)

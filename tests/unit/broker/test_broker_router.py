@@ -106,3 +106,18 @@ async def test_one_listener_for_everything_serves_everything() -> None:
     router.add_handlers({ApiKey.CONTROLLED_SHUTDOWN: answer})
     shutdown = ControlledShutdownRequest(broker_id=1, broker_epoch=4242)
     assert (await router.handle(envelope(shutdown), CONN)).error_code == 0
+
+
+async def test_a_client_listener_does_not_take_the_forwarded_client_id_at_its_word() -> None:
+    router = ApiRouter(internal_listeners=frozenset({"INTERNAL"}))
+    seen: list[bool] = []
+
+    async def metadata(request: MetadataRequest, conn: ConnectionInfo) -> MetadataResponse:
+        seen.append(request_forwarded())
+        return MetadataResponse()
+
+    router.add_handlers({ApiKey.METADATA: metadata})
+    forwarded = envelope(MetadataRequest(), FORWARDED_CLIENT_ID)
+    await router.handle(forwarded, ConnectionInfo(peer="127.0.0.1:2", listener="CLIENT"))
+    await router.handle(forwarded, ConnectionInfo(peer="127.0.0.1:3", listener="INTERNAL"))
+    assert seen == [False, True]

@@ -18,6 +18,7 @@ from broker.server import (
     ConnectionInfo,
     LogBudget,
     ServerLimits,
+    _Connection,
 )
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode
@@ -262,6 +263,9 @@ async def test_parked_requests_do_not_fill_the_broker_wide_queue() -> None:
             await poller.aclose()
         await wait_until(lambda: handler.parked == 0, within=10)
         assert handler.cancelled == 9
+        # Every token back, none twice (the semaphores' max_value would raise).
+        await wait_until(lambda: server.connection_count == 0, within=10)
+        assert server.queue.value == 4
         nursery.cancel_scope.cancel()
 
 
@@ -295,3 +299,35 @@ async def test_a_flood_of_bad_requests_is_logged_within_the_budget() -> None:
     assert len(refused) <= BAD_INPUT_LOGS_PER_S + 5, len(refused)
     assert all(len(e["reason"]) <= MAX_LOGGED_TEXT + 3 for e in refused)
     assert server.bad_input_logs.suppressed_total >= 300 - len(refused) - 5
+
+
+class NeverClosing(trio.abc.Stream):
+    """A peer at EOF whose close never completes (a TLS close_notify it does not read)."""
+
+    def __init__(self) -> None:
+        self.forced = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return b""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    async def wait_send_all_might_not_block(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.forced = True
+            raise
+
+
+async def test_a_close_that_never_completes_does_not_hold_the_connection() -> None:
+    server = BrokerServer(SlowFirst(), [Listener("PLAINTEXT", "127.0.0.1", 0)])
+    stream = NeverClosing()
+    connection = _Connection(server, stream, ConnectionInfo("127.0.0.1:9", "PLAINTEXT"))
+    with trio.fail_after(5):
+        await connection.run()
+    assert stream.forced

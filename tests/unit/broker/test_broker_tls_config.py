@@ -79,3 +79,13 @@ def test_the_principal_is_the_certificates_distinguished_name() -> None:
     }
     assert principal_of(cert) == "User:CN=alice,O=trioka,C=FR"
     assert principal_of({}) == ANONYMOUS and principal_of(None) == ANONYMOUS
+
+
+def test_a_crafted_common_name_cannot_pass_for_another_principal() -> None:
+    """RFC 2253 escaping (a review: CN="admin,O=corp" gave the principal of CN=admin,O=corp,
+    which super.users would have trusted) and `+` between the parts of one RDN."""
+    crafted = {"subject": ((("organizationName", "x"),), (("commonName", "admin,O=corp"),))}
+    assert principal_of(crafted) == "User:CN=admin\\,O=corp,O=x"
+    multi = {"subject": ((("commonName", "a"), ("userId", "7")),)}
+    assert principal_of(multi) == "User:CN=a+UID=7"
+    assert principal_of({"subject": ((("commonName", " #x "),),)}) == "User:CN=\\ #x\\ "
