@@ -16,6 +16,7 @@ import trio
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.admin import TopicDescription
+from client.config import ADMIN_CONFIGS
 from client.fetched_records import ConsumerRecord
 from deploy.cli.options import bootstrap_option, parse_key_values, property_option
 from protocol.errors import ErrorCode, KafkaError
@@ -62,17 +63,9 @@ async def topic_partitions(bootstrap: str, topic: str, props: dict[str, Any]) ->
     return len(description.partitions)
 
 
-_ADMIN_KEYS = frozenset(
-    {
-        "client.id",
-        "request.timeout.ms",
-        "socket.connection.setup.timeout.ms",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
-        "metadata.max.age.ms",
-        "default.api.timeout.ms",
-    }
-)
+_ADMIN_KEYS = frozenset(ADMIN_CONFIGS.defs) - {"bootstrap.servers"}
+"""The -X keys the topic lookup's Admin takes too: every setting the clients share (timeouts,
+backoffs, security.protocol and the ssl.* ones)."""
 
 
 def _fail(message: str) -> None:

@@ -15,6 +15,7 @@ import trustme
 
 from client import Consumer, KafkaError, Producer, TopicPartition
 from client.admin import Admin
+from tests.integration.cli.test_cli_commands import one_error_line, trioka
 from tests.support.broker_process import BrokerProcess, BrokerStartError
 
 LISTENERS = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
@@ -155,3 +156,22 @@ def test_a_keystore_that_cannot_be_read_stops_the_start(broker_factory, tmp_path
     errors = [line for line in broker.log_tail(50).splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "ssl.keystore.location" in errors[0], broker.log_tail(50)
     assert str(tmp_path / "garbage.pem") in errors[0]
+
+
+def test_the_cli_produces_and_consumes_over_tls(
+    broker_factory, tmp_path: Path, ca: trustme.CA
+) -> None:
+    """kcat's way: `-X security.protocol=SSL -X ssl.ca.location=...` on every command. Before,
+    produce and consume looked the topic up with an Admin that left the ssl.* settings out
+    ("broker closed the connection")."""
+    broker, address = tls_broker(broker_factory, tmp_path, ca, ca.issue_cert("127.0.0.1"))
+    ca_path = write(tmp_path, "ca.pem", ca.cert_pem)
+    tls = ["-b", address, "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={ca_path}"]
+    assert trioka("topic", "create", "orders", *tls).returncode == 0
+    produced = trioka("produce", "orders", *tls, stdin="a\nb\n")
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = trioka("consume", "orders", *tls, "--from-beginning", "--timeout-ms", "3000")
+    assert consumed.stdout.decode().splitlines() == ["a", "b"], consumed.stderr.decode()
+    untrusted = trioka("consume", "orders", "-b", address, "-X", "security.protocol=SSL")
+    assert "certificate verify failed" in one_error_line(untrusted)
+    assert broker.running
