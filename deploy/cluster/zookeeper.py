@@ -19,6 +19,7 @@ The process runs in its own session (start_new_session), so it outlives a superv
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -66,11 +67,39 @@ def zookeeper_available() -> bool:
     return shutil.which("java") is not None and Path(ZOOKEEPER_JARS[0]).exists()
 
 
+_HANDED_OUT: set[int] = set()
+"""Ports `free_port` gave in this process: never the same one twice."""
+_PICKS = random.SystemRandom()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the caller retries if it is taken meanwhile)."""
+    """A port nobody listens on right now, below the kernel's ephemeral range: a process that
+    binds port 0 before the caller binds this one (a node's /metrics server) is never given it.
+    A port picked by binding port 0 was: a controller then failed with EADDRINUSE."""
+    start = _ephemeral_start()
+    low = max(1024, start - 12_000)
+    for _ in range(500):
+        port = _PICKS.randrange(low, start)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        sock.bind((host, 0))  # the range is full: the kernel's choice
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def ruok(host: str, port: int, timeout: float = 1.0) -> bool:
