@@ -8,7 +8,7 @@ on a busy disk, and the controller fenced it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -69,6 +69,20 @@ def test_small_deltas_and_snapshots_are_one_step() -> None:
     assert steps[1][1] is snapshot
 
 
+async def publish_beside(
+    publisher: MetadataPublisher,
+    records: list[tuple[int, Any]],
+    request: Callable[[], Awaitable[None]],
+) -> None:
+    """Run `publisher` over `records` (one read) with `request` beside it until all applied."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(request)
+        await nursery.start(publisher.run, OneRead(records))
+        with trio.fail_after(30):
+            await publisher.wait_for(len(records) - 1)
+        nursery.cancel_scope.cancel()
+
+
 class OneRead:
     """A MetadataSource that delivers `records` at its first read, then nothing more."""
 
@@ -97,15 +111,7 @@ def test_requests_run_between_the_steps_of_a_large_delta() -> None:
             seen.append(publisher.applied_offset)
             await trio.lowlevel.checkpoint()
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(request)
-            await nursery.start(publisher.run, OneRead(records))
-            with trio.fail_after(30):
-                await publisher.wait_for(len(records) - 1)
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
+    trio.run(publish_beside, publisher, records, request)
     # The request ran at least once while only part of the moves were applied.
     partly = {o for o in seen if partitions < o < len(records) - 1}
     assert len(partly) >= 1, sorted(set(seen))[-5:]
@@ -145,15 +151,7 @@ def test_a_creation_is_applied_locally_in_slices_with_requests_between() -> None
                 assert topic is not None  # the image took the whole creation at once
             await trio.lowlevel.checkpoint()
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(request)
-            await nursery.start(publisher.run, OneRead(records))
-            with trio.fail_after(30):
-                await publisher.wait_for(len(records) - 1)
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
+    trio.run(publish_beside, publisher, records, request)
     assert slices == [LOCAL_STEP, LOCAL_STEP, 50]
     # Between the slices, the broker reports (heartbeats) the offset before the creation:
     # its local changes are not all applied yet.
