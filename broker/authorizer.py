@@ -143,5 +143,9 @@ API_RULES: dict[ApiKey, ApiRule | None] = {
     ApiKey.BROKER_HEARTBEAT: _CLUSTER_ACTION,
     ApiKey.UNREGISTER_BROKER: ApiRule(ResourceType.CLUSTER, AclOperation.ALTER),
     ApiKey.ALLOCATE_PRODUCER_IDS: _CLUSTER_ACTION,
+    ApiKey.SASL_HANDSHAKE: None,  # authentication itself
+    ApiKey.SASL_AUTHENTICATE: None,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiRule(ResourceType.CLUSTER, AclOperation.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiRule(ResourceType.CLUSTER, AclOperation.ALTER),
 }
 """Per API, what it is checked for (None: not checked). Kafka's KafkaApis/ControllerApis."""

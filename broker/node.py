@@ -33,6 +33,7 @@ from broker.handlers.offsets import OffsetsHandler
 from broker.handlers.partition_reads import PartitionReader
 from broker.handlers.produce import ProduceHandler, ProducerIdHandler
 from broker.handlers.router import ApiFamily, ApiRouter, request_client_id
+from broker.handlers.security import SecurityHandler
 from broker.log_cleaner import CleanerConfig, LogCleaner
 from broker.metadata_publisher import MetadataPublisher
 from broker.metrics import BrokerMetrics, BrokerView, default_metrics
@@ -293,6 +294,7 @@ class Broker:
             metadata,
             admin,
             ConfigsHandler(config=config, image=self._image, forward=forwarder.forward),
+            SecurityHandler(image=self._image, forward=forwarder.forward),
         ]
         for family in families:
             self.apis.add_handlers(family.handlers())

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, TypeVar
 import trio
 
 from client.admin_groups import GroupAdmin
+from client.admin_users import UserAdmin
 from client.cluster import ClusterClient, backoff_ms, now_ms
 from client.config import admin_config
 from client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
@@ -170,7 +171,7 @@ class PartitionReassignment:
     removing_replicas: tuple[int, ...] = ()
 
 
-class Admin(GroupAdmin, ClientBase):
+class Admin(GroupAdmin, UserAdmin, ClientBase):
     """Use as `async with Admin(bootstrap_servers=...) as admin:`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:

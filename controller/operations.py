@@ -36,6 +36,7 @@ from controller.reassignment import (
     list_partition_reassignments,
 )
 from controller.result import ControllerResult
+from controller.scram_credentials import alter_user_scram_credentials
 from controller.state import ControllerState
 from controller.topics import create_topics, delete_topics
 from controller.unclean_enable import alter_configs_and_elect
@@ -71,6 +72,10 @@ from protocol.messages.reassignments import (
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
 )
+from protocol.messages.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResult,
+)
 from protocol.messages.topics import (
     CreatableTopicResult,
     CreateTopicsRequest,
@@ -103,6 +108,8 @@ OPERATIONS: dict[type, Operation] = {
     WriteNoOp: write_noop,
     # Both modes: the record is /latest_producer_id_block in ZK mode (zkstore.record_writes).
     AllocateProducerIdsRequest: allocate_producer_ids,
+    # Both modes: /config/users/<name> in ZK mode (zkstore.record_writes).
+    AlterUserScramCredentialsRequest: alter_user_scram_credentials,
 }
 
 
@@ -216,6 +223,16 @@ def _broker_id(request: RegisterBroker, code: int, message: str) -> dict[str, An
     return {"broker_id": request.broker_id}
 
 
+def _by_user(request: AlterUserScramCredentialsRequest, code: int, message: str) -> dict[str, Any]:
+    users = dict.fromkeys(c.name for c in (*request.deletions, *request.upsertions))
+    return {
+        "results": tuple(
+            AlterUserScramCredentialsResult(user=u, error_code=code, error_message=message)
+            for u in users
+        )
+    }
+
+
 _ENTRY_ERRORS: dict[type, EntryErrors] = {
     CreateTopicsRequest: _by_name("topics", CreatableTopicResult, _topic_names),
     DeleteTopicsRequest: _by_name("responses", DeletableTopicResult, lambda r: r.topic_names),
@@ -225,6 +242,7 @@ _ENTRY_ERRORS: dict[type, EntryErrors] = {
     ElectLeadersRequest: _election_errors,
     CreatePartitionsRequest: _by_name("results", CreatePartitionsTopicResult, _topic_names),
     AlterPartitionReassignmentsRequest: _reassignment_errors,
+    AlterUserScramCredentialsRequest: _by_user,
 }
 
 

@@ -16,6 +16,10 @@ from broker.ports import ControllerChannel
 from broker.server import ConnectionInfo
 from protocol.errors import KafkaError
 from protocol.messages import Request, Response, error_response
+from protocol.messages.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from protocol.messages.topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -110,4 +114,24 @@ class ControllerForwarder:
                 return all(topics.get_topic(n) is None for n in deleted)
 
             return all_gone
+        if isinstance(request, AlterUserScramCredentialsRequest) and isinstance(
+            response, AlterUserScramCredentialsResponse
+        ):
+            return self._credentials_altered(request, response)
         return None
+
+    def _credentials_altered(
+        self, request: AlterUserScramCredentialsRequest, response: AlterUserScramCredentialsResponse
+    ) -> Callable[[], bool]:
+        ok = {r.user for r in response.results if r.error_code == 0}
+        upserted = [(u.mechanism, u.name, u.salt) for u in request.upsertions if u.name in ok]
+        deleted = [(d.mechanism, d.name) for d in request.deletions if d.name in ok]
+
+        def all_there() -> bool:
+            scram = self.publisher.image.scram
+            return all(
+                (c := scram.credential(m, name)) is not None and c.salt == salt
+                for m, name, salt in upserted
+            ) and all(scram.credential(m, name) is None for m, name in deleted)
+
+        return all_there

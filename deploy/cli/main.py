@@ -24,6 +24,7 @@ from deploy.cli.produce_consume import consume, produce
 from deploy.cli.quorum import quorum
 from deploy.cli.report import report
 from deploy.cli.topic import topic
+from deploy.cli.user import user
 from deploy.telemetry.logs import configure_logging
 
 
@@ -46,6 +47,7 @@ for command in (
     cluster,
     chaos,
     report,
+    user,
 ):
     cli.add_command(command)
 

@@ -67,6 +67,7 @@ from protocol.messages.reassignments import (
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
 )
+from protocol.messages.scram_credentials import AlterUserScramCredentialsRequest
 from protocol.messages.topics import CreateTopicsRequest, DeleteTopicsRequest
 from raft import wire
 from raft.core import Role
@@ -100,6 +101,7 @@ CONTROLLER_REQUESTS = (
     ListPartitionReassignmentsRequest,
     AlterPartitionRequest,
     AllocateProducerIdsRequest,
+    AlterUserScramCredentialsRequest,
 )
 """What the QuorumController answers (brokers' lifecycle, and the requests they forward)."""
 SERVED = QUORUM_APIS | {r.API_KEY for r in CONTROLLER_REQUESTS}

@@ -31,6 +31,8 @@ from protocol.messages.produce import *  # noqa: F403
 from protocol.messages.producer_ids import *  # noqa: F403
 from protocol.messages.quorum_epoch import *  # noqa: F403
 from protocol.messages.reassignments import *  # noqa: F403
+from protocol.messages.sasl import *  # noqa: F403
+from protocol.messages.scram_credentials import *  # noqa: F403
 from protocol.messages.stop_replica import *  # noqa: F403
 from protocol.messages.topics import *  # noqa: F403
 from protocol.messages.update_metadata import *  # noqa: F403

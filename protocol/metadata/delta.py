@@ -23,6 +23,7 @@ from protocol.metadata.image import (
     MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramImage,
     TopicImage,
     TopicsImage,
 )
@@ -39,11 +40,14 @@ from protocol.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from protocol.names import TopicPartition
+from protocol.scram import ScramCredential
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +341,42 @@ class ConfigurationsDelta:
         return ConfigurationsImage(resources=MappingProxyType(resources))
 
 
+class ScramDelta:
+    """Credentials added, replaced (UserScramCredentialRecord) or removed (None)."""
+
+    __slots__ = ("changes", "image")
+
+    def __init__(self, image: ScramImage) -> None:
+        self.image = image
+        self.changes: dict[tuple[int, str], ScramCredential | None] = {}
+
+    def replay(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
+        key = (record.mechanism, record.name)
+        if isinstance(record, RemoveUserScramCredentialRecord):
+            self.changes[key] = None
+            return
+        self.changes[key] = ScramCredential(
+            salt=record.salt,
+            stored_key=record.stored_key,
+            server_key=record.server_key,
+            iterations=record.iterations,
+        )
+
+    def apply(self) -> ScramImage:
+        if not self.changes:
+            return self.image
+        mechanisms = {m: dict(users) for m, users in self.image.mechanisms.items()}
+        for (mechanism, user), credential in self.changes.items():
+            users = mechanisms.setdefault(mechanism, {})
+            if credential is None:
+                users.pop(user, None)
+            else:
+                users[user] = credential
+        return ScramImage(
+            MappingProxyType({m: MappingProxyType(u) for m, u in mechanisms.items() if u})
+        )
+
+
 class MetadataDelta:
     """Records replayed on top of `image`; `apply()` builds the next image."""
 
@@ -346,6 +386,7 @@ class MetadataDelta:
         self._topics: TopicsDelta | None = None
         self._configs: ConfigurationsDelta | None = None
         self._next_producer_id: int | None = None
+        self._scram: ScramDelta | None = None
         self._last_offset = image.provenance.last_offset
         self._last_epoch = image.provenance.last_epoch
 
@@ -405,6 +446,10 @@ class MetadataDelta:
                 self._cluster_delta().replay_change(record)
             case ProducerIdsRecord():
                 self._replay_producer_ids(record)
+            case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
+                if self._scram is None:
+                    self._scram = ScramDelta(self.image.scram)
+                self._scram.replay(record)
             case NoOpRecord():
                 pass
             case _:
@@ -443,4 +488,5 @@ class MetadataDelta:
             producer_ids=image.producer_ids
             if self._next_producer_id is None
             else ProducerIdsImage(self._next_producer_id),
+            scram=image.scram if self._scram is None else self._scram.apply(),
         )

@@ -22,6 +22,7 @@ from protocol.metadata.records import (
     RegisterBrokerRecord,
 )
 from protocol.names import TopicPartition
+from protocol.scram import ScramCredential
 
 _EMPTY: Mapping = MappingProxyType({})
 
@@ -251,6 +252,25 @@ class ProducerIdsImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramImage:
+    """Kafka's ScramImage: per SCRAM mechanism id, each user's credential (salt and keys,
+    never a password)."""
+
+    mechanisms: Mapping[int, Mapping[str, ScramCredential]] = field(default_factory=_empty_map)
+
+    def credential(self, mechanism: int, user: str) -> ScramCredential | None:
+        return self.mechanisms.get(mechanism, _EMPTY).get(user)
+
+    def users(self) -> dict[str, dict[int, ScramCredential]]:
+        """User -> mechanism id -> credential, for every user with one."""
+        out: dict[str, dict[int, ScramCredential]] = {}
+        for mechanism, by_user in sorted(self.mechanisms.items()):
+            for user, credential in by_user.items():
+                out.setdefault(user, {})[mechanism] = credential
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     provenance: MetadataProvenance = field(default_factory=MetadataProvenance)
     cluster_id: str = ""
@@ -258,6 +278,7 @@ class MetadataImage:
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: ConfigurationsImage = field(default_factory=ConfigurationsImage)
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
+    scram: ScramImage = field(default_factory=ScramImage)
 
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:
@@ -278,4 +299,5 @@ class MetadataImage:
             and not self.topics.by_id
             and not self.configs.resources
             and self.producer_ids.next_producer_id == 0
+            and not self.scram.mechanisms
         )

@@ -38,6 +38,8 @@ class MetadataRecordType(IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    USER_SCRAM_CREDENTIAL_RECORD = 11
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 12
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
@@ -251,6 +253,32 @@ class ProducerIdsRecord(MetadataRecord):
     next_producer_id: int
     """First producer id not yet handed out: the broker's block ends just below it. Only
     goes up."""
+
+
+@_record(MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD)
+@message
+class UserScramCredentialRecord(MetadataRecord):
+    name: str
+    """The user name."""
+    mechanism: int
+    """ScramMechanism id: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512."""
+    salt: bytes
+    """The salt the keys were derived with."""
+    stored_key: bytes
+    """H(ClientKey) (RFC 5802): checks a client's proof; the password is never stored."""
+    server_key: bytes
+    """HMAC(SaltedPassword, "Server Key"): signs the server's final message."""
+    iterations: int
+    """The iteration count."""
+
+
+@_record(MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD)
+@message
+class RemoveUserScramCredentialRecord(MetadataRecord):
+    name: str
+    """The user name."""
+    mechanism: int
+    """ScramMechanism id of the credential removed."""
 
 
 @_record(MetadataRecordType.NO_OP_RECORD)

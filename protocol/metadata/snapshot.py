@@ -2,9 +2,9 @@
 
 A KRaft snapshot is a sequence of ordinary metadata records which, replayed on an empty image,
 give the image at the snapshot's end offset. `image_records(image)` lists them in an order that
-replays cleanly (brokers, then topics with their partitions, then configs, then producer ids);
-`encode_snapshot(image)` packs them as one msgpack array of encoded records and
-`decode_snapshot(data)` reads it back. `image_from_snapshot(data, end_offset, epoch, cluster_id)`
+replays cleanly (brokers, then topics with their partitions, then configs, then producer ids,
+then SCRAM credentials); `encode_snapshot(image)` packs them as one msgpack array of encoded
+records and `decode_snapshot(data)` reads it back. `image_from_snapshot(data, end_offset, epoch, cluster_id)`
 replays those records and labels the image with the snapshot's provenance (its last offset is
 `end_offset - 1`), so a ControllerState or broker publisher built on it continues with the
 entry at `end_offset`.
@@ -25,6 +25,7 @@ from protocol.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     decode_record,
     encode_record,
 )
@@ -58,6 +59,18 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         yield ProducerIdsRecord(
             broker_id=-1, broker_epoch=-1, next_producer_id=image.producer_ids.next_producer_id
         )
+    for mechanism in sorted(image.scram.mechanisms):
+        users = image.scram.mechanisms[mechanism]
+        for user in sorted(users):
+            c = users[user]
+            yield UserScramCredentialRecord(
+                name=user,
+                mechanism=mechanism,
+                salt=c.salt,
+                stored_key=c.stored_key,
+                server_key=c.server_key,
+                iterations=c.iterations,
+            )
 
 
 def encode_snapshot(image: MetadataImage) -> bytes:
@@ -98,4 +111,5 @@ def image_from_snapshot(
         topics=image.topics,
         configs=image.configs,
         producer_ids=image.producer_ids,
+        scram=image.scram,
     )

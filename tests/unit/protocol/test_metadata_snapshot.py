@@ -14,8 +14,10 @@ from protocol.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
 )
 from protocol.metadata.snapshot import decode_snapshot, encode_snapshot, image_from_snapshot
 
@@ -38,6 +40,19 @@ def _image() -> MetadataImage:
         PartitionChangeRecord(partition_id=1, topic_id="t1", isr=(2, 1)),
         ConfigRecord(resource_type=2, resource_name="orders", name="retention.ms", value="1000"),
         ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1000),
+        *(
+            UserScramCredentialRecord(
+                name=user,
+                mechanism=mechanism,
+                salt=b"s",
+                stored_key=b"k1",
+                server_key=b"k2",
+                iterations=4096,
+            )
+            for user in ("alice", "bob")
+            for mechanism in (1, 2)
+        ),
+        RemoveUserScramCredentialRecord(name="bob", mechanism=2),
     ]
     for offset, record in enumerate(records):
         delta.replay(record, offset=offset, epoch=3)
@@ -52,6 +67,11 @@ def test_snapshot_round_trip_rebuilds_the_image() -> None:
     assert rebuilt.topics == image.topics
     assert rebuilt.configs == image.configs
     assert rebuilt.producer_ids == image.producer_ids
+    assert rebuilt.scram == image.scram
+    assert {u: sorted(m) for u, m in rebuilt.scram.users().items()} == {
+        "alice": [1, 2],
+        "bob": [1],
+    }
     assert rebuilt.cluster.brokers[1].fenced is False
     assert rebuilt.topics.get_partition("t1", 1).partition_epoch == 1
 
