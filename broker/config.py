@@ -49,8 +49,8 @@ Some keys are trioka's own, each documented as such:
 
 Named listeners follow Kafka's rules (KafkaConfig.validateValues): every listener needs an entry
 in `listener.security.protocol.map` (default Kafka's: each protocol name mapped to itself; trioka
-serves PLAINTEXT and SSL, whose listeners need `ssl.keystore.location`), listener names and ports are unique, advertised.listeners names a subset
-of the listeners and never the 0.0.0.0 meta-address, and in ZK mode inter.broker.listener.name is
+serves all four; SSL and SASL_SSL listeners need `ssl.keystore.location`), listener names and
+ports are unique, advertised.listeners names a subset of the listeners and never the 0.0.0.0 meta-address, and in ZK mode inter.broker.listener.name is
 one of the advertised listeners (other brokers dial it).
 """
 
@@ -76,9 +76,10 @@ BROKER_CONFIGS = server_configs(BROKER)
 """Every key a broker accepts (protocol.server_configs' table: the broker's and the shared keys)."""
 
 
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
-"""The security protocols a listener may use (SASL_PLAINTEXT and SASL_SSL are to come)."""
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""The security protocols a listener may use."""
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +314,16 @@ class BrokerConfig:
                 f"inter.broker.listener.name: {inter} must be one of the advertised "
                 f"listeners {effective}"
             )
+
+    def listener_value(self, listener: str, key: str, mechanism: str = "") -> Any:
+        """`key` as Kafka reads it for one listener: `listener.name.<listener>.<mechanism>.<key>`
+        (sasl.jaas.config), then `listener.name.<listener>.<key>`, then `key`."""
+        prefix = f"listener.name.{listener.lower()}."
+        candidates = [f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []
+        for name in (*candidates, prefix + key):
+            if name in self.values:
+                return self.values[name]
+        return self[key]
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.values:

@@ -11,8 +11,9 @@ Metadata, DescribeCluster and DescribeConfigs read one model in both modes:
 - a topic named with another topic id than the cached one is the recreated topic: the old one's
   partitions are dropped first (KIP-516).
 
-Topic configs do not travel in UpdateMetadata (Kafka's brokers read `/config/topics` from
-ZooKeeper themselves); `with_topic_configs` puts what the wiring learnt into the image.
+Topic configs and SCRAM credentials do not travel in UpdateMetadata (Kafka's brokers read
+`/config/topics` and `/config/users` from ZooKeeper themselves); `with_topic_configs` and
+`with_scram_credentials` put what the wiring learnt into the image.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from protocol.metadata.image import (
     ConfigurationsImage,
     MetadataImage,
     PartitionRegistration,
+    ScramImage,
     TopicImage,
     TopicsImage,
 )
 from protocol.metadata.records import BrokerEndpoint
+from protocol.scram import ScramCredential
 
 LEADER_DURING_DELETE = -2
 """Kafka's LeaderAndIsr.LeaderDuringDelete."""
@@ -102,3 +105,19 @@ def with_topic_configs(
     else:
         resources.pop(key, None)
     return replace(image, configs=ConfigurationsImage(MappingProxyType(resources)))
+
+
+def with_scram_credentials(
+    image: MetadataImage, user: str, credentials: Mapping[int, ScramCredential]
+) -> MetadataImage:
+    """The image with `user`'s SCRAM credentials replaced by `credentials` (mechanism id ->
+    credential; empty removes the user)."""
+    mechanisms = {m: dict(users) for m, users in image.scram.mechanisms.items()}
+    for users in mechanisms.values():
+        users.pop(user, None)
+    for mechanism, credential in credentials.items():
+        mechanisms.setdefault(mechanism, {})[user] = credential
+    scram = ScramImage(
+        MappingProxyType({m: MappingProxyType(u) for m, u in mechanisms.items() if u})
+    )
+    return replace(image, scram=scram)

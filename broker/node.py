@@ -42,6 +42,7 @@ from broker.ports import BrokerCore, ControllerChannel, Failpoints, MetadataFeed
 from broker.producer_ids import ProducerIdManager
 from broker.purgatory import FetchPurgatory
 from broker.replica.fetch_session import FetchSessionCache
+from broker.sasl import sasl_settings
 from broker.server import BoundListener, BrokerServer, ServerLimits
 from broker.tls import server_contexts
 from protocol.clock import SYSTEM_CLOCK, Clock
@@ -156,7 +157,11 @@ class Broker:
         self.apis.add_handlers(feed.handlers(forwarder.relay))
         # Not a combined node's controller listener: that one serves the quorum APIs.
         self.server = BrokerServer(
-            self.apis, config.broker_listeners, server_limits(config), tls=server_contexts(config)
+            self.apis,
+            config.broker_listeners,
+            server_limits(config),
+            tls=server_contexts(config),
+            sasl=sasl_settings(config, lambda m, user: self._image().scram.credential(m, user)),
         )
         self.log_cleaner = LogCleaner(
             CleanerConfig.from_broker_config(config),

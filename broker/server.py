@@ -14,6 +14,11 @@ broker-wide token back, as Kafka's request queue holds only requests waiting for
 500 long polls of one client filled it and the broker answered nobody. When the peer closes,
 its parked requests are cancelled (nobody reads their answers) and the rest finish.
 
+Security per listener: an SSL or SASL_SSL listener's connection first completes its TLS
+handshake (broker.tls); a SASL_PLAINTEXT or SASL_SSL listener's then runs the SASL exchange
+(broker.sasl), one request at a time, before any other request is read: the principal it proves
+is on every request's ConnectionInfo.
+
 Bad input never takes the process down: an oversized or unparsable frame closes that connection
 with a warning naming the peer; a request whose header is readable but whose body is not gets
 INVALID_REQUEST naming the field; an unknown API key or version gets UNSUPPORTED_VERSION; a bug
@@ -51,6 +56,7 @@ from broker.metrics.requests import (
     request_name,
     start_handling,
 )
+from broker.sasl import SaslAuthenticator, SaslProtocolError, SaslSettings
 from broker.tls import principal_of
 from protocol.codec import (
     RequestDecodeError,
@@ -63,6 +69,7 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, FrameTooLargeError, RemoteProtocolError
 from protocol.framing import NEED_DATA, FrameDecoder
 from protocol.messages import Response, error_response
+from protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 log = structlog.get_logger("broker.server")
 
@@ -73,6 +80,8 @@ CLOSE_TIMEOUT_S = 1.0
 """How long closing a connection may take (a TLS close_notify to a peer that does not read)."""
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 """A TLS listener's connection that has not finished its handshake by then is closed."""
+SASL_AUTHENTICATION_TIMEOUT_S = 10.0
+"""A SASL listener's connection that has not authenticated by then is closed."""
 MAX_LOGGED_TEXT = 300
 """Characters of an error text logged: a bad request's text may quote what the client sent."""
 
@@ -120,10 +129,12 @@ class ConnectionInfo:
     connection_id: int = 0
     """Unique per server and connection (what `on_connection_closed` is told about)."""
     security_protocol: str = "PLAINTEXT"
-    """PLAINTEXT or SSL: how the listener the request came in on is secured."""
+    """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL: how the listener the request came in on is
+    secured."""
     principal: str = "User:ANONYMOUS"
-    """Who the peer proved to be (SSL: `User:` and its certificate's DN; Kafka's default
-    principal builder), User:ANONYMOUS when it proved nothing."""
+    """Who the peer proved to be (SASL: `User:` and the user name; SSL: `User:` and its
+    certificate's DN; Kafka's default principal builder), User:ANONYMOUS when it proved
+    nothing."""
 
 
 class RequestHandler(Protocol):
@@ -176,11 +187,18 @@ class _Slot:
 
 class _Connection:
     def __init__(
-        self, server: BrokerServer, stream: trio.SocketStream, info: ConnectionInfo
+        self,
+        server: BrokerServer,
+        stream: trio.abc.Stream,
+        info: ConnectionInfo,
+        authenticator: SaslAuthenticator | None = None,
     ) -> None:
         self.server = server
         self.stream = stream
         self.info = info
+        self.authenticator = authenticator
+        """A SASL listener's: runs before any other request is read."""
+        self.decoder = FrameDecoder(server.limits.max_request_bytes)
         window = server.limits.max_inflight_per_connection
         self.window = trio.Semaphore(window, max_value=window)
         self.pending: deque[_Slot] = deque()
@@ -232,7 +250,8 @@ class _Connection:
                     nursery.start_soon(self._reap_idle)
                     async with send:
                         with self.read_scope:
-                            await self._read(send, nursery)
+                            if await self._authenticated():
+                                await self._read(send, nursery)
                     # Reader done (peer EOF, fatal frame or drain): the writer finishes what
                     # is queued, then the whole connection ends.
         finally:
@@ -248,8 +267,22 @@ class _Connection:
                     await trio.aclose_forcefully(self.stream)
 
     async def _read(self, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> None:
-        limits = self.server.limits
-        decoder = FrameDecoder(limits.max_request_bytes)
+        while True:
+            frame = await self._next_frame()
+            if frame is None:
+                return
+            received = time.perf_counter()
+            await self.window.acquire()
+            await self.server.queue.acquire()
+            slot = _Slot()
+            self.pending.append(slot)
+            await send.send(slot)
+            nursery.start_soon(self._serve, frame, slot, received)
+
+    async def _next_frame(self) -> bytes | None:
+        """The next complete frame; None when the connection is to end (peer closed, an
+        oversized or unreadable frame: logged, the connection cancelled)."""
+        decoder = self.decoder
         while True:
             try:
                 frame = decoder.next_frame()
@@ -262,38 +295,82 @@ class _Connection:
                     config="socket.request.max.bytes",
                 )
                 self.scope.cancel()
-                return
+                return None
             except RemoteProtocolError as exc:
                 self._bad_input(
                     log.warning, "unreadable frame, closing connection", error=_short(str(exc))
                 )
                 self.scope.cancel()
-                return
-            if frame is NEED_DATA:
-                try:
-                    data = await self.stream.receive_some(RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            if frame is not NEED_DATA:
+                return frame  # type: ignore[return-value]
+            try:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.scope.cancel()
+                return None
+            if not data:
+                if decoder.buffered:
+                    self._bad_input(
+                        log.info, "peer closed in the middle of a frame", buffered=decoder.buffered
+                    )
+                self._peer_closed()
+                return None
+            self.last_activity = trio.current_time()
+            decoder.feed(data)
+
+    async def _authenticated(self) -> bool:
+        """A SASL listener's exchange, one request at a time, within
+        SASL_AUTHENTICATION_TIMEOUT_S: True once the peer proved who it is (its principal is
+        then on `info`), False when the connection must end. Nothing else is read before."""
+        auth = self.authenticator
+        if auth is None:
+            return True
+        with trio.move_on_after(SASL_AUTHENTICATION_TIMEOUT_S):
+            while not auth.complete:
+                frame = await self._next_frame()
+                if frame is None:
+                    return False
+                answer = await self._sasl_answer(auth, frame)
+                if answer is not None:
+                    try:
+                        await self.stream.send_all(answer)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return False
+                if answer is None or auth.closing:
                     self.scope.cancel()
-                    return
-                if not data:
-                    if decoder.buffered:
-                        self._bad_input(
-                            log.info,
-                            "peer closed in the middle of a frame",
-                            buffered=decoder.buffered,
-                        )
-                    self._peer_closed()
-                    return
-                self.last_activity = trio.current_time()
-                decoder.feed(data)
-                continue
-            received = time.perf_counter()
-            await self.window.acquire()
-            await self.server.queue.acquire()
-            slot = _Slot()
-            self.pending.append(slot)
-            await send.send(slot)
-            nursery.start_soon(self._serve, frame, slot, received)
+                    return False
+            assert auth.principal is not None
+            self.info = dataclasses.replace(self.info, principal=auth.principal)
+            return True
+        self._bad_input(log.info, "no SASL authentication in time, closing connection",
+                        timeout_s=SASL_AUTHENTICATION_TIMEOUT_S)  # fmt: skip
+        self.scope.cancel()
+        return False
+
+    async def _sasl_answer(self, auth: SaslAuthenticator, frame: bytes) -> bytes | None:
+        """The answer to one request of the exchange; None: close without one (a request
+        that is unreadable or not allowed before authentication, as Kafka does)."""
+        try:
+            request = decode_request(frame)
+            auth.check_allowed(request.api_key)
+        except (RequestDecodeError, SaslProtocolError) as exc:
+            self._bad_input(log.warning, "refused before SASL authentication, closing connection",
+                            error=_short(str(exc)))  # fmt: skip
+            return None
+        body = request.body
+        response: Response | None
+        if isinstance(body, SaslHandshakeRequest):
+            response = auth.handshake(body)
+        elif isinstance(body, SaslAuthenticateRequest):
+            response = auth.authenticate(body)
+        else:
+            response = await self.server.handler.handle(request, self.info)
+        if auth.closing:
+            self._bad_input(log.info, "SASL authentication failed, closing connection",
+                            listener=self.info.listener, error=response.error_message)  # fmt: skip
+        self.server.metrics.record_errors(request_name(request.api_key), error_counts(response))
+        return None if response is None else encode_response(request.correlation_id, response)
 
     async def _serve(self, payload: bytes, slot: _Slot, received: float) -> None:
         try:
@@ -425,10 +502,13 @@ class BrokerServer:
         metrics: RequestMetrics | None = None,
         on_connection_closed: Callable[[ConnectionInfo], None] | None = None,
         tls: Mapping[str, ssl.SSLContext] | None = None,
+        sasl: Mapping[str, SaslSettings] | None = None,
     ) -> None:
         self.handler = handler
         self.tls = dict(tls or {})
         """Listener name -> the SSLContext its connections are wrapped in (broker.tls)."""
+        self.sasl = dict(sasl or {})
+        """Listener name -> how its connections authenticate (SASL_PLAINTEXT, SASL_SSL)."""
         self.on_connection_closed = on_connection_closed
         """Told of every connection that ended, whoever closed it (the controller's fast
         fencing watches the connections its brokers' heartbeats came on)."""
@@ -523,7 +603,12 @@ class BrokerServer:
             if secured is None:
                 return
             served, info = secured
-        conn = _Connection(self, served, info)
+        settings = self.sasl.get(listener.name)
+        if settings is not None:
+            protocol = "SASL_SSL" if context is not None else "SASL_PLAINTEXT"
+            info = dataclasses.replace(info, security_protocol=protocol)
+        authenticator = None if settings is None else settings.authenticator()
+        conn = _Connection(self, served, info, authenticator)
         if self._draining:
             # Accepted just before drain() stopped accepting, and scheduled after it cancelled
             # the readers: read nothing (a peer's reconnecting fetcher otherwise held the

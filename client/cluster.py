@@ -19,6 +19,7 @@ from client.config import parse_host_port
 from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
 from client.metadata import BrokerInfo, ClusterMetadata
+from client.sasl import authenticate, client_sasl
 from client.tls import client_context
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request
@@ -46,7 +47,9 @@ class ClusterClient:
     def __init__(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
         self._config = config
         self._tls = client_context(config)
-        """The SSLContext of `security.protocol` SSL (client.tls); None: PLAINTEXT."""
+        """The SSLContext of `security.protocol` SSL or SASL_SSL (client.tls); None: no TLS."""
+        self._sasl = client_sasl(config)
+        """What new connections authenticate with (client.sasl); None: no SASL."""
         self._nursery = nursery
         self._bootstrap = [parse_host_port(s) for s in config["bootstrap.servers"]]
         self._client_id = config["client.id"] or None
@@ -144,6 +147,12 @@ class ClusterClient:
                 request_timeout_ms=self.request_timeout_ms,
             )
             await self._nursery.start(conn.reader)
+            if self._sasl is not None:
+                try:
+                    await authenticate(conn, self._sasl)
+                except BaseException:
+                    await conn.aclose()
+                    raise
             self._connections[node_id] = conn
             return conn
         finally:

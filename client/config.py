@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from client.sasl import SASL_SETTINGS
 from client.tls import TLS_SETTINGS
 from protocol.config_defs import INT_MAX, ConfigDef, ConfigDefs, ConfigError
 
@@ -36,6 +37,7 @@ _COMMON = [
     ConfigDef("default.api.timeout.ms", "int", 60000,
               "deadline of blocking calls that have no other timeout", min=0),
     *TLS_SETTINGS,
+    *SASL_SETTINGS,
 ]  # fmt: skip
 
 PRODUCER_CONFIGS = ConfigDefs(

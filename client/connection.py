@@ -13,6 +13,7 @@ import itertools
 import math
 import os
 import ssl
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import structlog
@@ -233,8 +234,7 @@ class BrokerConnection:
             log.warning("bad response from broker", broker=self.address, error=str(exc))
             self._fail(KafkaConnectionError(f"broker {self.address} sent a bad response: {exc}"))
         finally:
-            with trio.CancelScope(shield=True):
-                await self._stream.aclose()
+            await self._close_stream()
 
     def _dispatch(self, frame: bytes) -> None:
         corr, raw = decode_response_header(frame)
@@ -264,5 +264,11 @@ class BrokerConnection:
 
     async def aclose(self) -> None:
         self._fail(KafkaConnectionError(f"connection to broker {self.address} is closed"))
-        with trio.CancelScope(shield=True):
+        await self._close_stream()
+
+    async def _close_stream(self) -> None:
+        # The reader and aclose() may close a TLS stream at the same time (the broker hung up
+        # after refusing a SASL login): its close_notify then finds the socket closed.
+        with trio.CancelScope(shield=True), suppress(trio.ClosedResourceError,
+                                                     trio.BrokenResourceError):  # fmt: skip
             await self._stream.aclose()

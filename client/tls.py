@@ -17,7 +17,8 @@ from protocol.config_defs import ConfigDef, ConfigError
 
 TLS_SETTINGS = [
     ConfigDef("security.protocol", "string", "PLAINTEXT", "how to talk to the brokers: "
-              "PLAINTEXT or SSL", choices=("PLAINTEXT", "SSL")),
+              "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+              choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     ConfigDef("ssl.ca.location", "string", "", "PEM file of the CA certificates the brokers' "
               "certificates are checked against (empty: the system's)"),
     ConfigDef("ssl.certificate.location", "string", "", "PEM file of this client's certificate "
@@ -32,8 +33,8 @@ TLS_SETTINGS = [
 
 
 def client_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
-    """The SSLContext of a client with these (parsed) settings; None for PLAINTEXT."""
-    if config["security.protocol"] != "SSL":
+    """The SSLContext of a client with these (parsed) settings; None without TLS."""
+    if config["security.protocol"] not in ("SSL", "SASL_SSL"):
         return None
     ca = str(config["ssl.ca.location"]) or None
     try:

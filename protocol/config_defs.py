@@ -8,6 +8,7 @@ here because the controller validates them, storage applies them and the broker 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -120,6 +121,9 @@ class ConfigDef:
     choices: tuple[str, ...] | None = None
     """Allowed values for strings (and for each item of a list)."""
     read_only: bool = False
+    per_listener: bool = False
+    """Also taken as `listener.name.<listener>.<name>` (and, for sasl.jaas.config, with the
+    lower-case SASL mechanism after the listener name): Kafka's listener overrides."""
     """Cannot be altered while running."""
 
     def parse(self, value: Any) -> Any:
@@ -149,6 +153,12 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+_LISTENER_OVERRIDE = re.compile(
+    r"listener\.name\.(?P<listener>[a-z0-9_]+)\.(?:(?P<mechanism>plain|scram-sha-256|scram-sha-512)\.)?"
+    r"(?P<key>.+)"
+)
+
+
 class ConfigDefs:
     """A named set of ConfigDefs."""
 
@@ -164,10 +174,25 @@ class ConfigDefs:
         return name in self.defs
 
     def __getitem__(self, name: str) -> ConfigDef:
-        try:
-            return self.defs[name]
-        except KeyError:
-            raise ConfigError(f"unknown {self.what} config {name!r}") from None
+        found = self.defs.get(name)
+        if found is None:
+            found = self._listener_override(name)
+        if found is None:
+            raise ConfigError(f"unknown {self.what} config {name!r}")
+        return found
+
+    def _listener_override(self, name: str) -> ConfigDef | None:
+        """`listener.name.<listener>.[<mechanism>.]<key>` of a per-listener key, as its own
+        ConfigDef (same type and rules, no default)."""
+        match = _LISTENER_OVERRIDE.fullmatch(name)
+        if match is None:
+            return None
+        base = self.defs.get(match["key"])
+        if base is None or not base.per_listener:
+            return None
+        if match["mechanism"] and match["key"] != "sasl.jaas.config":
+            return None
+        return dataclasses.replace(base, name=name)
 
     def defaults(self) -> dict[str, Any]:
         return {name: d.default for name, d in self.defs.items()}

@@ -112,6 +112,16 @@ SERVER_CONFIGS = ConfigDefs(
                         "listeners: none, requested (checked when given) or required (mTLS)",
                         read_only=True, kinds=BROKER_ONLY,
                         choices=("none", "requested", "required")),
+        # SASL on the listeners mapped to SASL_PLAINTEXT or SASL_SSL.
+        ServerConfigDef("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                        "SASL mechanisms the SASL listeners offer (Kafka's default, GSSAPI, is not "
+                        "served); PLAIN needs users in sasl.jaas.config", read_only=True,
+                        kinds=BROKER_ONLY, choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                        per_listener=True),
+        ServerConfigDef("sasl.jaas.config", "password", "", "PlainLoginModule entry whose "
+                        'user_<name>="<password>" options are the PLAIN users; Kafka\'s form '
+                        "listener.name.<listener>.plain.sasl.jaas.config is taken first",
+                        read_only=True, kinds=BROKER_ONLY, per_listener=True),
         ServerConfigDef("controller.listener.names", "list", (), "listeners of the controller; the "
                         "first is where the voters reach each other (a broker with "
                         "process.roles=broker: the controllers' listener, not one of its own)",

@@ -16,6 +16,8 @@ Records, in replay order:
   A topic znode without a topic id (written by an old Kafka) gets a new random id, listed in
   `topics_without_id` (the next write of its topic znode stores it).
 - ConfigRecord per key of /config/topics/<t> and /config/brokers/<id|<default>>.
+- UserScramCredentialRecord per SCRAM mechanism of /config/users/<user> (the znode name
+  URL-decoded as Kafka's Sanitizer.desanitize does; other keys, Kafka's user quotas, skipped).
 - ProducerIdsRecord from /latest_producer_id_block (next id = block_end + 1).
 
 Reads are pipelined (kazoo async calls), so a large cluster loads in a few round trips.
@@ -43,6 +45,7 @@ from protocol.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from protocol.metadata.topic_ids import random_uuid, uuid_to_string
 from zkstore.client import ZkClient
@@ -62,7 +65,9 @@ from zkstore.znodes import (
     TopicPartitionsZNode,
     TopicsZNode,
     TopicZNode,
+    UserScramCredentialsZNode,
     ZNodeDecodeError,
+    desanitize,
 )
 
 
@@ -114,9 +119,38 @@ async def _children(zk: ZkClient, path: str) -> list[str]:
         return []
 
 
+async def _load_users(
+    zk: ZkClient, max_in_flight: int
+) -> tuple[list[UserScramCredentialRecord], set[tuple[str, str]]]:
+    """Every /config/users/<user>'s SCRAM credentials as records, and the user entities found."""
+    entity_type = UserScramCredentialsZNode.ENTITY_TYPE
+    names = await _children(zk, f"/config/{entity_type}")
+    paths = [ConfigEntityZNode.path(entity_type, n) for n in names]
+    found = await zk.get_many(paths, max_in_flight=max_in_flight)
+    records: list[UserScramCredentialRecord] = []
+    entities: set[tuple[str, str]] = set()
+    for name, path, got in zip(names, paths, found, strict=True):
+        if got is None:
+            continue
+        entities.add((entity_type, name))
+        user = desanitize(name, path)
+        for mechanism, c in sorted(UserScramCredentialsZNode.decode(got[0], path).items()):
+            records.append(
+                UserScramCredentialRecord(
+                    name=user,
+                    mechanism=mechanism,
+                    salt=c.salt,
+                    stored_key=c.stored_key,
+                    server_key=c.server_key,
+                    iterations=c.iterations,
+                )
+            )
+    return records, entities
+
+
 async def load_metadata(zk: ZkClient, *, max_in_flight: int = 1000) -> LoadedMetadata:
-    """Read brokers, topics, partition states, configs, the producer-id block and the cluster
-    id. A znode with unreadable data raises ZNodeDecodeError naming it."""
+    """Read brokers, topics, partition states, configs, SCRAM credentials, the producer-id block
+    and the cluster id. A znode with unreadable data raises ZNodeDecodeError naming it."""
     records: list[MetadataRecord] = []
 
     found = await zk.get_or_none(ClusterIdZNode.PATH)
@@ -225,6 +259,10 @@ async def load_metadata(zk: ZkClient, *, max_in_flight: int = 1000) -> LoadedMet
                         value=value,
                     )
                 )
+
+    users, user_entities = await _load_users(zk, max_in_flight)
+    records.extend(users)
+    config_entities |= user_entities
 
     # Producer ids (Kafka creates the znode empty at start-up).
     found = await zk.get_or_none(ProducerIdBlockZNode.PATH)

@@ -23,6 +23,10 @@ Mapping (Kafka's znodes, see znodes.py):
   configs after the change, plus a /config/changes/config_change_ notification (none for a
   topic created in the same append: brokers read a new topic's config with it).
 - ProducerIdsRecord: /latest_producer_id_block (compare-and-set on its version).
+- UserScramCredentialRecord / RemoveUserScramCredentialRecord: /config/users/<user> (the name
+  URL-encoded as Kafka's Sanitizer does) with every mechanism the user has after the change
+  (Kafka's ScramCredentialUtils text), deleted when none is left, plus a `users/<user>`
+  /config/changes/config_change_ notification (brokers re-read the user's znode on it).
 - RegisterBroker/UnregisterBroker/FenceBroker/UnfenceBroker/NoOp: nothing (brokers own their
   ephemerals; fencing is the session's).
 """
@@ -49,9 +53,12 @@ from protocol.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from protocol.names import topic_name_problem
+from protocol.scram import ScramCredential
 from zkstore.fenced_writer import CreateOp, DeleteOp, SetDataOp, ZkOp
 from zkstore.znodes import (
     DEFAULT_CONFIG_ENTITY,
@@ -66,6 +73,8 @@ from zkstore.znodes import (
     TopicPartitionsZNode,
     TopicPartitionZNode,
     TopicZNode,
+    UserScramCredentialsZNode,
+    sanitize,
 )
 
 NO_PARTITION_ZNODE = -2
@@ -138,6 +147,16 @@ def config_entity(record: ConfigRecord) -> tuple[str, str]:
     )
 
 
+def change_notification(entity: tuple[str, str]) -> CreateOp:
+    """/config/changes/config_change_<seq> naming `entity` (type, znode name): brokers re-read
+    the entity's znode on it."""
+    return CreateOp(
+        ConfigEntityChangeNotificationSequenceZNode.create_path(),
+        ConfigEntityChangeNotificationSequenceZNode.encode(f"{entity[0]}/{entity[1]}"),
+        sequential=True,
+    )
+
+
 def topic_assignment(topic: TopicImage) -> dict[int, ReplicaAssignment]:
     return {
         p: ReplicaAssignment(reg.replicas, reg.adding_replicas, reg.removing_replicas)
@@ -168,16 +187,47 @@ class _Lazy:
         return CreateOp(self.path, data) if self.create else SetDataOp(self.path, data)
 
 
+def user_credentials(image: MetadataImage, user: str) -> dict[int, ScramCredential]:
+    """Mechanism id -> `user`'s credential in `image`."""
+    scram = image.scram
+    found = {m: scram.credential(m, user) for m in scram.mechanisms}
+    return {m: c for m, c in found.items() if c is not None}
+
+
+class _LazyUser:
+    """A user's /config/users znode: whether it is written or deleted, and with what, is known
+    only once every record is replayed (an append may add one mechanism and remove another)."""
+
+    __slots__ = ("existed", "user")
+
+    def __init__(self, user: str, existed: bool) -> None:
+        self.user = user
+        self.existed = existed
+
+    @property
+    def entity(self) -> tuple[str, str]:
+        return UserScramCredentialsZNode.ENTITY_TYPE, sanitize(self.user)
+
+    def resolve(self, image: MetadataImage) -> ZkOp | None:
+        path = UserScramCredentialsZNode.path(self.user)
+        credentials = user_credentials(image, self.user)
+        if not credentials:
+            return DeleteOp(path) if self.existed else None
+        data = UserScramCredentialsZNode.encode(credentials)
+        return SetDataOp(path, data) if self.existed else CreateOp(path, data)
+
+
 class _Planner:
     def __init__(self, mirror: ZkMirror, existing: Mapping[str, ExistingTopicZNodes]) -> None:
         self.mirror = mirror
         self.existing = existing
         self.delta = MetadataDelta(mirror.image)
-        self.ops: list[ZkOp | _Lazy] = []
+        self.ops: list[ZkOp | _Lazy | _LazyUser] = []
         self.versions: dict[tuple[str, int], int] = {}
         self.created_topics: dict[str, str] = {}  # id -> name, created in this append
         self.topic_ops: dict[str, _Lazy] = {}  # id -> lazy topic znode write
         self.config_ops: dict[tuple[str, str], _Lazy] = {}
+        self.user_ops: dict[str, _LazyUser] = {}
         self.entities = set(mirror.config_entities)
         self.entities_created: set[tuple[str, str]] = set()
         self.entities_deleted: set[tuple[str, str]] = set()
@@ -248,6 +298,9 @@ class _Planner:
             case ProducerIdsRecord():
                 self.delta.replay(record)
                 self.producer_ids(record)
+            case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
+                self.delta.replay(record)
+                self.user_changed(record.name)
             case _:
                 self.delta.replay(record)  # brokers and no-ops: nothing in ZooKeeper
 
@@ -358,17 +411,32 @@ class _Planner:
             self.entities_created.add(entity)
             self.entities_deleted.discard(entity)
         if notify:
-            self.ops.append(
-                CreateOp(
-                    ConfigEntityChangeNotificationSequenceZNode.create_path(),
-                    ConfigEntityChangeNotificationSequenceZNode.encode(f"{entity[0]}/{entity[1]}"),
-                    sequential=True,
-                )
-            )
+            self.ops.append(change_notification(entity))
 
     def config_changed(self, record: ConfigRecord, entity: tuple[str, str]) -> None:
         created_here = entity[0] == "topics" and entity[1] in self.created_topics.values()
         self.config_write(entity, notify=not created_here)
+
+    def user_changed(self, user: str) -> None:
+        if user in self.user_ops:
+            return
+        lazy = _LazyUser(
+            user, existed=(UserScramCredentialsZNode.ENTITY_TYPE, sanitize(user)) in self.entities
+        )
+        self.user_ops[user] = lazy
+        self.ops.append(lazy)
+        self.ops.append(change_notification(lazy.entity))
+
+    def users_written(self, image: MetadataImage) -> None:
+        """The config entity bookkeeping of the users' znodes, as they resolve on `image`."""
+        for lazy in self.user_ops.values():
+            entity = lazy.entity
+            if user_credentials(image, lazy.user):
+                self.entities_deleted.discard(entity)
+                if not lazy.existed:
+                    self.entities_created.add(entity)
+            elif lazy.existed:
+                self.entities_deleted.add(entity)
 
     def producer_ids(self, record: ProducerIdsRecord) -> None:
         block = ProducerIdBlock(
@@ -386,9 +454,12 @@ class _Planner:
 
     def finish(self) -> WritePlan:
         image = self.delta.apply()
-        ops = tuple(op.resolve(image) if isinstance(op, _Lazy) else op for op in self.ops)
+        self.users_written(image)
+        resolved = (
+            op.resolve(image) if isinstance(op, _Lazy | _LazyUser) else op for op in self.ops
+        )
         return WritePlan(
-            ops=ops,
+            ops=tuple(op for op in resolved if op is not None),
             image=image,
             partition_versions=dict(self.versions),
             config_entities_created=frozenset(self.entities_created),
@@ -454,10 +525,12 @@ __all__ = [
     "ExistingTopicZNodes",
     "WritePlan",
     "ZkMirror",
+    "change_notification",
     "config_entity",
     "deletion_marker_ops",
     "plan_writes",
     "state_data",
     "topic_assignment",
     "topics_to_read",
+    "user_credentials",
 ]

@@ -13,12 +13,15 @@ caller.
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import unquote_plus
 
 from protocol.errors import TriokaError
 from protocol.metadata.records import BrokerEndpoint, LeaderRecoveryState
+from protocol.scram import SCRAM_MECHANISMS, CredentialFormatError, ScramCredential
 
 # Kafka's SecurityProtocol ids and names.
 SECURITY_PROTOCOLS: dict[int, str] = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
@@ -544,6 +547,67 @@ class ConfigEntityZNode:
         if not isinstance(config, dict):
             raise ZNodeDecodeError(f"{path}: config is not an object")
         return {str(k): str(v) for k, v in config.items()}
+
+
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + ".-_")
+"""What Kafka's Sanitizer leaves as it is: Java's URLEncoder keeps these and '*', which
+Sanitizer then encodes too (a JMX ObjectName pattern character)."""
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client id as a znode name (and a metric tag)."""
+    return "".join(
+        c if c in _UNRESERVED else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in name
+    )
+
+
+def desanitize(name: str, path: str = "/config/<entity>") -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space too)."""
+    try:
+        return unquote_plus(name, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise ZNodeDecodeError(f"{path}: the name is not URL-encoded UTF-8: {exc}") from None
+
+
+class UserScramCredentialsZNode:
+    """/config/users/<sanitized user>: a ConfigEntityZNode whose keys are SCRAM mechanism names
+    and whose values are ScramCredential.to_text(), Kafka's ScramCredentialUtils form
+    ({"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,
+    iterations=4096"}}). Other keys (Kafka's user quotas) are not credentials: decode leaves
+    them out."""
+
+    ENTITY_TYPE: ClassVar[str] = "users"
+
+    @staticmethod
+    def path(user: str) -> str:
+        return ConfigEntityZNode.path(UserScramCredentialsZNode.ENTITY_TYPE, sanitize(user))
+
+    @staticmethod
+    def encode(credentials: Mapping[int, ScramCredential]) -> bytes:
+        return ConfigEntityZNode.encode(
+            {
+                m.mechanism_name: credentials[m].to_text()
+                for m in SCRAM_MECHANISMS
+                if m in credentials
+            }
+        )
+
+    @staticmethod
+    def decode(
+        data: bytes | None, path: str = "/config/users/<user>"
+    ) -> dict[int, ScramCredential]:
+        """Mechanism id -> credential."""
+        config = ConfigEntityZNode.decode(data, path)
+        credentials: dict[int, ScramCredential] = {}
+        for mechanism in SCRAM_MECHANISMS:
+            text = config.get(mechanism.mechanism_name)
+            if text is None:
+                continue
+            try:
+                credentials[int(mechanism)] = ScramCredential.from_text(text)
+            except CredentialFormatError as exc:
+                raise ZNodeDecodeError(f"{path}: {mechanism.mechanism_name}: {exc}") from None
+        return credentials
 
 
 class ConfigEntityChangeNotificationZNode:

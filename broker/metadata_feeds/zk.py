@@ -1,7 +1,8 @@
 """ZK mode's metadata feed: the controller's LeaderAndIsr, StopReplica and UpdateMetadata
 requests (broker.leader_and_isr applies them through broker.partition_changes), topic configs
-read from ZooKeeper by deploy.node (`set_topic_configs`), and Kafka's ControlledShutdown request
-on a graceful shutdown (broker.controlled_shutdown)."""
+and SCRAM credentials read from ZooKeeper by deploy.node (`set_topic_configs`,
+`set_scram_credentials`), and Kafka's ControlledShutdown request on a graceful shutdown
+(broker.controlled_shutdown)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shut
 from broker.handlers.inter_broker import InterBrokerHandler
 from broker.handlers.router import Handler
 from broker.leader_and_isr import ControllerRequestHandler
-from broker.metadata_cache import with_topic_configs
+from broker.metadata_cache import with_scram_credentials, with_topic_configs
 from broker.partition_changes import applier_for
 from broker.ports import BrokerCore
 from protocol.messages import ApiKey
+from protocol.scram import ScramCredential
 
 log = structlog.get_logger("broker")
 
@@ -69,6 +71,14 @@ class ZkMetadataFeed:
         DescribeConfigs shows them. Empty removes them. Values are Kafka's strings."""
         publisher = self.core.publisher
         publisher.replace_image(with_topic_configs(publisher.image, topic, configs))
+
+    def set_scram_credentials(self, user: str, credentials: Mapping[int, ScramCredential]) -> None:
+        """A user's SCRAM credentials as stored in the cluster (`/config/users/<user>`, read by
+        the wiring at start and on a `/config/changes` notification), mechanism id ->
+        credential: DescribeUserScramCredentials answers from them, and a forwarded
+        AlterUserScramCredentials waits for them. Empty removes the user."""
+        publisher = self.core.publisher
+        publisher.replace_image(with_scram_credentials(publisher.image, user, credentials))
 
     async def controlled_shutdown(self) -> None:
         await self.request_controlled_shutdown()

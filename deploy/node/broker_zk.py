@@ -1,4 +1,7 @@
-"""A ZK-mode broker process (`metadata.mode=zk`): ZooKeeper session, registration, the\ncontroller election it takes part in, topic-config notifications, and the broker.\n"""
+"""A ZK-mode broker process (`metadata.mode=zk`): ZooKeeper session, registration, the
+controller election it takes part in, config notifications (topic configs, SCRAM
+credentials), and the broker.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from deploy.node.liveness_probe import TcpListenerProbe
 from deploy.node.runtime import NodeRuntime
 from deploy.node.transport import PooledTransport
 from protocol.config_defs import ConfigError
+from protocol.scram import ScramCredential, ScramMechanism
 from zkstore import (
     BrokerIdInUseError,
     BrokerInfo,
@@ -43,6 +47,9 @@ from zkstore.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    UserScramCredentialsZNode,
+    ZNodeDecodeError,
+    desanitize,
 )
 
 log = structlog.get_logger("deploy.node.broker")
@@ -79,26 +86,41 @@ def zk_broker_locator(zk: Any, listener: str) -> ControllerLocator:
     return locate
 
 
-class ZkTopicConfigSync:
-    """Topic configs from ZooKeeper into a ZK-mode broker's metadata image (Kafka's
-    ZkConfigManager + the config read at log creation): every /config/topics/<t> at start, a new
-    topic's config as soon as its znode appears (children watch on /config/topics), and the
-    topics named by new /config/changes/config_change_<seq> notifications (children watch).
-    Configs reach the live logs through `set_topic_configs` (ZkMetadataFeed.set_topic_configs,
-    min.insync.replicas included)."""
+SetTopicConfigs = Callable[[str, dict[str, str]], None]
+SetScramCredentials = Callable[[str, dict[int, ScramCredential]], None]
+
+
+class ZkConfigSync:
+    """Kafka's ZkConfigManager on a ZK-mode broker: dynamic configs from ZooKeeper into its
+    metadata image, read at start and on new /config/changes/config_change_<seq> notifications
+    (children watch), each naming one entity.
+
+    - Topic configs: every /config/topics/<t> at start, a new topic's config as soon as its
+      znode appears (children watch on /config/topics), and the topics notifications name;
+      they reach the live logs through `set_topic_configs` (ZkMetadataFeed.set_topic_configs,
+      min.insync.replicas included).
+    - SCRAM credentials: every /config/users/<user> at start and the users notifications name
+      (`users/<sanitized name>`), through `set_scram_credentials`
+      (ZkMetadataFeed.set_scram_credentials). An unreadable znode is logged and leaves the
+      user as it was, as Kafka's notification handler does."""
 
     def __init__(
         self,
         zk: ZkClient,
-        set_topic_configs: Callable[[str, dict[str, str]], None],
+        set_topic_configs: SetTopicConfigs,
+        set_scram_credentials: SetScramCredentials,
         *,
         retry_backoff_s: float = 1.0,
     ) -> None:
         self.zk = zk
         self.set_topic_configs = set_topic_configs
+        self.set_scram_credentials = set_scram_credentials
         self.retry_backoff_s = retry_backoff_s
         self.configs: dict[str, dict[str, str]] = {}
+        self.credentials: dict[str, dict[int, ScramCredential]] = {}
         self._last_change = -1
+        self._synced = False
+        """Set once a whole round succeeded: later rounds read only what changed."""
         self._wake_send, self._wake_receive = trio.open_memory_channel[object](math.inf)
 
     def _watch(self, event: object) -> None:
@@ -114,10 +136,51 @@ class ZkTopicConfigSync:
         self.set_topic_configs(topic, configs)
         log.info("topic config from zookeeper", topic=topic, configs=configs)
 
+    def _apply_user(self, user: str, credentials: dict[int, ScramCredential]) -> None:
+        if self.credentials.get(user, {}) == credentials:
+            return
+        if credentials:
+            self.credentials[user] = credentials
+        else:
+            self.credentials.pop(user, None)
+        self.set_scram_credentials(user, credentials)
+        mechanisms = [ScramMechanism(m).mechanism_name for m in sorted(credentials)]
+        log.info("scram credentials from zookeeper", user=user, mechanisms=mechanisms)
+
     async def _read(self, topics: Sequence[str]) -> None:
         paths = [ConfigEntityZNode.path("topics", t) for t in topics]
         for topic, path, found in zip(topics, paths, await self.zk.get_many(paths), strict=True):
             self._apply(topic, ConfigEntityZNode.decode(found[0], path) if found else {})
+
+    async def _read_users(self, names: Sequence[str]) -> None:
+        """`names`: znode names (sanitized user names)."""
+        paths = [ConfigEntityZNode.path(UserScramCredentialsZNode.ENTITY_TYPE, n) for n in names]
+        for name, path, found in zip(names, paths, await self.zk.get_many(paths), strict=True):
+            try:
+                user = desanitize(name, path)
+                credentials = UserScramCredentialsZNode.decode(found[0], path) if found else {}
+            except ZNodeDecodeError as exc:
+                log.error("unreadable scram credentials in zookeeper", error=str(exc))
+                continue
+            self._apply_user(user, credentials)
+
+    async def _notified(self, numbered: Sequence[tuple[int, str]]) -> dict[str, set[str]]:
+        """Entity type -> names of the topics and users the notifications after the last round
+        name."""
+        paths = [
+            f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"
+            for seq, name in numbered
+            if seq > self._last_change
+        ]
+        named: dict[str, set[str]] = {"topics": set(), UserScramCredentialsZNode.ENTITY_TYPE: set()}
+        for found in await self.zk.get_many(paths):
+            if found is None:
+                continue  # purged meanwhile
+            entity = ConfigEntityChangeNotificationSequenceZNode.decode(found[0])
+            kind, _, name = entity.partition("/")
+            if kind in named and name:
+                named[kind].add(name)
+        return named
 
     async def sync_once(self) -> None:
         """Read what changed since the last round and set the watches again."""
@@ -131,25 +194,20 @@ class ZkTopicConfigSync:
             for c in changes
             if c.startswith(prefix) and c[len(prefix) :].isdigit()
         )
-        first_round = self._last_change < 0 and not self.configs
-        wanted = set(topics) - set(self.configs) if not first_round else set(topics)
+        if self._synced:
+            named = await self._notified(numbered)
+            wanted = (set(topics) - set(self.configs)) | named["topics"]
+            users = named[UserScramCredentialsZNode.ENTITY_TYPE]
+        else:
+            # Listed after the notifications: whatever they name is read below.
+            wanted = set(topics)
+            users = set(await self.zk.get_children("/config/users"))
         wanted |= set(self.configs) - set(topics)  # removed: read as absent
-        if not first_round:
-            paths = [
-                f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"
-                for seq, name in numbered
-                if seq > self._last_change
-            ]
-            for found in await self.zk.get_many(paths):
-                if found is None:
-                    continue  # purged meanwhile
-                entity = ConfigEntityChangeNotificationSequenceZNode.decode(found[0])
-                kind, _, name = entity.partition("/")
-                if kind == "topics" and name:
-                    wanted.add(name)
+        await self._read(sorted(wanted))
+        await self._read_users(sorted(users))
         if numbered:
             self._last_change = max(self._last_change, numbered[-1][0])
-        await self._read(sorted(wanted))
+        self._synced = True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         started = False
@@ -157,7 +215,7 @@ class ZkTopicConfigSync:
             try:
                 await self.sync_once()
             except Exception as exc:  # disconnected: kazoo errors; the next round reads again
-                log.warning("reading topic configs from zookeeper failed", error=repr(exc))
+                log.warning("reading configs from zookeeper failed", error=repr(exc))
                 await trio.sleep(self.retry_backoff_s)
                 continue
             if not started:
@@ -288,7 +346,8 @@ async def run_zk_broker(
                 broker.broker_epoch = epoch
 
             registrar.on_registered(on_registered)
-            await nursery.start(ZkTopicConfigSync(zk, feed.set_topic_configs).run)
+            sync = ZkConfigSync(zk, feed.set_topic_configs, feed.set_scram_credentials)
+            await nursery.start(sync.run)
             await _register(nursery, registrar, session_timeout_s)
             await nursery.start(service.run)
             task_status.started(bound)

@@ -1,6 +1,6 @@
 """Topic configs changed in the cluster reach every broker, on 3 real broker processes: in ZK
 mode through Kafka's `/config/topics/<t>` plus `/config/changes/config_change_<seq>`
-notifications (read by deploy.node.broker.ZkTopicConfigSync) on a real ZooKeeper, in Raft mode
+notifications (read by deploy.node.broker_zk.ZkConfigSync) on a real ZooKeeper, in Raft mode
 as ConfigRecords in the metadata log.
 
 IncrementalAlterConfigs goes to a broker that is not the controller (it forwards it); then each
@@ -11,7 +11,7 @@ was down while the config changed reads it at start.
 
 Both modes (`cluster_factory`); only the way there differs and is checked per mode: ZK mode
 through ZooKeeper (/config/topics znodes and /config/changes notifications read by
-ZkTopicConfigSync), Raft mode through ConfigRecords in the metadata log (the forwarded request
+ZkConfigSync), Raft mode through ConfigRecords in the metadata log (the forwarded request
 is the active controller's; every broker's metadata publisher logs applying the topic's
 configs to its live logs, and no broker ever reads them from ZooKeeper).
 """
@@ -152,7 +152,7 @@ async def wait_all_show(
 async def check_zk_path(cluster: ZkCluster, first: dict[str, str], second: dict[str, str]) -> None:
     """/config/topics/<t> holds the configs and each change left a numbered notification
     naming the topic; every broker logged reading the topic's configs from ZooKeeper
-    (ZkTopicConfigSync) rather than learning them some other way."""
+    (ZkConfigSync) rather than learning them some other way."""
     async with ZkClient(cluster.zookeeper_connect, session_timeout_s=4) as zk:
         data, _ = await zk.get(ConfigEntityZNode.path("topics", TOPIC))
         assert ConfigEntityZNode.decode(data) == second

@@ -19,9 +19,12 @@ from protocol.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from protocol.metadata.topic_ids import random_uuid
+from protocol.scram import ScramMechanism
 from tests.support.zookeeper import ZooKeeperChroot
 from zkstore.client import ZkClient
 from zkstore.election import register_controller_and_increment_epoch
@@ -30,7 +33,13 @@ from zkstore.fenced_writer import JUTE_MAXBUFFER
 from zkstore.loader import load_metadata
 from zkstore.metadata_log import ZkMetadataLog
 from zkstore.registration import ensure_persistent_paths
-from zkstore.znodes import DeleteTopicZNode, TopicPartitionStateZNode, TopicZNode
+from zkstore.znodes import (
+    DeleteTopicZNode,
+    TopicPartitionStateZNode,
+    TopicZNode,
+    UserScramCredentialsZNode,
+    ZNodeDecodeError,
+)
 
 SESSION_S = 2.0
 
@@ -172,6 +181,56 @@ async def test_records_become_kafka_znodes_and_load_back(zk: ZkClient) -> None:
     assert _without_provenance(loaded.image()) == _without_provenance(log.image)
     assert loaded.partition_versions == log.mirror.partition_versions
     assert loaded.producer_id_block_version == log.mirror.producer_id_block_version
+
+
+def _scram(user: str, mechanism: ScramMechanism) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(
+        name=user,
+        mechanism=int(mechanism),
+        salt=f"salt-of-{user}".encode(),
+        stored_key=bytes([int(mechanism)]) * 32,
+        server_key=bytes([int(mechanism) + 2]) * 32,
+        iterations=4096 + int(mechanism),
+    )
+
+
+async def test_scram_credentials_load_back_and_a_corrupt_one_is_named(zk: ZkClient) -> None:
+    sha256, sha512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
+    log = await _controller_log(zk)
+    await log.append(
+        [
+            _scram("alice", sha256),
+            _scram("alice", sha512),
+            _scram("bob", sha256),
+            _scram("c d", sha512),
+        ]
+    )
+    await log.append([RemoveUserScramCredentialRecord(name="bob", mechanism=int(sha256))])
+    assert sorted(await zk.get_children("/config/users")) == ["alice", "c%20d"]
+    # A key that is not a credential (Kafka keeps user quotas in the same znode) is not loaded.
+    data, _ = await zk.get(UserScramCredentialsZNode.path("c d"))
+    config = json.loads(data)["config"]
+    await zk.set(
+        UserScramCredentialsZNode.path("c d"),
+        json.dumps({"version": 1, "config": {**config, "producer_byte_rate": "1024"}}).encode(),
+    )
+
+    loaded = await load_metadata(zk)
+    assert loaded.image().scram == log.image.scram
+    assert set(loaded.image().scram.users()) == {"alice", "c d"}
+    assert (
+        loaded.config_entities
+        == log.mirror.config_entities
+        == {
+            ("users", "alice"),
+            ("users", "c%20d"),
+        }
+    )
+
+    bad = {"SCRAM-SHA-256": "salt=c2FsdA==,stored_key=not base64!,server_key=,iterations=4096"}
+    await zk.create("/config/users/mallory", json.dumps({"version": 1, "config": bad}).encode())
+    with pytest.raises(ZNodeDecodeError, match=r"^/config/users/mallory: SCRAM-SHA-256: "):
+        await load_metadata(zk)
 
 
 async def test_topic_deletion_removes_its_znodes_and_the_admin_request(zk: ZkClient) -> None:

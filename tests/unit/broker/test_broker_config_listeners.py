@@ -72,7 +72,7 @@ def test_internal_and_external_with_a_published_external_address() -> None:
         ),
         (
             {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"},
-            r"listener PLAINTEXT uses SASL_SSL; trioka serves PLAINTEXT and SSL",
+            r"listener PLAINTEXT is the inter-broker or a controller listener and uses SASL_SSL",
         ),
         (
             {"ssl.client.auth": "sometimes"},

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from broker.metadata_cache import LEADER_DURING_DELETE, apply_update_metadata, with_topic_configs
+from broker.metadata_cache import (
+    LEADER_DURING_DELETE,
+    apply_update_metadata,
+    with_scram_credentials,
+    with_topic_configs,
+)
 from protocol.messages.update_metadata import (
     UpdateMetadataBroker,
     UpdateMetadataEndpoint,
@@ -11,6 +16,7 @@ from protocol.messages.update_metadata import (
     UpdateMetadataTopicState,
 )
 from protocol.metadata.image import MetadataImage
+from protocol.scram import ScramCredential
 
 
 def _state(pid: int, leader: int, epoch: int = 0) -> UpdateMetadataPartitionState:
@@ -93,3 +99,14 @@ def test_topic_configs_are_set_and_removed() -> None:
     assert dict(image.configs.topic_configs("t")) == {"retention.ms": "1000"}
     image = with_topic_configs(image, "t", {})
     assert dict(image.configs.topic_configs("t")) == {}
+
+
+def test_a_users_scram_credentials_are_replaced_as_a_whole() -> None:
+    one, two = (ScramCredential(b"s" * 12, bytes([i]) * 32, bytes([i]) * 32, 4096) for i in (1, 2))
+    image = with_scram_credentials(MetadataImage.empty(), "alice", {1: one, 2: two})
+    image = with_scram_credentials(image, "bob", {1: one})
+    image = with_scram_credentials(image, "alice", {2: two})
+    assert image.scram.users() == {"alice": {2: two}, "bob": {1: one}}
+    image = with_scram_credentials(image, "bob", {})
+    assert image.scram.users() == {"alice": {2: two}}
+    assert 1 not in image.scram.mechanisms  # no empty mechanism left behind

@@ -20,8 +20,11 @@ from protocol.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
+from protocol.scram import ScramCredential, ScramMechanism
 from zkstore.errors import ZNodeTooLargeError
 from zkstore.fenced_writer import (
     JUTE_MAXBUFFER,
@@ -250,6 +253,140 @@ def test_records_that_do_not_fit_are_refused() -> None:
             ZkMirror(MetadataImage.empty()),
             [PartitionChangeRecord(partition_id=0, topic_id=TID, leader=1)],
         )
+
+
+# -- SCRAM credentials: /config/users/<user> ------------------------------------------------------
+
+SHA256 = int(ScramMechanism.SCRAM_SHA_256)
+SHA512 = int(ScramMechanism.SCRAM_SHA_512)
+USER = "alice smith"
+USER_ZNODE = "/config/users/alice%20smith"  # Kafka's Sanitizer: a space is %20, never '+'
+
+
+def scram(mechanism: int, user: str = USER, iterations: int = 4096) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(
+        name=user,
+        mechanism=mechanism,
+        salt=b"salt-of-12-bytes",
+        stored_key=bytes([mechanism]) * 32,
+        server_key=bytes([mechanism + 1]) * 32,
+        iterations=iterations,
+    )
+
+
+def credential_text(record: UserScramCredentialRecord) -> str:
+    return ScramCredential(
+        record.salt, record.stored_key, record.server_key, record.iterations
+    ).to_text()
+
+
+def user_change(entity_name: str = "alice%20smith") -> tuple[str, dict[str, object]]:
+    return ("/config/changes/config_change_", {"version": 2, "entity_path": f"users/{entity_name}"})
+
+
+def decoded(ops: object) -> list[tuple[str, str, object]]:
+    """(op, path, JSON data or None) per op."""
+    return [
+        (type(op).__name__, op.path, json.loads(op.data) if getattr(op, "data", b"") else None)  # type: ignore[attr-defined]
+        for op in ops  # type: ignore[attr-defined]
+    ]
+
+
+def test_a_first_credential_creates_the_user_znode_in_kafka_form_and_notifies() -> None:
+    mirror = ZkMirror(MetadataImage.empty())
+    record = scram(SHA256)
+    plan = plan_writes(mirror, [record])
+    assert decoded(plan.ops) == [
+        (
+            "CreateOp",
+            USER_ZNODE,
+            {"version": 1, "config": {"SCRAM-SHA-256": credential_text(record)}},
+        ),
+        ("CreateOp", *user_change()),
+    ]
+    assert credential_text(record).startswith("salt=c2FsdC1vZi0xMi1ieXRlcw==,stored_key=")
+    assert plan.ops[1].sequential  # type: ignore[union-attr]
+    assert plan.config_entities_created == {("users", "alice%20smith")}
+    plan.apply_to(mirror)
+    assert mirror.config_entities == {("users", "alice%20smith")}
+    assert mirror.image.scram.credential(SHA256, USER) is not None
+
+
+def test_a_second_mechanism_rewrites_the_znode_with_both() -> None:
+    first = scram(SHA256)
+    mirror = mirror_with([first], config_entities={("users", "alice%20smith")})
+    second = scram(SHA512, iterations=8192)
+    plan = plan_writes(mirror, [second])
+    assert decoded(plan.ops) == [
+        (
+            "SetDataOp",
+            USER_ZNODE,
+            {
+                "version": 1,
+                "config": {
+                    "SCRAM-SHA-256": credential_text(first),
+                    "SCRAM-SHA-512": credential_text(second),
+                },
+            },
+        ),
+        ("CreateOp", *user_change()),
+    ]
+    assert plan.config_entities_created == plan.config_entities_deleted == frozenset()
+
+
+def test_removing_one_mechanism_keeps_the_other() -> None:
+    kept = scram(SHA512)
+    mirror = mirror_with([scram(SHA256), kept], config_entities={("users", "alice%20smith")})
+    plan = plan_writes(mirror, [RemoveUserScramCredentialRecord(name=USER, mechanism=SHA256)])
+    assert decoded(plan.ops) == [
+        (
+            "SetDataOp",
+            USER_ZNODE,
+            {"version": 1, "config": {"SCRAM-SHA-512": credential_text(kept)}},
+        ),
+        ("CreateOp", *user_change()),
+    ]
+
+
+def test_removing_the_last_mechanism_deletes_the_znode() -> None:
+    mirror = mirror_with(
+        [scram(SHA256), scram(SHA256, user="bob")],
+        config_entities={("users", "alice%20smith"), ("users", "bob"), ("topics", "t")},
+    )
+    plan = plan_writes(mirror, [RemoveUserScramCredentialRecord(name=USER, mechanism=SHA256)])
+    assert decoded(plan.ops) == [("DeleteOp", USER_ZNODE, None), ("CreateOp", *user_change())]
+    assert plan.config_entities_deleted == {("users", "alice%20smith")}
+    plan.apply_to(mirror)
+    assert mirror.config_entities == {("users", "bob"), ("topics", "t")}
+    assert mirror.image.scram.users() == {
+        "bob": {SHA256: mirror.image.scram.credential(SHA256, "bob")}
+    }
+
+
+def test_one_append_writes_each_user_once_as_it_ends() -> None:
+    mirror = mirror_with([scram(SHA256)], config_entities={("users", "alice%20smith")})
+    replaced = scram(SHA256, iterations=5000)
+    plan = plan_writes(
+        mirror,
+        [
+            RemoveUserScramCredentialRecord(name=USER, mechanism=SHA256),
+            replaced,
+            scram(SHA256, user="*/é"),
+            RemoveUserScramCredentialRecord(name="*/é", mechanism=SHA256),
+        ],
+    )
+    # alice ends with the new credential: one write; "*/é" was added and removed: no znode,
+    # and Kafka's Sanitizer encodes '*' and '/' too, the name's UTF-8 bytes in upper-case hex.
+    assert decoded(plan.ops) == [
+        (
+            "SetDataOp",
+            USER_ZNODE,
+            {"version": 1, "config": {"SCRAM-SHA-256": credential_text(replaced)}},
+        ),
+        ("CreateOp", *user_change()),
+        ("CreateOp", *user_change("%2A%2F%C3%A9")),
+    ]
+    assert plan.config_entities_created == plan.config_entities_deleted == frozenset()
 
 
 # -- splitting -----------------------------------------------------------------------------------

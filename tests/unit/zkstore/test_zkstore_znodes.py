@@ -26,7 +26,10 @@ from zkstore.znodes import (
     TopicAssignment,
     TopicPartitionStateZNode,
     TopicZNode,
+    UserScramCredentialsZNode,
     ZNodeDecodeError,
+    desanitize,
+    sanitize,
 )
 
 EP = (
@@ -214,8 +217,30 @@ def test_decodes_what_older_kafkas_wrote() -> None:
             "not an integer",
         ),
         (lambda d: ClusterIdZNode.decode(d), None, "has no data"),
+        (
+            lambda d: UserScramCredentialsZNode.decode(d, "/config/users/u"),
+            b'{"version":1,"config":{"SCRAM-SHA-512":"salt=AAAA"}}',
+            "^/config/users/u: SCRAM-SHA-512: credential lacks iterations, server_key, stored_key",
+        ),
     ],
 )
 def test_bad_data_is_a_clear_error(decode: object, data: bytes | None, message: str) -> None:
     with pytest.raises(ZNodeDecodeError, match=message):
         decode(data)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("name", "znode_name"),
+    [
+        ("alice", "alice"),
+        ("a.b-c_d", "a.b-c_d"),
+        ("a b+c", "a%20b%2Bc"),
+        ("*", "%2A"),
+        ("CN=x,O=y/z", "CN%3Dx%2CO%3Dy%2Fz"),
+        ("~é", "%7E%C3%A9"),
+    ],
+)
+def test_user_names_are_sanitized_as_kafka_does(name: str, znode_name: str) -> None:
+    assert sanitize(name) == znode_name
+    assert UserScramCredentialsZNode.path(name) == f"/config/users/{znode_name}"
+    assert desanitize(znode_name) == name
