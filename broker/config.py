@@ -164,18 +164,13 @@ class BrokerConfig:
                     f"listener.security.protocol.map: listener {listener.name} uses {protocol}; "
                     f"trioka serves {' and '.join(SERVED_PROTOCOLS)}"
                 )
-            internal = listener.name == self.inter_broker_listener_name or (
-                listener.name in self.controller_listener_names
-            )
-            if protocol != "PLAINTEXT" and internal:
-                # Brokers dial each other and the controllers without TLS so far: an SSL
-                # inter-broker listener would stop replication, and a combined node's
-                # controller listener would be served in plaintext.
+            if protocol != "PLAINTEXT" and listener.name in self.controller_listener_names:
+                # Controllers and the brokers dial the controller listener without TLS or
+                # SASL so far: a combined node's would be served insecurely or not reached.
                 raise ConfigError(
-                    f"listener.security.protocol.map: listener {listener.name} is the "
-                    "inter-broker or a controller listener and uses "
-                    f"{protocol}; trioka serves those in PLAINTEXT only so far (give clients "
-                    "a listener of their own for SSL)"
+                    f"listener.security.protocol.map: listener {listener.name} is a "
+                    f"controller listener and uses {protocol}; trioka serves that one in "
+                    "PLAINTEXT only so far"
                 )
             if protocol in TLS_PROTOCOLS and not self["ssl.keystore.location"]:
                 raise ConfigError(

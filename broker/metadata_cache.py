@@ -11,20 +11,24 @@ Metadata, DescribeCluster and DescribeConfigs read one model in both modes:
 - a topic named with another topic id than the cached one is the recreated topic: the old one's
   partitions are dropped first (KIP-516).
 
-Topic configs and SCRAM credentials do not travel in UpdateMetadata (Kafka's brokers read
-`/config/topics` and `/config/users` from ZooKeeper themselves); `with_topic_configs` and
-`with_scram_credentials` put what the wiring learnt into the image.
+Topic configs, SCRAM credentials and ACLs do not travel in UpdateMetadata (Kafka's brokers read
+`/config/topics`, `/config/users` and `/kafka-acl*` from ZooKeeper themselves);
+`with_topic_configs`, `with_scram_credentials` and `with_resource_acls` put what the wiring
+learnt into the image.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
+from protocol.acls import AclBinding, PatternType, ResourceType
 from protocol.messages.update_metadata import UpdateMetadataRequest
+from protocol.metadata.acls import acl_id
 from protocol.metadata.image import (
     TOPIC_RESOURCE,
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -121,3 +125,28 @@ def with_scram_credentials(
         MappingProxyType({m: MappingProxyType(u) for m, u in mechanisms.items() if u})
     )
     return replace(image, scram=scram)
+
+
+def with_resource_acls(
+    image: MetadataImage,
+    resource_type: ResourceType,
+    pattern_type: PatternType,
+    name: str,
+    bindings: Iterable[AclBinding],
+) -> MetadataImage:
+    """The image with the ACLs of one resource pattern replaced by `bindings` (empty removes
+    them). Each is keyed by `acl_id` (derived from the ACL): ZooKeeper keeps no ids, and a
+    ZK-mode controller loading the same ACLs names them alike."""
+    pattern = (resource_type, pattern_type, name)
+    by_id = {
+        i: a
+        for i, a in image.acls.by_id.items()
+        if (a.resource_type, a.pattern_type, a.resource_name) != pattern
+    }
+    for acl in bindings:
+        if (acl.resource_type, acl.pattern_type, acl.resource_name) != pattern:
+            raise ValueError(
+                f"{acl} is not an ACL of {pattern_type.name} {resource_type.name}:{name}"
+            )
+        by_id[acl_id(acl)] = acl
+    return replace(image, acls=AclsImage(MappingProxyType(by_id)))

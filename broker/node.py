@@ -19,6 +19,7 @@ import structlog
 import trio
 
 from broker.alter_partition import AlterPartitionManager
+from broker.authorization import request_authorization
 from broker.config import BrokerConfig
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.group.driver import GroupCoordinatorDriver
@@ -143,6 +144,7 @@ class Broker:
         self.apis = ApiRouter(
             identity=lambda: (config.node_id, self.broker_epoch_fn()),
             internal_listeners=internal_listeners(config),
+            authorization=request_authorization(config, self._image),
         )
         forwarder = ControllerForwarder(
             controller=controller,

@@ -61,9 +61,9 @@ class _State(enum.Enum):
     FAILED = "failed"
 
 
-def parse_jaas_users(text: str, key: str = "sasl.jaas.config") -> dict[str, str]:
-    """The `user_<name>="<password>"` options of a PlainLoginModule JAAS config (Kafka's
-    PlainServerCallbackHandler reads the same); ConfigError when the text is not one."""
+def parse_jaas_options(text: str, key: str = "sasl.jaas.config") -> dict[str, str]:
+    """The `name="value"` options of a JAAS login module entry (Kafka's sasl.jaas.config);
+    ConfigError when the text is not one."""
     if not text.strip():
         return {}
     head = re.match(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b", text)
@@ -72,8 +72,29 @@ def parse_jaas_users(text: str, key: str = "sasl.jaas.config") -> dict[str, str]
             f"{key}: not a JAAS login module entry (expected `<LoginModule class> required "
             'key="value" ... ;`)'
         )
-    options = dict(re.findall(r'([\w.-]+)\s*=\s*"((?:[^"\\]|\\.)*)"', text))
+    return dict(re.findall(r'([\w.-]+)\s*=\s*"((?:[^"\\]|\\.)*)"', text))
+
+
+def parse_jaas_users(text: str, key: str = "sasl.jaas.config") -> dict[str, str]:
+    """The `user_<name>="<password>"` options of a PlainLoginModule JAAS config (Kafka's
+    PlainServerCallbackHandler reads the same)."""
+    options = parse_jaas_options(text, key)
     return {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_")}
+
+
+def peer_credentials(config: BrokerConfig, listener: str, mechanism: str) -> tuple[str, str]:
+    """(user name, password) this node logs in with on `listener` of its peers: the
+    `username` and `password` options of that listener's JAAS config for `mechanism` (Kafka's
+    sasl.mechanism.inter.broker.protocol); ConfigError when they are missing."""
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    options = parse_jaas_options(str(config.listener_value(listener, "sasl.jaas.config",
+                                                          mechanism)), key)  # fmt: skip
+    if not options.get("username") or not options.get("password"):
+        raise ConfigError(
+            f"{key}: listener {listener} uses SASL between nodes and needs this node's own "
+            'username="..." password="..." options'
+        )
+    return options["username"], options["password"]
 
 
 def sasl_settings(

@@ -43,6 +43,34 @@ def server_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
     return dict.fromkeys(names, context)
 
 
+def peer_client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None:
+    """The context this node dials `listener` of its peers with (the inter-broker listener),
+    None when it has no TLS: peers' certificates checked against `ssl.truststore.location`
+    (the system's CAs when empty) and, with `ssl.endpoint.identification.algorithm=https`,
+    for the host dialled; this node's keystore offered for `ssl.client.auth`."""
+    if config.listener_security_protocol_map.get(listener) not in TLS_PROTOCOLS:
+        return None
+    truststore = str(config["ssl.truststore.location"]) or None
+    try:
+        context = ssl.create_default_context(cafile=truststore)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"ssl.truststore.location: cannot load CA certificates from {truststore}: "
+            f"{_reason(exc)}"
+        ) from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = config["ssl.endpoint.identification.algorithm"] == "https"
+    keystore = str(config["ssl.keystore.location"])
+    try:
+        context.load_cert_chain(keystore, password=str(config["ssl.key.password"]) or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"ssl.keystore.location: cannot load a private key and certificate chain from "
+            f"{keystore}: {_reason(exc)}"
+        ) from None
+    return context
+
+
 def server_context(
     *, keystore: str, key_password: str | None, truststore: str | None, client_auth: str
 ) -> ssl.SSLContext:

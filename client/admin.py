@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import trio
 
+from client.admin_acls import AclAdmin
 from client.admin_groups import GroupAdmin
 from client.admin_users import UserAdmin
 from client.cluster import ClusterClient, backoff_ms, now_ms
@@ -171,7 +172,7 @@ class PartitionReassignment:
     removing_replicas: tuple[int, ...] = ()
 
 
-class Admin(GroupAdmin, UserAdmin, ClientBase):
+class Admin(GroupAdmin, UserAdmin, AclAdmin, ClientBase):
     """Use as `async with Admin(bootstrap_servers=...) as admin:`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:

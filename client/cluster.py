@@ -19,8 +19,7 @@ from client.config import parse_host_port
 from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
 from client.metadata import BrokerInfo, ClusterMetadata
-from client.sasl import authenticate, client_sasl
-from client.tls import client_context
+from client.security import client_security
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -46,10 +45,8 @@ class ClusterClient:
 
     def __init__(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
         self._config = config
-        self._tls = client_context(config)
-        """The SSLContext of `security.protocol` SSL or SASL_SSL (client.tls); None: no TLS."""
-        self._sasl = client_sasl(config)
-        """What new connections authenticate with (client.sasl); None: no SASL."""
+        self._security = client_security(config)
+        """TLS and SASL of `security.protocol` (client.tls, client.sasl)."""
         self._nursery = nursery
         self._bootstrap = [parse_host_port(s) for s in config["bootstrap.servers"]]
         self._client_id = config["client.id"] or None
@@ -132,8 +129,9 @@ class ClusterClient:
         try:
             try:
                 stream = await open_stream(
-                    host, port, self._config["socket.connection.setup.timeout.ms"], self._tls
-                )
+                    host, port, self._config["socket.connection.setup.timeout.ms"],
+                    self._security.tls,
+                )  # fmt: skip
             except KafkaConnectionError:
                 self._connect_failed(node_id)
                 raise
@@ -147,12 +145,7 @@ class ClusterClient:
                 request_timeout_ms=self.request_timeout_ms,
             )
             await self._nursery.start(conn.reader)
-            if self._sasl is not None:
-                try:
-                    await authenticate(conn, self._sasl)
-                except BaseException:
-                    await conn.aclose()
-                    raise
+            await self._security.authenticate(conn)
             self._connections[node_id] = conn
             return conn
         finally:
@@ -340,7 +333,10 @@ class ClusterClient:
             error = self.metadata.topic_errors.get(topic)
             if error is not None:
                 code, message = error
-                if code is ErrorCode.INVALID_TOPIC_EXCEPTION:
+                if code in (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ):
                     raise KafkaError(code, message)
                 last = message
             count = self.metadata.num_partitions(topic)

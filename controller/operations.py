@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from controller.acls import create_acls, delete_acls
 from controller.alter_partition import alter_partition
 from controller.broker_lifecycle import (
     BrokerChange,
@@ -41,6 +42,12 @@ from controller.state import ControllerState
 from controller.topics import create_topics, delete_topics
 from controller.unclean_enable import alter_configs_and_elect
 from protocol.errors import ErrorCode
+from protocol.messages.acls import (
+    AclCreationResult,
+    CreateAclsRequest,
+    DeleteAclsFilterResult,
+    DeleteAclsRequest,
+)
 from protocol.messages.alter_partition import AlterPartitionRequest
 from protocol.messages.base import response_with_error
 from protocol.messages.broker_lifecycle import (
@@ -110,6 +117,9 @@ OPERATIONS: dict[type, Operation] = {
     AllocateProducerIdsRequest: allocate_producer_ids,
     # Both modes: /config/users/<name> in ZK mode (zkstore.record_writes).
     AlterUserScramCredentialsRequest: alter_user_scram_credentials,
+    # Both modes: /kafka-acl and /kafka-acl-extended in ZK mode (zkstore.record_writes).
+    CreateAclsRequest: create_acls,
+    DeleteAclsRequest: delete_acls,
 }
 
 
@@ -233,6 +243,19 @@ def _by_user(request: AlterUserScramCredentialsRequest, code: int, message: str)
     }
 
 
+def _one_each(
+    field: str, result: Callable[..., Any], items: Callable[[Any], Iterable[Any]]
+) -> EntryErrors:
+    """One `result` per item of the request, in order (results carry no name)."""
+
+    def errors(request: Any, code: int, message: str) -> dict[str, Any]:
+        return {
+            field: tuple(result(error_code=code, error_message=message) for _ in items(request))
+        }
+
+    return errors
+
+
 _ENTRY_ERRORS: dict[type, EntryErrors] = {
     CreateTopicsRequest: _by_name("topics", CreatableTopicResult, _topic_names),
     DeleteTopicsRequest: _by_name("responses", DeletableTopicResult, lambda r: r.topic_names),
@@ -243,6 +266,8 @@ _ENTRY_ERRORS: dict[type, EntryErrors] = {
     CreatePartitionsRequest: _by_name("results", CreatePartitionsTopicResult, _topic_names),
     AlterPartitionReassignmentsRequest: _reassignment_errors,
     AlterUserScramCredentialsRequest: _by_user,
+    CreateAclsRequest: _one_each("results", AclCreationResult, lambda r: r.creations),
+    DeleteAclsRequest: _one_each("filter_results", DeleteAclsFilterResult, lambda r: r.filters),
 }
 
 

@@ -79,3 +79,59 @@ class AclBinding:
         if self.pattern_type is PatternType.PREFIXED:
             return name.startswith(self.resource_name)
         return self.resource_name in (name, WILDCARD)
+
+
+@dataclass(frozen=True, slots=True)
+class AclBindingFilter:
+    """Kafka's AclBindingFilter: which ACLs DescribeAcls lists and DeleteAcls deletes. ANY
+    (and None for the strings) matches every value; pattern type MATCH selects the ACLs that
+    would apply to the resource named (its LITERAL name, the `*` wildcard, a PREFIXED prefix)."""
+
+    resource_type: ResourceType = ResourceType.ANY
+    resource_name: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission: AclPermissionType = AclPermissionType.ANY
+
+    def matches(self, acl: AclBinding) -> bool:
+        if self.resource_type not in (ResourceType.ANY, acl.resource_type):
+            return False
+        if not self._matches_pattern(acl):
+            return False
+        return (
+            self.principal in (None, acl.principal)
+            and self.host in (None, acl.host)
+            and self.operation in (AclOperation.ANY, acl.operation)
+            and self.permission in (AclPermissionType.ANY, acl.permission)
+        )
+
+    def _matches_pattern(self, acl: AclBinding) -> bool:
+        if self.pattern_type is PatternType.MATCH:
+            return self.resource_name is None or acl.selects(acl.resource_type, self.resource_name)
+        if self.pattern_type not in (PatternType.ANY, acl.pattern_type):
+            return False
+        return self.resource_name in (None, acl.resource_name)
+
+
+def binding_problem(acl: AclBinding) -> str | None:
+    """What makes an ACL unfit to store (Kafka's AclControlManager.validateNewAcl), or None."""
+    if acl.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
+        return f"Invalid resourceType {acl.resource_type.name}"
+    if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        return f"Invalid patternType {acl.pattern_type.name}"
+    if acl.operation in (AclOperation.ANY, AclOperation.UNKNOWN):
+        return f"Invalid operation {acl.operation.name}"
+    if acl.permission not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
+        return f"Invalid permissionType {acl.permission.name}"
+    if not acl.resource_name:
+        return "Resource name must not be empty"
+    kind, sep, name = acl.principal.partition(":")
+    if not sep or not kind or not name:
+        return f"Could not parse principal {acl.principal!r}: expected Type:name (User:alice)"
+    if not acl.host:
+        return "Host must not be empty (* for every host)"
+    if acl.resource_type is ResourceType.CLUSTER and acl.resource_name != CLUSTER_NAME:
+        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    return None

@@ -35,6 +35,8 @@ _MS_PER_MINUTE = 60_000
 _MS_PER_HOUR = 3_600_000
 # Kafka's SecurityProtocol names; its default listener.security.protocol.map maps each to itself.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+AUTHORIZER_STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_ACL = "kafka.security.authorizer.AclAuthorizer"
 _DEFAULT_PROTOCOL_MAP = tuple(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 
 
@@ -108,10 +110,27 @@ SERVER_CONFIGS = ConfigDefs(
         ServerConfigDef("ssl.truststore.location", "string", "", "PEM file of the CA "
                         "certificates that client certificates are checked against (empty: the "
                         "system's)", read_only=True, kinds=BROKER_ONLY),
+        ServerConfigDef("ssl.endpoint.identification.algorithm", "string", "https", "https: a "
+                        "peer's certificate must name the host this node dials (inter-broker "
+                        "listener); empty: any name (the chain is still checked)",
+                        read_only=True, kinds=BROKER_ONLY, choices=("https", "")),
+        ServerConfigDef("sasl.mechanism.inter.broker.protocol", "string", "PLAIN", "SASL mechanism "
+                        "brokers log in with on a SASL inter-broker listener (Kafka's default, "
+                        "GSSAPI, is not served)", read_only=True, kinds=BROKER_ONLY,
+                        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
         ServerConfigDef("ssl.client.auth", "string", "none", "client certificates on SSL "
                         "listeners: none, requested (checked when given) or required (mTLS)",
                         read_only=True, kinds=BROKER_ONLY,
                         choices=("none", "requested", "required")),
+        # Authorization (Kafka's ACLs; checked only with an authorizer configured).
+        ServerConfigDef("authorizer.class.name", "string", "", "the authorizer: empty for none "
+                        "(every request allowed), or Kafka's StandardAuthorizer / AclAuthorizer "
+                        "class name (both are trioka's ACL authorizer)", read_only=True,
+                        kinds=BROKER_ONLY, choices=("", AUTHORIZER_STANDARD, AUTHORIZER_ACL)),
+        ServerConfigDef("super.users", "string", "", "principals allowed everything, separated "
+                        "by ';' (User:admin;User:ANONYMOUS)", read_only=True, kinds=BROKER_ONLY),
+        ServerConfigDef("allow.everyone.if.no.acl.found", "boolean", False, "allow a request on a "
+                        "resource that no ACL names", read_only=True, kinds=BROKER_ONLY),
         # SASL on the listeners mapped to SASL_PLAINTEXT or SASL_SSL.
         ServerConfigDef("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
                         "SASL mechanisms the SASL listeners offer (Kafka's default, GSSAPI, is not "

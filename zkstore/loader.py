@@ -18,6 +18,9 @@ Records, in replay order:
 - ConfigRecord per key of /config/topics/<t> and /config/brokers/<id|<default>>.
 - UserScramCredentialRecord per SCRAM mechanism of /config/users/<user> (the znode name
   URL-decoded as Kafka's Sanitizer.desanitize does; other keys, Kafka's user quotas, skipped).
+- AccessControlEntryRecord per ACL of /kafka-acl/<ResourceType>/<name> (LITERAL) and
+  /kafka-acl-extended/prefixed/<ResourceType>/<name> (PREFIXED). ZooKeeper keeps no ACL ids:
+  each gets `protocol.metadata.acls.acl_id` (derived from the ACL, as ZK-mode brokers name it).
 - ProducerIdsRecord from /latest_producer_id_block (next id = block_end + 1).
 
 Reads are pipelined (kazoo async calls), so a large cluster loads in a few round trips.
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 
 from kazoo.exceptions import NoNodeError
 
+from protocol.metadata.acls import acl_id, acl_record
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import (
     BROKER_RESOURCE,
@@ -38,6 +42,7 @@ from protocol.metadata.image import (
 )
 from protocol.metadata.records import (
     NO_LEADER,
+    AccessControlEntryRecord,
     ConfigRecord,
     MetadataRecord,
     OffsetRecord,
@@ -51,7 +56,11 @@ from protocol.metadata.topic_ids import random_uuid, uuid_to_string
 from zkstore.client import ZkClient
 from zkstore.record_writes import NO_PARTITION_ZNODE, NO_STATE_ZNODE, ZkMirror
 from zkstore.znodes import (
+    ACL_PATTERN_TYPES,
+    ACL_RESOURCE_TYPES,
     DEFAULT_CONFIG_ENTITY,
+    AclResource,
+    AclStoreZNode,
     BrokerIdsZNode,
     BrokerIdZNode,
     ClusterIdZNode,
@@ -85,6 +94,8 @@ class LoadedMetadata:
     """Topics named in /admin/delete_topics (deletion requested, not finished)."""
     legacy_reassignment: dict[tuple[str, int], tuple[int, ...]] | None = None
     topics_without_id: tuple[str, ...] = ()
+    acl_resources: frozenset[AclResource] = frozenset()
+    """The resource patterns whose ACL znode exists (even one holding no ACL)."""
 
     def offset_records(self) -> list[OffsetRecord]:
         """The records at offsets 0..n-1, as a controller or broker replays them."""
@@ -104,6 +115,7 @@ class LoadedMetadata:
             config_entities=set(self.config_entities),
             producer_id_block_version=self.producer_id_block_version,
             controller_epoch=controller_epoch,
+            acl_resources=set(self.acl_resources),
         )
 
 
@@ -148,9 +160,41 @@ async def _load_users(
     return records, entities
 
 
+async def _acl_resources(zk: ZkClient, max_in_flight: int) -> list[AclResource]:
+    """Every resource pattern with an ACL znode, in both stores."""
+    kinds = [(p, t) for p in ACL_PATTERN_TYPES for t in ACL_RESOURCE_TYPES]
+    children = await zk.get_children_many(
+        [AclStoreZNode.type_path(p, t) for p, t in kinds], max_in_flight=max_in_flight
+    )
+    return [
+        AclResource(t, p, name)
+        for (p, t), names in zip(kinds, children, strict=True)
+        for name in sorted(names or ())
+    ]
+
+
+async def _load_acls(
+    zk: ZkClient, max_in_flight: int
+) -> tuple[list[AccessControlEntryRecord], set[AclResource]]:
+    """Every ACL in ZooKeeper as a record, and the resource patterns whose znode exists."""
+    resources = await _acl_resources(zk, max_in_flight)
+    found = await zk.get_many(
+        [AclStoreZNode.path(r) for r in resources], max_in_flight=max_in_flight
+    )
+    records: list[AccessControlEntryRecord] = []
+    existing: set[AclResource] = set()
+    for resource, got in zip(resources, found, strict=True):
+        if got is None:
+            continue  # deleted while we read
+        existing.add(resource)
+        acls = AclStoreZNode.decode(resource, got[0])
+        records.extend(acl_record(acl_id(a), a) for a in acls)
+    return records, existing
+
+
 async def load_metadata(zk: ZkClient, *, max_in_flight: int = 1000) -> LoadedMetadata:
-    """Read brokers, topics, partition states, configs, SCRAM credentials, the producer-id block
-    and the cluster id. A znode with unreadable data raises ZNodeDecodeError naming it."""
+    """Read brokers, topics, partition states, configs, SCRAM credentials, ACLs, the producer-id
+    block and the cluster id. A znode with unreadable data raises ZNodeDecodeError naming it."""
     records: list[MetadataRecord] = []
 
     found = await zk.get_or_none(ClusterIdZNode.PATH)
@@ -263,6 +307,8 @@ async def load_metadata(zk: ZkClient, *, max_in_flight: int = 1000) -> LoadedMet
     users, user_entities = await _load_users(zk, max_in_flight)
     records.extend(users)
     config_entities |= user_entities
+    acls, acl_resources = await _load_acls(zk, max_in_flight)
+    records.extend(acls)
 
     # Producer ids (Kafka creates the znode empty at start-up).
     found = await zk.get_or_none(ProducerIdBlockZNode.PATH)
@@ -295,6 +341,7 @@ async def load_metadata(zk: ZkClient, *, max_in_flight: int = 1000) -> LoadedMet
         topics_to_delete=deleting,
         legacy_reassignment=reassignment,
         topics_without_id=tuple(without_id),
+        acl_resources=frozenset(acl_resources),
     )
 
 

@@ -27,17 +27,25 @@ Mapping (Kafka's znodes, see znodes.py):
   URL-encoded as Kafka's Sanitizer does) with every mechanism the user has after the change
   (Kafka's ScramCredentialUtils text), deleted when none is left, plus a `users/<user>`
   /config/changes/config_change_ notification (brokers re-read the user's znode on it).
+- AccessControlEntryRecord / RemoveAccessControlEntryRecord (by id, the ACL looked up in the
+  mirror's image): per resource pattern touched, /kafka-acl/<ResourceType>/<name> (LITERAL) or
+  /kafka-acl-extended/prefixed/<ResourceType>/<name> (PREFIXED) with every ACL the pattern has
+  after the append (Kafka's AclAuthorizer JSON; ZooKeeper keeps no ACL ids), deleted when none
+  is left, plus one /kafka-acl-changes (or /kafka-acl-extended-changes) acl_changes_
+  notification (brokers re-read the resource's znode on it). A resource name that cannot be a
+  znode name (Kafka writes it unescaped) is INVALID_REQUEST; nothing is written.
 - RegisterBroker/UnregisterBroker/FenceBroker/UnfenceBroker/NoOp: nothing (brokers own their
   ephemerals; fencing is the session's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from protocol.acls import AclBinding
 from protocol.errors import ErrorCode, KafkaError
-from protocol.metadata.delta import MetadataDelta
+from protocol.metadata.delta import MetadataDelta, binding_of
 from protocol.metadata.image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -47,11 +55,13 @@ from protocol.metadata.image import (
     TopicImage,
 )
 from protocol.metadata.records import (
+    AccessControlEntryRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -63,6 +73,9 @@ from zkstore.fenced_writer import CreateOp, DeleteOp, SetDataOp, ZkOp
 from zkstore.znodes import (
     DEFAULT_CONFIG_ENTITY,
     PRODUCER_ID_BLOCK_SIZE,
+    AclChangeNotificationZNode,
+    AclResource,
+    AclStoreZNode,
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityZNode,
     DeleteTopicZNode,
@@ -75,6 +88,7 @@ from zkstore.znodes import (
     TopicZNode,
     UserScramCredentialsZNode,
     sanitize,
+    znode_name_problem,
 )
 
 NO_PARTITION_ZNODE = -2
@@ -96,6 +110,8 @@ class ZkMirror:
     """Version of /latest_producer_id_block, -1 when absent."""
     controller_epoch: int = 0
     """Written into every partition state znode ("controller_epoch")."""
+    acl_resources: set[AclResource] = field(default_factory=set)
+    """The resource patterns whose ACL znode exists (/kafka-acl/<type>/<name>, ...)."""
 
     def partition_version(self, topic_id: str, partition: int) -> int:
         return self.partition_versions.get((topic_id, partition), NO_PARTITION_ZNODE)
@@ -120,6 +136,8 @@ class WritePlan:
     config_entities_created: frozenset[tuple[str, str]]
     config_entities_deleted: frozenset[tuple[str, str]]
     producer_id_block_version: int
+    acl_resources_created: frozenset[AclResource] = frozenset()
+    acl_resources_deleted: frozenset[AclResource] = frozenset()
 
     def apply_to(self, mirror: ZkMirror) -> None:
         """Make `mirror` what ZooKeeper holds once every op is applied."""
@@ -132,6 +150,8 @@ class WritePlan:
         mirror.config_entities -= self.config_entities_deleted
         mirror.config_entities |= self.config_entities_created
         mirror.producer_id_block_version = self.producer_id_block_version
+        mirror.acl_resources -= self.acl_resources_deleted
+        mirror.acl_resources |= self.acl_resources_created
 
 
 def config_entity(record: ConfigRecord) -> tuple[str, str]:
@@ -217,17 +237,58 @@ class _LazyUser:
         return SetDataOp(path, data) if self.existed else CreateOp(path, data)
 
 
+def acl_change_notification(resource: AclResource) -> CreateOp:
+    """/kafka-acl-changes/acl_changes_<seq> (or the extended one) naming `resource`."""
+    return CreateOp(
+        AclChangeNotificationZNode.create_path(resource.pattern_type),
+        AclChangeNotificationZNode.encode(resource),
+        sequential=True,
+    )
+
+
+def acls_by_resource(
+    image: MetadataImage, resources: Collection[AclResource]
+) -> dict[AclResource, list[AclBinding]]:
+    """The ACLs `image` holds for each of `resources` (one pass over the image's ACLs)."""
+    found: dict[AclResource, list[AclBinding]] = {r: [] for r in resources}
+    for acl in image.acls.by_id.values():
+        bindings = found.get(AclResource.of(acl))
+        if bindings is not None:
+            bindings.append(acl)
+    return found
+
+
+class _LazyAcls:
+    """A resource pattern's ACL znode: written, created or deleted as the pattern's ACLs end
+    after every record is replayed (an append may delete one ACL and create another)."""
+
+    __slots__ = ("existed", "resource")
+
+    def __init__(self, resource: AclResource, existed: bool) -> None:
+        self.resource = resource
+        self.existed = existed
+
+    def resolve(self, acls: Sequence[AclBinding]) -> ZkOp | None:
+        path = AclStoreZNode.path(self.resource)
+        if not acls:
+            return DeleteOp(path) if self.existed else None
+        data = AclStoreZNode.encode(acls)
+        return SetDataOp(path, data) if self.existed else CreateOp(path, data)
+
+
 class _Planner:
     def __init__(self, mirror: ZkMirror, existing: Mapping[str, ExistingTopicZNodes]) -> None:
         self.mirror = mirror
         self.existing = existing
         self.delta = MetadataDelta(mirror.image)
-        self.ops: list[ZkOp | _Lazy | _LazyUser] = []
+        self.ops: list[ZkOp | _Lazy | _LazyUser | _LazyAcls] = []
         self.versions: dict[tuple[str, int], int] = {}
         self.created_topics: dict[str, str] = {}  # id -> name, created in this append
         self.topic_ops: dict[str, _Lazy] = {}  # id -> lazy topic znode write
         self.config_ops: dict[tuple[str, str], _Lazy] = {}
         self.user_ops: dict[str, _LazyUser] = {}
+        self.acl_ops: dict[AclResource, _LazyAcls] = {}
+        self.acls_added: dict[str, AclBinding] = {}  # id -> ACL, created in this append
         self.entities = set(mirror.config_entities)
         self.entities_created: set[tuple[str, str]] = set()
         self.entities_deleted: set[tuple[str, str]] = set()
@@ -301,6 +362,14 @@ class _Planner:
             case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
                 self.delta.replay(record)
                 self.user_changed(record.name)
+            case AccessControlEntryRecord():
+                self.delta.replay(record)
+                self.acl_added(record)
+            case RemoveAccessControlEntryRecord():
+                removed = self.acl(record.id)
+                self.delta.replay(record)  # refuses an id it does not know
+                if removed is not None:
+                    self.acl_changed(AclResource.of(removed))
             case _:
                 self.delta.replay(record)  # brokers and no-ops: nothing in ZooKeeper
 
@@ -438,6 +507,53 @@ class _Planner:
             elif lazy.existed:
                 self.entities_deleted.add(entity)
 
+    def acl(self, acl_id: str) -> AclBinding | None:
+        """The ACL `acl_id` names so far in this append (None when unknown)."""
+        found = self.acls_added.get(acl_id)
+        return found if found is not None else self.mirror.image.acls.by_id.get(acl_id)
+
+    def acl_added(self, record: AccessControlEntryRecord) -> None:
+        acl = binding_of(record)
+        problem = znode_name_problem(acl.resource_name)
+        if problem is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"an ACL's resource cannot be stored in ZooKeeper: {problem}",
+            )
+        replaced = self.acl(record.id)
+        if replaced is not None:  # a record reusing an id moves that ACL
+            self.acl_changed(AclResource.of(replaced))
+        self.acls_added[record.id] = acl
+        self.acl_changed(AclResource.of(acl))
+
+    def acl_changed(self, resource: AclResource) -> None:
+        if resource in self.acl_ops:
+            return
+        lazy = _LazyAcls(resource, existed=resource in self.mirror.acl_resources)
+        self.acl_ops[resource] = lazy
+        self.ops.append(lazy)
+        self.ops.append(acl_change_notification(resource))
+
+    def acls_written(
+        self, acls: Mapping[AclResource, Sequence[AclBinding]]
+    ) -> tuple[frozenset[AclResource], frozenset[AclResource]]:
+        """The ACL znodes created and deleted, as they resolve on `acls`."""
+        created = {r for r, lazy in self.acl_ops.items() if acls[r] and not lazy.existed}
+        deleted = {r for r, lazy in self.acl_ops.items() if not acls[r] and lazy.existed}
+        return frozenset(created), frozenset(deleted)
+
+    @staticmethod
+    def resolve(
+        op: ZkOp | _Lazy | _LazyUser | _LazyAcls,
+        image: MetadataImage,
+        acls: Mapping[AclResource, Sequence[AclBinding]],
+    ) -> ZkOp | None:
+        if isinstance(op, _LazyAcls):
+            return op.resolve(acls[op.resource])
+        if isinstance(op, _Lazy | _LazyUser):
+            return op.resolve(image)
+        return op
+
     def producer_ids(self, record: ProducerIdsRecord) -> None:
         block = ProducerIdBlock(
             broker_id=record.broker_id,
@@ -455,9 +571,9 @@ class _Planner:
     def finish(self) -> WritePlan:
         image = self.delta.apply()
         self.users_written(image)
-        resolved = (
-            op.resolve(image) if isinstance(op, _Lazy | _LazyUser) else op for op in self.ops
-        )
+        acls = acls_by_resource(image, self.acl_ops)
+        acls_created, acls_deleted = self.acls_written(acls)
+        resolved = (self.resolve(op, image, acls) for op in self.ops)
         return WritePlan(
             ops=tuple(op for op in resolved if op is not None),
             image=image,
@@ -465,6 +581,8 @@ class _Planner:
             config_entities_created=frozenset(self.entities_created),
             config_entities_deleted=frozenset(self.entities_deleted),
             producer_id_block_version=self.pid_version,
+            acl_resources_created=acls_created,
+            acl_resources_deleted=acls_deleted,
         )
 
 
@@ -525,6 +643,8 @@ __all__ = [
     "ExistingTopicZNodes",
     "WritePlan",
     "ZkMirror",
+    "acl_change_notification",
+    "acls_by_resource",
     "change_notification",
     "config_entity",
     "deletion_marker_ops",

@@ -25,14 +25,22 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from protocol.clock import SYSTEM_CLOCK
 from zkstore.client import ZkClient, ZkState, ZkStateEvent
 from zkstore.errors import BrokerIdInUseError
-from zkstore.znodes import PERSISTENT_PATHS, BrokerIdZNode, BrokerInfo, ClusterIdZNode
+from zkstore.znodes import (
+    PERSISTENT_PATHS,
+    BrokerIdZNode,
+    BrokerInfo,
+    ClusterIdZNode,
+    acl_store_paths,
+)
 
 log = structlog.get_logger("zkstore.registration")
 
 
 async def ensure_persistent_paths(zk: ZkClient) -> None:
-    """Create Kafka's persistent paths (/brokers/ids, /brokers/topics, /config/changes, ...)."""
-    await zk.ensure_paths(PERSISTENT_PATHS)
+    """Create Kafka's persistent paths (/brokers/ids, /brokers/topics, /config/changes, ...)
+    and its ACL store paths (/kafka-acl/Topic, ..., /kafka-acl-changes): Kafka's AclAuthorizer
+    creates those at start, and the controller's ACL writes need their parents."""
+    await zk.ensure_paths((*PERSISTENT_PATHS, *acl_store_paths()))
 
 
 async def get_or_create_cluster_id(zk: ZkClient, proposed: str) -> str:

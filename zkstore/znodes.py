@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import unquote_plus
 
+from protocol.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import TriokaError
 from protocol.metadata.records import BrokerEndpoint, LeaderRecoveryState
 from protocol.scram import SCRAM_MECHANISMS, CredentialFormatError, ScramCredential
@@ -644,6 +645,239 @@ class ConfigEntityChangeNotificationSequenceZNode:
                 f"{path}: unsupported notification version {obj.get('version')!r}"
             )
         return str(_field(path, obj, "entity_path", str))
+
+
+# -- ACLs (Kafka's ZK-mode AclAuthorizer: ZkAclStore, ZkAclChangeStore) ----------------------
+
+
+def pascal_case(enum_name: str) -> str:
+    """Kafka's SecurityUtils.toPascalCase: TRANSACTIONAL_ID -> TransactionalId (the names of
+    resource types, operations and permissions in ZooKeeper)."""
+    return "".join(part.capitalize() for part in enum_name.split("_"))
+
+
+ACL_RESOURCE_TYPES: tuple[ResourceType, ...] = tuple(
+    t for t in ResourceType if t not in (ResourceType.ANY, ResourceType.UNKNOWN)
+)
+"""Kafka's AclEntry.ResourceTypes: one directory each under every ACL store."""
+ACL_PATTERN_TYPES: tuple[PatternType, ...] = (PatternType.LITERAL, PatternType.PREFIXED)
+"""The pattern types an ACL is stored with (Kafka's PatternType.isSpecific)."""
+
+_OPERATIONS = {
+    pascal_case(o.name): o
+    for o in AclOperation
+    if o not in (AclOperation.ANY, AclOperation.UNKNOWN)
+}
+_PERMISSIONS = {pascal_case(p.name): p for p in (AclPermissionType.ALLOW, AclPermissionType.DENY)}
+_RESOURCE_TYPES_BY_NAME = {t.name.replace("_", ""): t for t in ACL_RESOURCE_TYPES}
+"""Notifications name a type as TRANSACTIONAL_ID (Kafka 2.5+) or TransactionalId (before):
+looked up upper-cased without underscores."""
+_EXTENDED_PATTERN_TYPES = {"PREFIXED": PatternType.PREFIXED}
+
+_ZNODE_NAME_FORBIDDEN_RANGES: tuple[tuple[int, int], ...] = (
+    (0x00, 0x1F),
+    (0x7F, 0x9F),
+    (0xD800, 0xF8FF),
+    (0xFFF0, 0xFFFF),
+)
+"""The characters ZooKeeper's PathUtils.validatePath refuses in a path."""
+
+
+def _forbidden_in_znode_name(c: str) -> bool:
+    return c == "/" or any(lo <= ord(c) <= hi for lo, hi in _ZNODE_NAME_FORBIDDEN_RANGES)
+
+
+def znode_name_problem(name: str) -> str | None:
+    """Why `name` cannot be one znode's name (Kafka writes ACL resource names unescaped), or
+    None."""
+    if name in ("", ".", ".."):
+        return f"{name!r} is not a valid znode name"
+    bad = sorted({c for c in name if _forbidden_in_znode_name(c)})
+    if bad:
+        return f"{name!r} holds characters ZooKeeper refuses in a znode name: {bad!r}"
+    return None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AclResource:
+    """Kafka's ResourcePattern: the resource (or prefix) one ACL znode holds the ACLs of."""
+
+    resource_type: ResourceType
+    pattern_type: PatternType
+    name: str
+
+    @staticmethod
+    def of(acl: AclBinding) -> AclResource:
+        return AclResource(acl.resource_type, acl.pattern_type, acl.resource_name)
+
+
+class AclStoreZNode:
+    """/kafka-acl/<ResourceType>/<name> (LITERAL) and /kafka-acl-extended/prefixed/<ResourceType>/
+    <name> (PREFIXED): {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+    "operation":"Read","host":"*"}]}, Kafka's ResourceZNode / AclEntry JSON (names in Kafka's
+    SecurityUtils PascalCase). Empty data is no ACL, as Kafka's AclEntry.fromBytes reads it; a
+    znode left without ACLs is deleted."""
+
+    LITERAL_PATH: ClassVar[str] = "/kafka-acl"
+    EXTENDED_PATH: ClassVar[str] = "/kafka-acl-extended"
+    VERSION: ClassVar[int] = 1
+
+    @staticmethod
+    def store_path(pattern_type: PatternType) -> str:
+        if pattern_type is PatternType.LITERAL:
+            return AclStoreZNode.LITERAL_PATH
+        if pattern_type is PatternType.PREFIXED:
+            return f"{AclStoreZNode.EXTENDED_PATH}/{pattern_type.name.lower()}"
+        raise ValueError(f"ACLs are stored LITERAL or PREFIXED, not {pattern_type.name}")
+
+    @staticmethod
+    def type_path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+        return f"{AclStoreZNode.store_path(pattern_type)}/{pascal_case(resource_type.name)}"
+
+    @staticmethod
+    def path(resource: AclResource) -> str:
+        parent = AclStoreZNode.type_path(resource.pattern_type, resource.resource_type)
+        return f"{parent}/{resource.name}"
+
+    @staticmethod
+    def encode(acls: Iterable[AclBinding]) -> bytes:
+        entries = sorted(
+            (a.principal, a.host, pascal_case(a.operation.name), pascal_case(a.permission.name))
+            for a in acls
+        )
+        return to_json(
+            {
+                "version": AclStoreZNode.VERSION,
+                "acls": [
+                    {"principal": p, "permissionType": perm, "operation": op, "host": h}
+                    for p, h, op, perm in entries
+                ],
+            }
+        )
+
+    @staticmethod
+    def decode(resource: AclResource, data: bytes | None) -> tuple[AclBinding, ...]:
+        path = AclStoreZNode.path(resource)
+        if not data:
+            return ()
+        obj = _parse(path, data)
+        version = obj.get("version")
+        if version != AclStoreZNode.VERSION:
+            raise ZNodeDecodeError(f"{path}: unsupported ACL version {version!r}")
+        return tuple(_acl_entry(path, resource, entry) for entry in _field(path, obj, "acls", list))
+
+
+def _acl_entry(path: str, resource: AclResource, entry: Any) -> AclBinding:
+    if not isinstance(entry, dict):
+        raise ZNodeDecodeError(f"{path}: ACL entry {entry!r} is not an object")
+    principal = _field(path, entry, "principal", str)
+    if ":" not in principal:
+        raise ZNodeDecodeError(f"{path}: principal {principal!r} is not Type:name")
+    operation = _named(path, _OPERATIONS, _field(path, entry, "operation", str), "operation")
+    permission = _named(
+        path, _PERMISSIONS, _field(path, entry, "permissionType", str), "permissionType"
+    )
+    return AclBinding(
+        resource_type=resource.resource_type,
+        resource_name=resource.name,
+        pattern_type=resource.pattern_type,
+        principal=principal,
+        host=_field(path, entry, "host", str),
+        operation=operation,
+        permission=permission,
+    )
+
+
+_V = TypeVar("_V")
+
+
+def _named(path: str, names: Mapping[str, _V], name: str, what: str) -> _V:
+    if name not in names:
+        raise ZNodeDecodeError(f"{path}: unknown {what} {name!r}")
+    return names[name]
+
+
+def acl_store_paths() -> tuple[str, ...]:
+    """What Kafka's KafkaZkClient.createAclPaths creates: each store with one directory per
+    resource type, and both change directories (so that creating an ACL znode or a
+    notification never lacks its parent)."""
+    paths: list[str] = []
+    for pattern_type in ACL_PATTERN_TYPES:
+        paths.append(AclStoreZNode.store_path(pattern_type))
+        paths.extend(AclStoreZNode.type_path(pattern_type, t) for t in ACL_RESOURCE_TYPES)
+    paths.extend(AclChangeNotificationZNode.path(p) for p in ACL_PATTERN_TYPES)
+    return tuple(paths)
+
+
+class AclChangeNotificationZNode:
+    """/kafka-acl-changes/acl_changes_<seq> (a LITERAL resource, data `TOPIC:name`: Kafka's
+    LiteralAclChangeStore writes the Java enum name, and reads the type case-insensitively) and
+    /kafka-acl-extended-changes/acl_changes_<seq> (data {"version":1,"resourceType":"TOPIC",
+    "name":"..","patternType":"PREFIXED"}, Kafka's ExtendedAclChangeEvent), both persistent
+    sequential: brokers re-read the named resource's znode."""
+
+    LITERAL_PATH: ClassVar[str] = "/kafka-acl-changes"
+    EXTENDED_PATH: ClassVar[str] = "/kafka-acl-extended-changes"
+    SEQUENCE_PREFIX: ClassVar[str] = "acl_changes_"
+    EXTENDED_VERSION: ClassVar[int] = 1
+
+    @staticmethod
+    def path(pattern_type: PatternType) -> str:
+        if pattern_type is PatternType.LITERAL:
+            return AclChangeNotificationZNode.LITERAL_PATH
+        return AclChangeNotificationZNode.EXTENDED_PATH
+
+    @staticmethod
+    def create_path(pattern_type: PatternType) -> str:
+        return (
+            f"{AclChangeNotificationZNode.path(pattern_type)}/"
+            f"{AclChangeNotificationZNode.SEQUENCE_PREFIX}"
+        )
+
+    @staticmethod
+    def encode(resource: AclResource) -> bytes:
+        if resource.pattern_type is PatternType.LITERAL:
+            return f"{resource.resource_type.name}:{resource.name}".encode()
+        return to_json(
+            {
+                "version": AclChangeNotificationZNode.EXTENDED_VERSION,
+                "resourceType": resource.resource_type.name,
+                "name": resource.name,
+                "patternType": resource.pattern_type.name,
+            }
+        )
+
+    @staticmethod
+    def decode(change_path: str, data: bytes | None) -> AclResource:
+        """`change_path`: the notification's own path (its parent says which form it has)."""
+        if change_path.startswith(AclChangeNotificationZNode.EXTENDED_PATH + "/"):
+            return _extended_change(change_path, data)
+        try:
+            text = (data or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            raise ZNodeDecodeError(f"{change_path} does not hold UTF-8 text") from None
+        kind, sep, name = text.partition(":")
+        if not sep:
+            raise ZNodeDecodeError(f"{change_path}: {text!r} is not ResourceType:name")
+        return AclResource(_resource_type(change_path, kind), PatternType.LITERAL, name)
+
+
+def _extended_change(path: str, data: bytes | None) -> AclResource:
+    obj = _parse(path, data)
+    version = obj.get("version")
+    if not isinstance(version, int) or version > AclChangeNotificationZNode.EXTENDED_VERSION:
+        raise ZNodeDecodeError(f"{path}: unsupported ACL change version {version!r}")
+    pattern = _field(path, obj, "patternType", str).upper()
+    return AclResource(
+        _resource_type(path, _field(path, obj, "resourceType", str)),
+        _named(path, _EXTENDED_PATTERN_TYPES, pattern, "patternType"),
+        _field(path, obj, "name", str),
+    )
+
+
+def _resource_type(path: str, name: str) -> ResourceType:
+    """As Kafka's ResourceType.fromString, case-insensitive (and underscores optional)."""
+    return _named(path, _RESOURCE_TYPES_BY_NAME, name.upper().replace("_", ""), "resource type")
 
 
 # -- producer ids ------------------------------------------------------------------------------

@@ -16,6 +16,12 @@ from broker.ports import ControllerChannel
 from broker.server import ConnectionInfo
 from protocol.errors import KafkaError
 from protocol.messages import Request, Response, error_response
+from protocol.messages.acls import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+)
 from protocol.messages.scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -26,6 +32,7 @@ from protocol.messages.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from protocol.metadata.acls import binding_from_creation, binding_of_match
 
 
 class ControllerForwarder:
@@ -118,7 +125,30 @@ class ControllerForwarder:
             response, AlterUserScramCredentialsResponse
         ):
             return self._credentials_altered(request, response)
+        if isinstance(request, CreateAclsRequest) and isinstance(response, CreateAclsResponse):
+            return self._acls_created(request, response)
+        if isinstance(request, DeleteAclsRequest) and isinstance(response, DeleteAclsResponse):
+            gone = {binding_of_match(m) for r in response.filter_results for m in r.matching_acls}
+
+            def all_deleted() -> bool:
+                return not gone & set(self.publisher.image.acls.by_id.values())
+
+            return all_deleted
         return None
+
+    def _acls_created(
+        self, request: CreateAclsRequest, response: CreateAclsResponse
+    ) -> Callable[[], bool]:
+        made = {
+            binding_from_creation(c)
+            for c, r in zip(request.creations, response.results, strict=False)
+            if r.error_code == 0
+        }
+
+        def all_there() -> bool:
+            return made <= set(self.publisher.image.acls.by_id.values())
+
+        return all_there
 
     def _credentials_altered(
         self, request: AlterUserScramCredentialsRequest, response: AlterUserScramCredentialsResponse

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from broker.authorization import RequestAuthorization
 from broker.server import ConnectionInfo
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode
@@ -52,7 +53,10 @@ class ApiRouter:
         self,
         identity: Callable[[], tuple[int, int]] | None = None,
         internal_listeners: frozenset[str] | None = None,
+        authorization: RequestAuthorization | None = None,
     ) -> None:
+        self.authorization = authorization
+        """`authorizer.class.name` set: every request checked against the ACLs first."""
         self._handlers: dict[ApiKey, Handler] = {ApiKey.API_VERSIONS: self.api_versions}
         self._identity = identity
         """(node id, broker epoch) that ApiVersions names: the controller's identity probe."""
@@ -69,6 +73,13 @@ class ApiRouter:
         refused = self._internal_only(request, conn)
         if refused is not None:
             return refused
+        forwarded = request.client_id == FORWARDED_CLIENT_ID and self._internal(conn)
+        checked = self.authorization if not forwarded else None
+        if checked is not None:
+            refused = checked.refuse(request, conn)
+            if refused is not None:
+                return refused
+            asked, request = request, checked.narrow(request, conn)
         handler = self._handlers.get(request.api_key)
         if handler is None:
             return error_response(
@@ -77,10 +88,13 @@ class ApiRouter:
                 f"{request.api_key.name} is not served by this broker",
             )
         # Only a broker forwards: the client id counts where brokers connect.
-        token = _forwarded.set(request.client_id == FORWARDED_CLIENT_ID and self._internal(conn))
+        token = _forwarded.set(forwarded)
         client = _client_id.set(request.client_id or "")
         try:
-            return await handler(request.body, conn)
+            response = await handler(request.body, conn)
+            if checked is not None and response is not None:
+                response = checked.trim(asked, conn, response)
+            return response
         finally:
             _client_id.reset(client)
             _forwarded.reset(token)

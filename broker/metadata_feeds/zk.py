@@ -1,12 +1,12 @@
 """ZK mode's metadata feed: the controller's LeaderAndIsr, StopReplica and UpdateMetadata
-requests (broker.leader_and_isr applies them through broker.partition_changes), topic configs
-and SCRAM credentials read from ZooKeeper by deploy.node (`set_topic_configs`,
-`set_scram_credentials`), and Kafka's ControlledShutdown request on a graceful shutdown
-(broker.controlled_shutdown)."""
+requests (broker.leader_and_isr applies them through broker.partition_changes), topic configs,
+SCRAM credentials and ACLs read from ZooKeeper by deploy.node (`set_topic_configs`,
+`set_scram_credentials`, `set_resource_acls`), and Kafka's ControlledShutdown request on a
+graceful shutdown (broker.controlled_shutdown)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import structlog
 import trio
@@ -15,9 +15,10 @@ from broker.controlled_shutdown import ControlledShutdownPolicy, controlled_shut
 from broker.handlers.inter_broker import InterBrokerHandler
 from broker.handlers.router import Handler
 from broker.leader_and_isr import ControllerRequestHandler
-from broker.metadata_cache import with_scram_credentials, with_topic_configs
+from broker.metadata_cache import with_resource_acls, with_scram_credentials, with_topic_configs
 from broker.partition_changes import applier_for
 from broker.ports import BrokerCore
+from protocol.acls import AclBinding, PatternType, ResourceType
 from protocol.messages import ApiKey
 from protocol.scram import ScramCredential
 
@@ -79,6 +80,22 @@ class ZkMetadataFeed:
         AlterUserScramCredentials waits for them. Empty removes the user."""
         publisher = self.core.publisher
         publisher.replace_image(with_scram_credentials(publisher.image, user, credentials))
+
+    def set_resource_acls(
+        self,
+        resource_type: ResourceType,
+        pattern_type: PatternType,
+        name: str,
+        bindings: Iterable[AclBinding],
+    ) -> None:
+        """One resource pattern's ACLs as stored in the cluster (its /kafka-acl or
+        /kafka-acl-extended znode, read by the wiring at start and on an ACL change
+        notification): DescribeAcls answers from them, and a forwarded CreateAcls or DeleteAcls
+        waits for them. Empty removes the pattern's ACLs."""
+        publisher = self.core.publisher
+        publisher.replace_image(
+            with_resource_acls(publisher.image, resource_type, pattern_type, name, bindings)
+        )
 
     async def controlled_shutdown(self) -> None:
         await self.request_controlled_shutdown()

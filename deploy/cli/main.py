@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import click
 
+from deploy.cli.acl import acl
 from deploy.cli.broker import broker
 from deploy.cli.chaos import chaos
 from deploy.cli.cluster import cluster
@@ -48,6 +49,7 @@ for command in (
     chaos,
     report,
     user,
+    acl,
 ):
     cli.add_command(command)
 

@@ -53,6 +53,7 @@ from deploy.node.broker_base import (
 from deploy.node.controller_routes import RaftControllerRoute
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.runtime import NodeRuntime
+from deploy.node.security import inter_broker_security
 from deploy.node.transport import PooledTransport
 from protocol.errors import KafkaError
 from protocol.metadata.image import MetadataImage
@@ -276,7 +277,9 @@ async def run_raft_broker(
         async with trio.open_nursery() as nursery:
             raft_pooled = PooledTransport(client_id=f"trioka-raft-{config.node_id}")
             await nursery.start(raft_pooled.run)
-            transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
+            transport = PooledTransport(
+                client_id=f"trioka-broker-{config.node_id}", security=inter_broker_security(config)
+            )
             await nursery.start(transport.run)
             controller_pooled = PooledTransport(client_id=f"trioka-broker-{config.node_id}-ctl")
             await nursery.start(controller_pooled.run)

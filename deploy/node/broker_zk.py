@@ -1,6 +1,6 @@
 """A ZK-mode broker process (`metadata.mode=zk`): ZooKeeper session, registration, the
 controller election it takes part in, config notifications (topic configs, SCRAM
-credentials), and the broker.
+credentials), ACLs (deploy.node.zk_acl_sync), and the broker.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from deploy.node.controller_routes import ControllerLocator, ZkControllerRoute
 from deploy.node.controller_services import zk_controller_service, zk_fast_fencing
 from deploy.node.liveness_probe import TcpListenerProbe
 from deploy.node.runtime import NodeRuntime
+from deploy.node.security import inter_broker_security
 from deploy.node.transport import PooledTransport
+from deploy.node.zk_acl_sync import ZkAclSync
 from protocol.config_defs import ConfigError
 from protocol.scram import ScramCredential, ScramMechanism
 from zkstore import (
@@ -290,9 +292,13 @@ async def run_zk_broker(
         listener = config.inter_broker_listener_name
         request_timeout_s = int(config["request.timeout.ms"]) / 1000
         async with trio.open_nursery() as nursery:
-            transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
+            transport = PooledTransport(
+                client_id=f"trioka-broker-{config.node_id}", security=inter_broker_security(config)
+            )
             await nursery.start(transport.run)
-            forwarding = PooledTransport(client_id=FORWARDED_CLIENT_ID)
+            forwarding = PooledTransport(
+                client_id=FORWARDED_CLIENT_ID, security=inter_broker_security(config)
+            )
             await nursery.start(forwarding.run)
             service = zk_controller_service(
                 zk,
@@ -348,6 +354,7 @@ async def run_zk_broker(
             registrar.on_registered(on_registered)
             sync = ZkConfigSync(zk, feed.set_topic_configs, feed.set_scram_credentials)
             await nursery.start(sync.run)
+            await nursery.start(ZkAclSync(zk, feed.set_resource_acls).run)
             await _register(nursery, registrar, session_timeout_s)
             await nursery.start(service.run)
             task_status.started(bound)

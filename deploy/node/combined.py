@@ -53,6 +53,7 @@ from deploy.node.controller import ControllerHandler
 from deploy.node.controller_routes import local_controller_channel
 from deploy.node.controller_services import raft_controller_service
 from deploy.node.runtime import NodeRuntime
+from deploy.node.security import inter_broker_security
 from deploy.node.transport import PooledTransport
 from protocol.codec import RequestEnvelope
 from protocol.errors import TriokaError
@@ -211,7 +212,9 @@ async def run_combined_broker(
                 await nursery.start(controller_server.serve)
             channel = local_controller_channel(service.submit, controller_wait_s=request_timeout_s)
             # Raft mode's replica fetchers need a transport (a single node never fetches).
-            transport = PooledTransport(client_id=f"trioka-broker-{config.node_id}")
+            transport = PooledTransport(
+                client_id=f"trioka-broker-{config.node_id}", security=inter_broker_security(config)
+            )
             await nursery.start(transport.run)
             broker = Broker(
                 config,

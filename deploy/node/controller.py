@@ -47,6 +47,7 @@ from deploy.telemetry.wiring import registered_brokers_bootstrap
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 from protocol.messages import ApiKey, Response, error_response
+from protocol.messages.acls import CreateAclsRequest, DeleteAclsRequest
 from protocol.messages.alter_partition import AlterPartitionRequest
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.broker_lifecycle import (
@@ -102,6 +103,8 @@ CONTROLLER_REQUESTS = (
     AlterPartitionRequest,
     AllocateProducerIdsRequest,
     AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
+    DeleteAclsRequest,
 )
 """What the QuorumController answers (brokers' lifecycle, and the requests they forward)."""
 SERVED = QUORUM_APIS | {r.API_KEY for r in CONTROLLER_REQUESTS}

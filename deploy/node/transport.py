@@ -32,6 +32,8 @@ import trio
 
 from client.connection import BrokerConnection, open_stream
 from client.errors import KafkaConnectionError, KafkaTimeoutError
+from client.security import PLAINTEXT, ClientSecurity
+from protocol.errors import KafkaError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.log_context import detached
 from protocol.messages import Request, Response
@@ -58,12 +60,16 @@ class PooledTransport:
         connect_timeout_s: float = 10.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         on_peer_closed: Callable[[str, int], None] | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if max_in_flight <= 0:
             raise ValueError(f"max_in_flight must be positive, got {max_in_flight}")
         if connect_timeout_s <= 0:
             raise ValueError(f"connect_timeout_s must be positive, got {connect_timeout_s}")
         self.client_id = client_id
+        self.security = security
+        """TLS and SASL of the listener this transport dials (the inter-broker or controller
+        listener: deploy.node.security)."""
         self.on_peer_closed = on_peer_closed
         """Told (host, port) when a broker ends a pooled connection (EOF or reset): a ZK-mode
         controller's fast fencing hears of a dead broker from its channel's connection."""
@@ -169,7 +175,7 @@ class PooledTransport:
                 + ("closed" if self._closed else "not running")
             )
         timeout_s = min(self._connect_timeout_s, max(deadline - trio.current_time(), 0.001))
-        stream = await open_stream(host, port, timeout_s * 1000)
+        stream = await open_stream(host, port, timeout_s * 1000, self.security.tls)
         connection = BrokerConnection(
             stream,
             address=f"{host}:{port}",
@@ -180,6 +186,15 @@ class PooledTransport:
         )
         # Connected on the first send, often while a request is served: the reader outlives it.
         await nursery.start(detached(self._reader), (host, port), connection)
+        try:
+            await self.security.authenticate(connection)
+        except KafkaError as exc:
+            # A refused login is retried like a refused connection: the peer's credentials
+            # may arrive (a SCRAM user being created), and the callers handle only these.
+            if isinstance(exc, KafkaConnectionError):
+                raise
+            raise KafkaConnectionError(f"broker {host}:{port} refused this node's login: "
+                                       f"{exc.message}") from None  # fmt: skip
         self._connections[(host, port)] = connection
         log.debug("connected", address=f"{host}:{port}", client_id=self.client_id)
         return connection

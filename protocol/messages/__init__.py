@@ -1,5 +1,6 @@
 """Every API's request and response messages; importing this registers them all."""
 
+from protocol.messages.acls import *  # noqa: F403
 from protocol.messages.alter_partition import *  # noqa: F403
 from protocol.messages.api_versions import *  # noqa: F403
 from protocol.messages.base import (

@@ -12,8 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from protocol.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.metadata.image import (
     TOPIC_RESOURCE,
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -28,6 +30,7 @@ from protocol.metadata.image import (
     TopicsImage,
 )
 from protocol.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
@@ -39,6 +42,7 @@ from protocol.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -377,6 +381,51 @@ class ScramDelta:
         )
 
 
+def binding_of(record: AccessControlEntryRecord) -> AclBinding:
+    """The ACL a record stores; MetadataReplayError for ids outside Kafka's enums."""
+    try:
+        return AclBinding(
+            resource_type=ResourceType(record.resource_type),
+            resource_name=record.resource_name,
+            pattern_type=PatternType(record.pattern_type),
+            principal=record.principal,
+            host=record.host,
+            operation=AclOperation(record.operation),
+            permission=AclPermissionType(record.permission_type),
+        )
+    except ValueError as exc:
+        raise MetadataReplayError(f"AccessControlEntryRecord {record.id}: {exc}") from None
+
+
+class AclsDelta:
+    """ACLs added (by id) or removed (None)."""
+
+    __slots__ = ("changes", "image")
+
+    def __init__(self, image: AclsImage) -> None:
+        self.image = image
+        self.changes: dict[str, AclBinding | None] = {}
+
+    def replay(self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+        if isinstance(record, AccessControlEntryRecord):
+            self.changes[record.id] = binding_of(record)
+            return
+        if record.id not in self.image.by_id and self.changes.get(record.id) is None:
+            raise MetadataReplayError(f"RemoveAccessControlEntryRecord for unknown ACL {record.id}")
+        self.changes[record.id] = None
+
+    def apply(self) -> AclsImage:
+        if not self.changes:
+            return self.image
+        by_id = dict(self.image.by_id)
+        for acl_id, binding in self.changes.items():
+            if binding is None:
+                by_id.pop(acl_id, None)
+            else:
+                by_id[acl_id] = binding
+        return AclsImage(MappingProxyType(by_id))
+
+
 class MetadataDelta:
     """Records replayed on top of `image`; `apply()` builds the next image."""
 
@@ -387,6 +436,7 @@ class MetadataDelta:
         self._configs: ConfigurationsDelta | None = None
         self._next_producer_id: int | None = None
         self._scram: ScramDelta | None = None
+        self._acls: AclsDelta | None = None
         self._last_offset = image.provenance.last_offset
         self._last_epoch = image.provenance.last_epoch
 
@@ -450,6 +500,10 @@ class MetadataDelta:
                 if self._scram is None:
                     self._scram = ScramDelta(self.image.scram)
                 self._scram.replay(record)
+            case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
+                if self._acls is None:
+                    self._acls = AclsDelta(self.image.acls)
+                self._acls.replay(record)
             case NoOpRecord():
                 pass
             case _:
@@ -489,4 +543,5 @@ class MetadataDelta:
             if self._next_producer_id is None
             else ProducerIdsImage(self._next_producer_id),
             scram=image.scram if self._scram is None else self._scram.apply(),
+            acls=image.acls if self._acls is None else self._acls.apply(),
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import NamedTuple
 
+from protocol.acls import AclBinding
 from protocol.errors import TriokaError
 from protocol.metadata.records import (
     NO_LEADER,
@@ -271,6 +272,16 @@ class ScramImage:
 
 
 @dataclass(frozen=True, slots=True)
+class AclsImage:
+    """Kafka's AclsImage: every ACL by its id."""
+
+    by_id: Mapping[str, AclBinding] = field(default_factory=_empty_map)
+
+    def bindings(self) -> tuple[AclBinding, ...]:
+        return tuple(self.by_id.values())
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     provenance: MetadataProvenance = field(default_factory=MetadataProvenance)
     cluster_id: str = ""
@@ -279,6 +290,7 @@ class MetadataImage:
     configs: ConfigurationsImage = field(default_factory=ConfigurationsImage)
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
     scram: ScramImage = field(default_factory=ScramImage)
+    acls: AclsImage = field(default_factory=AclsImage)
 
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:
@@ -300,4 +312,5 @@ class MetadataImage:
             and not self.configs.resources
             and self.producer_ids.next_producer_id == 0
             and not self.scram.mechanisms
+            and not self.acls.by_id
         )

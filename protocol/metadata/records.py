@@ -43,6 +43,8 @@ class MetadataRecordType(IntEnum):
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
+    ACCESS_CONTROL_ENTRY_RECORD = 23
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 24
 
 
 class FencingChange(IntEnum):
@@ -279,6 +281,34 @@ class RemoveUserScramCredentialRecord(MetadataRecord):
     """The user name."""
     mechanism: int
     """ScramMechanism id of the credential removed."""
+
+
+@_record(MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD)
+@message
+class AccessControlEntryRecord(MetadataRecord):
+    id: str
+    """The ACL's Uuid (DeleteAcls removes by it)."""
+    resource_type: int
+    """protocol.acls.ResourceType."""
+    resource_name: str
+    """The resource name, `*`, or a prefix."""
+    pattern_type: int
+    """protocol.acls.PatternType: LITERAL or PREFIXED."""
+    principal: str
+    """Who: User:alice, User:*."""
+    host: str
+    """From where, `*` for anywhere."""
+    operation: int
+    """protocol.acls.AclOperation."""
+    permission_type: int
+    """protocol.acls.AclPermissionType: DENY or ALLOW."""
+
+
+@_record(MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD)
+@message
+class RemoveAccessControlEntryRecord(MetadataRecord):
+    id: str
+    """The Uuid of the ACL removed."""
 
 
 @_record(MetadataRecordType.NO_OP_RECORD)

@@ -3,7 +3,7 @@
 A KRaft snapshot is a sequence of ordinary metadata records which, replayed on an empty image,
 give the image at the snapshot's end offset. `image_records(image)` lists them in an order that
 replays cleanly (brokers, then topics with their partitions, then configs, then producer ids,
-then SCRAM credentials); `encode_snapshot(image)` packs them as one msgpack array of encoded
+then SCRAM credentials, then ACLs); `encode_snapshot(image)` packs them as one msgpack array of encoded
 records and `decode_snapshot(data)` reads it back. `image_from_snapshot(data, end_offset, epoch, cluster_id)`
 replays those records and labels the image with the snapshot's provenance (its last offset is
 `end_offset - 1`), so a ControllerState or broker publisher built on it continues with the
@@ -19,6 +19,7 @@ import msgpack
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import MetadataImage, MetadataProvenance
 from protocol.metadata.records import (
+    AccessControlEntryRecord,
     ConfigRecord,
     InvalidRecordError,
     MetadataRecord,
@@ -71,6 +72,18 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
                 server_key=c.server_key,
                 iterations=c.iterations,
             )
+    for acl_id in sorted(image.acls.by_id):
+        acl = image.acls.by_id[acl_id]
+        yield AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=int(acl.resource_type),
+            resource_name=acl.resource_name,
+            pattern_type=int(acl.pattern_type),
+            principal=acl.principal,
+            host=acl.host,
+            operation=int(acl.operation),
+            permission_type=int(acl.permission),
+        )
 
 
 def encode_snapshot(image: MetadataImage) -> bytes:
@@ -112,4 +125,5 @@ def image_from_snapshot(
         configs=image.configs,
         producer_ids=image.producer_ids,
         scram=image.scram,
+        acls=image.acls,
     )

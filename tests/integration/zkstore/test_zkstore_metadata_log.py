@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
+from protocol.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
+from protocol.metadata.acls import acl_id, acl_record
 from protocol.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from protocol.metadata.records import (
     ConfigRecord,
@@ -18,6 +20,7 @@ from protocol.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -34,6 +37,7 @@ from zkstore.loader import load_metadata
 from zkstore.metadata_log import ZkMetadataLog
 from zkstore.registration import ensure_persistent_paths
 from zkstore.znodes import (
+    AclResource,
     DeleteTopicZNode,
     TopicPartitionStateZNode,
     TopicZNode,
@@ -230,6 +234,70 @@ async def test_scram_credentials_load_back_and_a_corrupt_one_is_named(zk: ZkClie
     bad = {"SCRAM-SHA-256": "salt=c2FsdA==,stored_key=not base64!,server_key=,iterations=4096"}
     await zk.create("/config/users/mallory", json.dumps({"version": 1, "config": bad}).encode())
     with pytest.raises(ZNodeDecodeError, match=r"^/config/users/mallory: SCRAM-SHA-256: "):
+        await load_metadata(zk)
+
+
+ORDERS = AclResource(ResourceType.TOPIC, PatternType.LITERAL, "orders")
+TEAM = AclResource(ResourceType.GROUP, PatternType.PREFIXED, "team-")
+KAFKA_CLUSTER = AclResource(ResourceType.CLUSTER, PatternType.LITERAL, "kafka-cluster")
+
+
+def _acl(resource: AclResource, principal: str, op: AclOperation) -> AclBinding:
+    return AclBinding(
+        resource.resource_type, resource.name, resource.pattern_type, principal, "*", op,
+        AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+
+async def test_acls_load_back_under_derived_ids_and_a_corrupt_one_is_named(
+    zookeeper: ZooKeeperChroot, zk: ZkClient
+) -> None:
+    read = _acl(ORDERS, "User:alice", AclOperation.READ)
+    write = _acl(ORDERS, "User:bob", AclOperation.WRITE)
+    team = _acl(TEAM, "User:carol", AclOperation.READ)
+    cluster = _acl(KAFKA_CLUSTER, "User:admin", AclOperation.ALTER)
+    ids = {a: random_uuid() for a in (read, write, team, cluster)}  # as CreateAcls picks them
+    log = await _controller_log(zk)
+    await log.append([acl_record(ids[a], a) for a in (read, write, team, cluster)])
+    await log.append([RemoveAccessControlEntryRecord(id=ids[a]) for a in (write, cluster)])
+    assert await zk.get_children("/kafka-acl/Topic") == ["orders"]
+    assert await zk.get_children("/kafka-acl/Cluster") == []
+    assert await zk.get_children("/kafka-acl-extended/prefixed/Group") == ["team-"]
+    data, _ = await zk.get("/kafka-acl/Topic/orders")
+    assert json.loads(data) == {"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}
+    ]}  # fmt: skip
+    assert len(await zk.get_children("/kafka-acl-changes")) == 4  # orders, cluster; twice
+    assert len(await zk.get_children("/kafka-acl-extended-changes")) == 1
+    # A znode without ACLs (Kafka reads empty data as none) exists all the same.
+    await zk.create("/kafka-acl/Topic/empty", b"")
+
+    loaded = await load_metadata(zk)
+    assert dict(loaded.image().acls.by_id) == {acl_id(read): read, acl_id(team): team}
+    assert loaded.acl_resources == {
+        ORDERS,
+        TEAM,
+        AclResource(ORDERS.resource_type, ORDERS.pattern_type, "empty"),
+    }
+    assert log.mirror.acl_resources == {ORDERS, TEAM}
+
+    # The next controller deletes by the derived id, and writes to the empty znode in place.
+    await zk.delete("/controller")
+    async with ZkClient(zookeeper.hosts, session_timeout_s=SESSION_S) as other:
+        successor = await _controller_log(other, broker_id=2)
+        late = _acl(AclResource(ResourceType.TOPIC, PatternType.LITERAL, "empty"), "User:d",
+                    AclOperation.DESCRIBE)  # fmt: skip
+        await successor.append(
+            [RemoveAccessControlEntryRecord(id=acl_id(team)), acl_record(random_uuid(), late)]
+        )
+        assert await zk.get_children("/kafka-acl-extended/prefixed/Group") == []
+        data, _ = await zk.get("/kafka-acl/Topic/empty")
+        assert [a["operation"] for a in json.loads(data)["acls"]] == ["Describe"]
+
+    bad = {"version": 1, "acls": [{"principal": "User:x", "permissionType": "Allow",
+                                   "operation": "Teleport", "host": "*"}]}  # fmt: skip
+    await zk.create("/kafka-acl/Group/mallory", json.dumps(bad).encode())
+    with pytest.raises(ZNodeDecodeError, match=r"^/kafka-acl/Group/mallory: unknown operation"):
         await load_metadata(zk)
 
 

@@ -60,8 +60,16 @@ def test_internal_and_external_with_a_published_external_address() -> None:
             r"unknown security protocol TLS",
         ),
         (
-            {"listener.security.protocol.map": "PLAINTEXT:SSL"},
-            r"listener PLAINTEXT is the inter-broker or a controller listener and uses SSL",
+            {
+                "process.roles": "broker,controller",
+                "node.id": 1,
+                "controller.quorum.voters": "1@127.0.0.1:9093",
+                "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9093",
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                "metadata.mode": "raft",
+            },
+            r"listener CONTROLLER is a controller listener and uses SSL",
         ),
         (
             {
@@ -72,7 +80,7 @@ def test_internal_and_external_with_a_published_external_address() -> None:
         ),
         (
             {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"},
-            r"listener PLAINTEXT is the inter-broker or a controller listener and uses SASL_SSL",
+            r"ssl.keystore.location: listener PLAINTEXT uses SASL_SSL and needs",
         ),
         (
             {"ssl.client.auth": "sometimes"},

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from broker.metadata_cache import (
     LEADER_DURING_DELETE,
     apply_update_metadata,
+    with_resource_acls,
     with_scram_credentials,
     with_topic_configs,
 )
+from protocol.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.messages.update_metadata import (
     UpdateMetadataBroker,
     UpdateMetadataEndpoint,
@@ -15,6 +19,7 @@ from protocol.messages.update_metadata import (
     UpdateMetadataRequest,
     UpdateMetadataTopicState,
 )
+from protocol.metadata.acls import acl_id
 from protocol.metadata.image import MetadataImage
 from protocol.scram import ScramCredential
 
@@ -110,3 +115,25 @@ def test_a_users_scram_credentials_are_replaced_as_a_whole() -> None:
     image = with_scram_credentials(image, "bob", {})
     assert image.scram.users() == {"alice": {2: two}}
     assert 1 not in image.scram.mechanisms  # no empty mechanism left behind
+
+
+def _acl(name: str, pattern: PatternType, op: AclOperation = AclOperation.READ) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC, name, pattern, "User:alice", "*", op, AclPermissionType.ALLOW
+    )
+
+
+def test_a_resource_patterns_acls_are_replaced_as_a_whole_under_derived_ids() -> None:
+    lit, pre = PatternType.LITERAL, PatternType.PREFIXED
+    read, write = _acl("t", lit), _acl("t", lit, AclOperation.WRITE)
+    prefixed = _acl("t", pre)  # the same name, another pattern: another resource
+    image = with_resource_acls(MetadataImage.empty(), ResourceType.TOPIC, lit, "t", [read, write])
+    image = with_resource_acls(image, ResourceType.TOPIC, pre, "t", [prefixed])
+    assert dict(image.acls.by_id) == {acl_id(read): read, acl_id(write): write,
+                                      acl_id(prefixed): prefixed}  # fmt: skip
+    image = with_resource_acls(image, ResourceType.TOPIC, lit, "t", [write])
+    assert dict(image.acls.by_id) == {acl_id(write): write, acl_id(prefixed): prefixed}
+    image = with_resource_acls(image, ResourceType.TOPIC, pre, "t", [])
+    assert dict(image.acls.by_id) == {acl_id(write): write}
+    with pytest.raises(ValueError, match="is not an ACL of LITERAL TOPIC:u"):
+        with_resource_acls(image, ResourceType.TOPIC, lit, "u", [write])

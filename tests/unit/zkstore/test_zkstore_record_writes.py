@@ -7,10 +7,12 @@ import json
 
 import pytest
 
+from protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from protocol.metadata.records import (
+    AccessControlEntryRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -19,6 +21,7 @@ from protocol.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -45,6 +48,7 @@ from zkstore.record_writes import (
     plan_writes,
     topics_to_read,
 )
+from zkstore.znodes import AclResource
 
 TID = "AAAAAAAAAAAAAAAAAAAAAg"
 T = "/brokers/topics/t"
@@ -387,6 +391,152 @@ def test_one_append_writes_each_user_once_as_it_ends() -> None:
         ("CreateOp", *user_change("%2A%2F%C3%A9")),
     ]
     assert plan.config_entities_created == plan.config_entities_deleted == frozenset()
+
+
+# -- ACLs: /kafka-acl/<ResourceType>/<name>, /kafka-acl-extended/prefixed/... ------------------------
+
+LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
+ORDERS = AclResource(ResourceType.TOPIC, LIT, "orders")
+TEAM = AclResource(ResourceType.GROUP, PRE, "team-")
+ORDERS_ZNODE = "/kafka-acl/Topic/orders"
+TEAM_ZNODE = "/kafka-acl-extended/prefixed/Group/team-"
+
+
+def ace(
+    acl_id: str,
+    resource: AclResource = ORDERS,
+    principal: str = "User:alice",
+    op: AclOperation = AclOperation.READ,
+) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=int(resource.resource_type),
+        resource_name=resource.name,
+        pattern_type=int(resource.pattern_type),
+        principal=principal,
+        host="*",
+        operation=int(op),
+        permission_type=int(AclPermissionType.ALLOW),
+    )
+
+
+def entry(principal: str = "User:alice", op: str = "Read") -> dict[str, str]:
+    return {"principal": principal, "permissionType": "Allow", "operation": op, "host": "*"}
+
+
+def acl_ops(ops: object) -> list[tuple[str, str, object]]:
+    """(op, path, data) per op: ACL znodes and extended notifications as JSON, literal
+    notifications as text."""
+    out = []
+    for op in ops:  # type: ignore[attr-defined]
+        data = getattr(op, "data", b"")
+        if op.path.startswith("/kafka-acl-changes/"):
+            value: object = data.decode()
+        else:
+            value = json.loads(data) if data else None
+        out.append((type(op).__name__, op.path, value))
+    return out
+
+
+ORDERS_CHANGE = ("CreateOp", "/kafka-acl-changes/acl_changes_", "TOPIC:orders")
+TEAM_CHANGE = (
+    "CreateOp",
+    "/kafka-acl-extended-changes/acl_changes_",
+    {"version": 1, "resourceType": "GROUP", "name": "team-", "patternType": "PREFIXED"},
+)
+
+
+def test_first_acls_create_each_resource_znode_once_in_kafka_form_and_notify() -> None:
+    mirror = ZkMirror(MetadataImage.empty())
+    plan = plan_writes(
+        mirror,
+        [
+            ace("AAAAAAAAAAAAAAAAAAAAAw"),
+            ace("AAAAAAAAAAAAAAAAAAAABA", TEAM, principal="User:bob"),
+            ace("AAAAAAAAAAAAAAAAAAAABQ", op=AclOperation.WRITE),
+        ],
+    )
+    assert acl_ops(plan.ops) == [
+        ("CreateOp", ORDERS_ZNODE, {"version": 1, "acls": [entry(), entry(op="Write")]}),
+        ORDERS_CHANGE,
+        ("CreateOp", TEAM_ZNODE, {"version": 1, "acls": [entry("User:bob")]}),
+        TEAM_CHANGE,
+    ]
+    assert all(op.sequential for op in plan.ops[1::2])  # type: ignore[union-attr]
+    assert plan.acl_resources_created == {ORDERS, TEAM}
+    plan.apply_to(mirror)
+    assert mirror.acl_resources == {ORDERS, TEAM}
+    assert len(mirror.image.acls.by_id) == 3
+
+
+def test_another_acl_rewrites_the_znode_with_every_acl_of_the_resource() -> None:
+    mirror = mirror_with([ace("AAAAAAAAAAAAAAAAAAAAAw"), ace("AAAAAAAAAAAAAAAAAAAABA", TEAM)],
+                         acl_resources={ORDERS, TEAM})  # fmt: skip
+    plan = plan_writes(mirror, [ace("AAAAAAAAAAAAAAAAAAAABQ", principal="User:carol")])
+    assert acl_ops(plan.ops) == [
+        ("SetDataOp", ORDERS_ZNODE, {"version": 1, "acls": [entry(), entry("User:carol")]}),
+        ORDERS_CHANGE,
+    ]
+    assert plan.acl_resources_created == plan.acl_resources_deleted == frozenset()
+
+
+def test_removing_by_id_rewrites_the_rest_and_the_last_one_deletes_the_znode() -> None:
+    mirror = mirror_with(
+        [
+            ace("AAAAAAAAAAAAAAAAAAAAAw"),
+            ace("AAAAAAAAAAAAAAAAAAAABA", op=AclOperation.DESCRIBE),
+            ace("AAAAAAAAAAAAAAAAAAAABQ", TEAM),
+        ],
+        acl_resources={ORDERS, TEAM},
+    )
+    plan = plan_writes(
+        mirror,
+        [
+            RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAAAw"),
+            RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAABQ"),
+        ],
+    )
+    assert acl_ops(plan.ops) == [
+        ("SetDataOp", ORDERS_ZNODE, {"version": 1, "acls": [entry(op="Describe")]}),
+        ORDERS_CHANGE,
+        ("DeleteOp", TEAM_ZNODE, None),
+        TEAM_CHANGE,
+    ]
+    assert plan.acl_resources_deleted == {TEAM}
+    plan.apply_to(mirror)
+    assert mirror.acl_resources == {ORDERS}
+    assert list(mirror.image.acls.by_id) == ["AAAAAAAAAAAAAAAAAAAABA"]
+
+
+def test_one_append_writes_each_resource_once_as_it_ends() -> None:
+    mirror = mirror_with([ace("AAAAAAAAAAAAAAAAAAAAAw")], acl_resources={ORDERS})
+    plan = plan_writes(
+        mirror,
+        [
+            RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAAAw"),
+            ace("AAAAAAAAAAAAAAAAAAAABA", op=AclOperation.ALTER),
+            ace("AAAAAAAAAAAAAAAAAAAABQ", TEAM),
+            RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAABQ"),
+        ],
+    )
+    # orders ends with the new ACL only: one write; team- was created and removed: no znode.
+    assert acl_ops(plan.ops) == [
+        ("SetDataOp", ORDERS_ZNODE, {"version": 1, "acls": [entry(op="Alter")]}),
+        ORDERS_CHANGE,
+        TEAM_CHANGE,
+    ]
+    assert plan.acl_resources_created == plan.acl_resources_deleted == frozenset()
+
+
+def test_acl_records_that_cannot_be_stored_are_refused() -> None:
+    mirror = mirror_with([ace("AAAAAAAAAAAAAAAAAAAAAw")], acl_resources={ORDERS})
+    with pytest.raises(KafkaError, match="RemoveAccessControlEntryRecord does not fit") as raised:
+        plan_writes(mirror, [RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAABA")])
+    assert raised.value.code is ErrorCode.UNKNOWN_SERVER_ERROR
+    slashed = AclResource(ResourceType.GROUP, LIT, "team/a")
+    with pytest.raises(KafkaError, match="cannot be stored in ZooKeeper") as raised:
+        plan_writes(mirror, [ace("AAAAAAAAAAAAAAAAAAAABA", slashed)])
+    assert raised.value.code is ErrorCode.INVALID_REQUEST
 
 
 # -- splitting -----------------------------------------------------------------------------------

@@ -6,8 +6,12 @@ import json
 
 import pytest
 
+from protocol.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.metadata.records import BrokerEndpoint
 from zkstore.znodes import (
+    AclChangeNotificationZNode,
+    AclResource,
+    AclStoreZNode,
     BrokerIdZNode,
     BrokerInfo,
     ClusterIdZNode,
@@ -28,8 +32,11 @@ from zkstore.znodes import (
     TopicZNode,
     UserScramCredentialsZNode,
     ZNodeDecodeError,
+    acl_store_paths,
     desanitize,
+    pascal_case,
     sanitize,
+    znode_name_problem,
 )
 
 EP = (
@@ -244,3 +251,201 @@ def test_user_names_are_sanitized_as_kafka_does(name: str, znode_name: str) -> N
     assert sanitize(name) == znode_name
     assert UserScramCredentialsZNode.path(name) == f"/config/users/{znode_name}"
     assert desanitize(znode_name) == name
+
+
+# -- ACLs: Kafka's ZkAclStore and ZkAclChangeStore ---------------------------------------------
+
+LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
+
+
+def acl(
+    kind: ResourceType,
+    name: str,
+    pattern: PatternType = LIT,
+    principal: str = "User:alice",
+    op: AclOperation = AclOperation.READ,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+    host: str = "*",
+) -> AclBinding:
+    return AclBinding(kind, name, pattern, principal, host, op, permission)
+
+
+@pytest.mark.parametrize(
+    ("resource", "path"),
+    [
+        (AclResource(ResourceType.TOPIC, LIT, "orders"), "/kafka-acl/Topic/orders"),
+        (
+            AclResource(ResourceType.CLUSTER, LIT, "kafka-cluster"),
+            "/kafka-acl/Cluster/kafka-cluster",
+        ),
+        (AclResource(ResourceType.GROUP, LIT, "*"), "/kafka-acl/Group/*"),
+        (
+            AclResource(ResourceType.TRANSACTIONAL_ID, PRE, "tx-"),
+            "/kafka-acl-extended/prefixed/TransactionalId/tx-",
+        ),
+        (
+            AclResource(ResourceType.DELEGATION_TOKEN, PRE, "t"),
+            "/kafka-acl-extended/prefixed/DelegationToken/t",
+        ),
+        (AclResource(ResourceType.USER, LIT, "User:bob"), "/kafka-acl/User/User:bob"),
+    ],
+)
+def test_acl_znode_paths_are_kafkas(resource: AclResource, path: str) -> None:
+    assert AclStoreZNode.path(resource) == path
+
+
+def test_acl_store_paths_are_what_kafkas_authorizer_creates() -> None:
+    paths = acl_store_paths()
+    assert paths[:2] == ("/kafka-acl", "/kafka-acl/Topic")
+    assert {p.rsplit("/", 1)[1] for p in paths if p.startswith("/kafka-acl/")} == {
+        "Topic",
+        "Group",
+        "Cluster",
+        "TransactionalId",
+        "DelegationToken",
+        "User",
+    }
+    assert "/kafka-acl-extended/prefixed/Group" in paths
+    assert paths[-2:] == ("/kafka-acl-changes", "/kafka-acl-extended-changes")
+
+
+def test_acl_znode_json_is_kafkas_and_round_trips() -> None:
+    resource = AclResource(ResourceType.CLUSTER, LIT, "kafka-cluster")
+    acls = [
+        acl(ResourceType.CLUSTER, "kafka-cluster", op=AclOperation.IDEMPOTENT_WRITE),
+        acl(
+            ResourceType.CLUSTER,
+            "kafka-cluster",
+            principal="User:bob",
+            host="10.0.0.1",
+            op=AclOperation.CLUSTER_ACTION,
+            permission=AclPermissionType.DENY,
+        ),
+        acl(ResourceType.CLUSTER, "kafka-cluster", op=AclOperation.DESCRIBE_CONFIGS),
+    ]
+    data = AclStoreZNode.encode(acls)
+    assert json.loads(data) == {
+        "version": 1,
+        "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "DescribeConfigs",
+             "host": "*"},
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "IdempotentWrite",
+             "host": "*"},
+            {"principal": "User:bob", "permissionType": "Deny", "operation": "ClusterAction",
+             "host": "10.0.0.1"},
+        ],
+    }  # fmt: skip
+    assert b" " not in data
+    assert set(AclStoreZNode.decode(resource, data)) == set(acls)
+    assert AclStoreZNode.decode(resource, b"") == AclStoreZNode.decode(resource, None) == ()
+
+
+def test_every_operation_name_is_kafkas_pascal_case() -> None:
+    names = {op: pascal_case(op.name) for op in AclOperation}
+    assert names[AclOperation.ALL] == "All"
+    assert names[AclOperation.ALTER_CONFIGS] == "AlterConfigs"
+    assert names[AclOperation.CREATE_TOKENS] == "CreateTokens"
+    resource = AclResource(ResourceType.TOPIC, LIT, "t")
+    for op in AclOperation:
+        if op in (AclOperation.ANY, AclOperation.UNKNOWN):
+            continue
+        written = acl(ResourceType.TOPIC, "t", op=op)
+        assert AclStoreZNode.decode(resource, AclStoreZNode.encode([written])) == (written,)
+
+
+def test_acl_change_notifications_are_kafkas() -> None:
+    literal = AclResource(ResourceType.TRANSACTIONAL_ID, LIT, "tx:1")
+    assert AclChangeNotificationZNode.create_path(LIT) == "/kafka-acl-changes/acl_changes_"
+    # Kafka 2.5+ writes the Java enum name; the name after the first ':' is the resource's.
+    assert AclChangeNotificationZNode.encode(literal) == b"TRANSACTIONAL_ID:tx:1"
+    change = "/kafka-acl-changes/acl_changes_0000000003"
+    assert AclChangeNotificationZNode.decode(change, b"TRANSACTIONAL_ID:tx:1") == literal
+    # Kafka before 2.5 wrote the Scala name.
+    assert AclChangeNotificationZNode.decode(change, b"TransactionalId:tx:1") == literal
+    prefixed = AclResource(ResourceType.GROUP, PRE, "team-")
+    assert AclChangeNotificationZNode.create_path(PRE) == "/kafka-acl-extended-changes/acl_changes_"
+    data = AclChangeNotificationZNode.encode(prefixed)
+    assert json.loads(data) == {
+        "version": 1,
+        "resourceType": "GROUP",
+        "name": "team-",
+        "patternType": "PREFIXED",
+    }
+    extended = "/kafka-acl-extended-changes/acl_changes_0000000000"
+    assert AclChangeNotificationZNode.decode(extended, data) == prefixed
+
+
+@pytest.mark.parametrize(
+    ("decode", "data", "message"),
+    [
+        (
+            lambda d: AclStoreZNode.decode(AclResource(ResourceType.TOPIC, LIT, "t"), d),
+            b'{"version":2,"acls":[]}',
+            r"^/kafka-acl/Topic/t: unsupported ACL version 2$",
+        ),
+        (
+            lambda d: AclStoreZNode.decode(AclResource(ResourceType.TOPIC, PRE, "t"), d),
+            b'{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",'
+            b'"operation":"Fly","host":"*"}]}',
+            r"^/kafka-acl-extended/prefixed/Topic/t: unknown operation 'Fly'",
+        ),
+        (
+            lambda d: AclStoreZNode.decode(AclResource(ResourceType.GROUP, LIT, "g"), d),
+            b'{"version":1,"acls":[{"principal":"alice","permissionType":"Allow",'
+            b'"operation":"Read","host":"*"}]}',
+            r"^/kafka-acl/Group/g: principal 'alice' is not Type:name$",
+        ),
+        (
+            lambda d: AclStoreZNode.decode(AclResource(ResourceType.GROUP, LIT, "g"), d),
+            b'{"version":1,"acls":[{"principal":"User:a","permissionType":"Maybe",'
+            b'"operation":"Read","host":"*"}]}',
+            r"^/kafka-acl/Group/g: unknown permissionType 'Maybe'",
+        ),
+        (
+            lambda d: AclStoreZNode.decode(AclResource(ResourceType.GROUP, LIT, "g"), d),
+            b'{"version":1,"acls":[{"principal":"User:a","operation":"Read","host":"*"}]}',
+            r"^/kafka-acl/Group/g: field 'permissionType' is missing$",
+        ),
+        (
+            lambda d: AclStoreZNode.decode(AclResource(ResourceType.GROUP, LIT, "g"), d),
+            b'{"version":1,"acls":"all"}',
+            r"^/kafka-acl/Group/g: field 'acls' is 'all', not of the expected type$",
+        ),
+        (
+            lambda d: AclChangeNotificationZNode.decode("/kafka-acl-changes/acl_changes_1", d),
+            b"Planet:earth",
+            r"^/kafka-acl-changes/acl_changes_1: unknown resource type 'PLANET'",
+        ),
+        (
+            lambda d: AclChangeNotificationZNode.decode("/kafka-acl-changes/acl_changes_1", d),
+            b"orders",
+            r"^/kafka-acl-changes/acl_changes_1: 'orders' is not ResourceType:name$",
+        ),
+        (
+            lambda d: AclChangeNotificationZNode.decode(
+                "/kafka-acl-extended-changes/acl_changes_2", d
+            ),
+            b'{"version":1,"resourceType":"TOPIC","name":"t","patternType":"LITERAL"}',
+            r"^/kafka-acl-extended-changes/acl_changes_2: unknown patternType 'LITERAL'",
+        ),
+        (
+            lambda d: AclChangeNotificationZNode.decode(
+                "/kafka-acl-extended-changes/acl_changes_2", d
+            ),
+            b'{"version":2,"resourceType":"TOPIC","name":"t","patternType":"PREFIXED"}',
+            r"^/kafka-acl-extended-changes/acl_changes_2: unsupported ACL change version 2$",
+        ),
+    ],
+)
+def test_bad_acl_data_is_a_clear_error(decode: object, data: bytes, message: str) -> None:
+    with pytest.raises(ZNodeDecodeError, match=message):
+        decode(data)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("name", "fit"),
+    [("orders", True), ("*", True), ("a:b c", True), ("é", True), ("a/b", False), (".", False),
+     ("..", False), ("", False), ("a\x00", False), ("tab\t", False), ("\ue000", False)],
+)  # fmt: skip
+def test_resource_names_that_cannot_be_a_znode_are_named(name: str, fit: bool) -> None:
+    assert (znode_name_problem(name) is None) is fit

@@ -1,0 +1,146 @@
+"""ACLs enforced by a real broker process (`authorizer.class.name` set): a super user manages
+ACLs with CreateAcls/DescribeAcls/DeleteAcls and `trioka acl`; a user produces and consumes
+in a group only where its ACLs allow, sees only the topics it may describe, and is refused
+everything else with Kafka's authorization errors; removing an ACL takes the right away."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import trio
+
+from client import Consumer, KafkaError, Producer
+from client.admin import Admin
+from protocol.acls import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from protocol.errors import ErrorCode
+from tests.integration.broker.test_broker_sasl import sasl
+from tests.integration.cli.test_cli_commands import trioka as trioka_bytes
+from tests.support.broker_process import BrokerProcess
+
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";'
+)
+ADMIN = sasl("PLAIN", "admin", "admin-secret")
+ALICE = sasl("PLAIN", "alice", "alice-secret")
+
+
+def trioka(*args: str) -> subprocess.CompletedProcess[str]:
+    done = trioka_bytes(*args)
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def authorized_broker(broker_factory) -> tuple[BrokerProcess, str]:
+    broker: BrokerProcess = broker_factory(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.clients.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+        }
+    )
+    (listening,) = [
+        e for e in broker.events(since_start=True)
+        if e.get("event") == "broker listening" and e.get("listener") == "CLIENTS"
+    ]  # fmt: skip
+    return broker, f"127.0.0.1:{listening['port']}"
+
+
+def acl(kind: ResourceType, name: str, op: AclOperation, principal: str = "User:alice",
+        pattern: PatternType = PatternType.LITERAL) -> AclBinding:  # fmt: skip
+    return AclBinding(kind, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+
+
+async def test_users_get_what_their_acls_allow(broker_factory) -> None:
+    broker, address = authorized_broker(broker_factory)
+    async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+        for topic in ("orders", "secret"):
+            await admin.create_topic(topic, 1, 1)
+        await admin.create_acls([
+            acl(ResourceType.TOPIC, "ord", AclOperation.WRITE, pattern=PatternType.PREFIXED),
+            acl(ResourceType.TOPIC, "orders", AclOperation.READ),
+            acl(ResourceType.GROUP, "g", AclOperation.READ),
+        ])  # fmt: skip
+        listed = await admin.describe_acls(AclBindingFilter(principal="User:alice"))
+        assert len(listed) == 3
+    async with Producer(bootstrap_servers=address, acks="all", max_block_ms=5000, **ALICE) as p:
+        for i in range(5):
+            await p.send_and_wait("orders", b"o%d" % i, partition=0)
+        with pytest.raises(KafkaError) as refused:
+            await p.send_and_wait("secret", b"x", partition=0)
+    assert refused.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    got: list[bytes | None] = []
+    async with Consumer(bootstrap_servers=address, group_id="g", auto_offset_reset="earliest",
+                        **ALICE) as c:  # fmt: skip
+        c.subscribe(["orders"])
+        with trio.fail_after(30):
+            while len(got) < 5:
+                got += [r.value for r in await c.poll(200)]
+        await c.commit()
+    assert got == [b"o%d" % i for i in range(5)]
+    async with Admin(bootstrap_servers=address, **ALICE) as admin:
+        # Only the topics alice may describe are listed; the cluster's APIs are refused.
+        assert await admin.list_topics() == ["orders"]
+        with pytest.raises(KafkaError) as cluster:
+            await admin.create_acls([acl(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.ALL)])
+        assert cluster.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        with pytest.raises(KafkaError) as delete:
+            await admin.delete_topics(["secret"])
+        assert delete.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+        removed = await admin.delete_acls(
+            [AclBindingFilter(ResourceType.TOPIC, "ord", PatternType.PREFIXED)]
+        )
+        assert [a.operation for a in removed] == [AclOperation.WRITE]
+    # No WRITE anywhere: no producer id either (KIP-679), then no write to the topic.
+    async with Producer(bootstrap_servers=address, acks="all", **ALICE) as p:
+        with pytest.raises(KafkaError) as no_id:
+            await p.send_and_wait("orders", b"late", partition=0)
+    assert no_id.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    async with Producer(bootstrap_servers=address, acks="all", enable_idempotence=False,
+                        **ALICE) as p:  # fmt: skip
+        with pytest.raises(KafkaError) as gone:
+            await p.send_and_wait("orders", b"late", partition=0)
+    assert gone.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert broker.running
+
+
+def test_the_acl_cli_adds_lists_and_removes(broker_factory) -> None:
+    broker, address = authorized_broker(broker_factory)
+    creds = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
+             "-X", "sasl.username=admin", "-X", "sasl.password=admin-secret"]  # fmt: skip
+    added = trioka("acl", "add", "--allow-principal", "User:bob", "--operation", "Read",
+                   "--operation", "Describe", "--topic", "logs", "--group", "g",
+                   "--resource-pattern-type", "prefixed", "-b", address, *creds)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert "Added 4 ACL(s)" in added.stderr
+    listed = trioka("acl", "list", "--topic", "logs-eu", "--resource-pattern-type", "match",
+                    "--json", "-b", address, *creds)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert {(r["principal"], r["operation"], r["resource_name"]) for r in rows} == {
+        ("User:bob", "READ", "logs"),
+        ("User:bob", "DESCRIBE", "logs"),
+    }
+    removed = trioka("acl", "remove", "--principal", "User:bob", "--force", "-b", address, *creds)
+    assert removed.returncode == 0 and "Removed 4 ACL(s)" in removed.stderr, removed.stderr
+    bad = trioka("acl", "add", "--allow-principal", "bob", "--operation", "Read", "--topic",
+                 "t", "-b", address, *creds)  # fmt: skip
+    assert bad.returncode != 0 and "principal" in bad.stderr and "Traceback" not in bad.stderr
+    # Without the super user's credentials: refused.
+    anonymous = trioka("acl", "list", "-b", broker.bootstrap)
+    assert "Cluster authorization failed" in anonymous.stderr

@@ -1,0 +1,199 @@
+"""broker.authorization: which resources each request names and the refusals and trimmed
+listings the ACLs of the image give, before any handler runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.authorization import RequestAuthorization
+from broker.server import ConnectionInfo
+from protocol.acls import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from protocol.codec import RequestEnvelope
+from protocol.errors import ErrorCode
+from protocol.messages import Request
+from protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource
+from protocol.messages.fetch import FetchRequest, FetchTopic
+from protocol.messages.group_offsets import OffsetCommitRequest, OffsetCommitTopic
+from protocol.messages.groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from protocol.messages.init_producer_id import InitProducerIdRequest
+from protocol.messages.metadata import MetadataRequest, MetadataResponse, MetadataTopic
+from protocol.messages.produce import ProduceRequest, ProduceTopic
+from protocol.messages.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from protocol.metadata.delta import MetadataDelta
+from protocol.metadata.image import MetadataImage
+from protocol.metadata.records import AccessControlEntryRecord
+
+T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+ALICE = ConnectionInfo("10.0.0.7:5000", "CLIENTS", principal="User:alice")
+
+
+def image_with(*acls: AclBinding) -> MetadataImage:
+    records = [
+        AccessControlEntryRecord(
+            id=f"a{i}",
+            resource_type=int(a.resource_type),
+            resource_name=a.resource_name,
+            pattern_type=int(a.pattern_type),
+            principal=a.principal,
+            host=a.host,
+            operation=int(a.operation),
+            permission_type=int(a.permission),
+        )
+        for i, a in enumerate(acls)
+    ]
+    return MetadataDelta(MetadataImage.empty()).replay_all(records).apply()
+
+
+def allow(kind: ResourceType, name: str, op: AclOperation, *, pattern=PatternType.LITERAL,
+          principal: str = "User:alice", host: str = "*") -> AclBinding:  # fmt: skip
+    return AclBinding(kind, name, pattern, principal, host, op, AclPermissionType.ALLOW)
+
+
+def deny(kind: ResourceType, name: str, op: AclOperation) -> AclBinding:
+    return AclBinding(
+        kind, name, PatternType.LITERAL, "User:alice", "*", op, AclPermissionType.DENY
+    )
+
+
+def envelope(body: Request, client_id: str = "c") -> RequestEnvelope:
+    return RequestEnvelope(type(body).API_KEY, 0, 1, client_id, body)
+
+
+def refusal(auth: RequestAuthorization, body: Request, conn=ALICE) -> tuple[ErrorCode, str] | None:
+    refused: Any = auth.refuse(envelope(body), conn)
+    if refused is None:
+        return None
+    return ErrorCode(refused.error_code), refused.error_message
+
+
+def produce(*topics: str) -> ProduceRequest:
+    return ProduceRequest(
+        acks=-1, timeout_ms=1000, topics=tuple(ProduceTopic(name=t, partitions=()) for t in topics)
+    )
+
+
+def test_topic_requests_need_every_named_topic() -> None:
+    image = image_with(allow(T, "orders", AclOperation.WRITE), allow(T, "pay", AclOperation.WRITE,
+                       pattern=PatternType.PREFIXED), deny(T, "payroll", AclOperation.ALL))  # fmt: skip
+    auth = RequestAuthorization(lambda: image)
+    assert refusal(auth, produce("orders", "pay-eu")) is None
+    assert refusal(auth, produce("orders", "payroll", "x")) == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        "Not authorized to access topics: [payroll, x]",
+    )
+    # WRITE implies DESCRIBE: a Metadata request naming the topic is fine.
+    assert refusal(auth, MetadataRequest(topics=("orders",))) is None
+    assert refusal(auth, DeleteTopicsRequest(topic_names=("orders",)))[0] is (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+
+
+def test_cluster_rules_follower_fetches_and_create_topics() -> None:
+    image = image_with(allow(T, "new", AclOperation.CREATE))
+    auth = RequestAuthorization(lambda: image)
+    follower = FetchRequest(max_wait_ms=0, min_bytes=0, topics=(), replica_id=2)
+    assert refusal(auth, follower) == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        "Cluster authorization failed.",
+    )
+    topic = CreatableTopic(name="new", num_partitions=1, replication_factor=1)
+    assert refusal(auth, CreateTopicsRequest(topics=(topic,))) is None  # CREATE on the topic
+    other = CreatableTopic(name="other", num_partitions=1, replication_factor=1)
+    assert refusal(auth, CreateTopicsRequest(topics=(topic, other)))[0] is (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    cluster_create = image_with(allow(C, CLUSTER_NAME, AclOperation.CREATE))
+    assert refusal(RequestAuthorization(lambda: cluster_create),
+                   CreateTopicsRequest(topics=(other,))) is None  # fmt: skip
+    broker_configs = DescribeConfigsRequest(
+        resources=(DescribeConfigsResource(resource_type=4, resource_name="1"),)
+    )
+    assert refusal(auth, broker_configs)[0] is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_groups_and_their_topics() -> None:
+    image = image_with(allow(G, "g", AclOperation.READ), allow(T, "orders", AclOperation.READ))
+    auth = RequestAuthorization(lambda: image)
+
+    def commit(group: str, topic: str) -> OffsetCommitRequest:
+        return OffsetCommitRequest(group_id=group, generation_id=1, member_id="m",
+                                   topics=(OffsetCommitTopic(name=topic, partitions=()),))  # fmt: skip
+
+    assert refusal(auth, commit("g", "orders")) is None
+    assert refusal(auth, commit("h", "orders")) == (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        "Not authorized to access group: [h]",
+    )
+    assert refusal(auth, commit("g", "x"))[0] is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_super_users_hosts_and_no_acl() -> None:
+    image = image_with(allow(T, "orders", AclOperation.READ, host="10.0.0.8"))
+    auth = RequestAuthorization(lambda: image, super_users=frozenset({"User:admin"}))
+    # alice's ACL is for another host
+    fetch = FetchRequest(
+        max_wait_ms=0, min_bytes=0, topics=(FetchTopic(name="orders", partitions=()),)
+    )
+    assert refusal(auth, fetch) is not None
+    admin = ConnectionInfo("10.0.0.9:1", "CLIENTS", principal="User:admin")
+    assert refusal(auth, produce("anything"), admin) is None
+    open_ = RequestAuthorization(lambda: image, allow_everyone_if_no_acl_found=True)
+    assert refusal(open_, produce("unnamed")) is None
+    assert refusal(open_, produce("orders")) is not None  # an ACL names it
+
+
+def test_idempotent_producers_need_write_somewhere() -> None:
+    request = InitProducerIdRequest()
+    assert refusal(RequestAuthorization(image_with), request)[0] is (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    writer = image_with(allow(T, "orders", AclOperation.WRITE))
+    assert refusal(RequestAuthorization(lambda: writer), request) is None
+
+
+def test_listings_show_only_what_may_be_described() -> None:
+    image = image_with(allow(T, "orders", AclOperation.READ), allow(G, "g", AclOperation.DESCRIBE))
+    auth = RequestAuthorization(lambda: image)
+    every = envelope(MetadataRequest(topics=None))
+    assert auth.refuse(every, ALICE) is None
+    listed = MetadataResponse(
+        topics=tuple(MetadataTopic(name=n, error_code=0) for n in ("orders", "secret"))
+    )
+    assert [t.name for t in auth.trim(every, ALICE, listed).topics] == ["orders"]
+    groups = ListGroupsResponse(groups=tuple(
+        ListedGroup(group_id=g, protocol_type="consumer", group_state="Stable") for g in "gh"
+    ))  # fmt: skip
+    trimmed = auth.trim(envelope(ListGroupsRequest()), ALICE, groups)
+    assert [g.group_id for g in trimmed.groups] == ["g"]
+
+
+def test_the_authorizer_is_rebuilt_only_when_the_acls_change() -> None:
+    images = [image_with(allow(T, "a", AclOperation.READ))]
+    auth = RequestAuthorization(lambda: images[-1])
+    first = auth.authorizer()
+    assert auth.authorizer() is first
+    images.append(image_with(allow(T, "b", AclOperation.READ)))
+    assert auth.authorizer() is not first
+
+
+def test_metadata_naming_topics_answers_each_refused_one() -> None:
+    image = image_with(allow(T, "orders", AclOperation.READ))
+    auth = RequestAuthorization(lambda: image)
+    asked = envelope(MetadataRequest(topics=("orders", "secret"), allow_auto_topic_creation=True))
+    assert auth.refuse(asked, ALICE) is None
+    narrowed = auth.narrow(asked, ALICE).body
+    assert narrowed.topics == ("orders",)
+    assert narrowed.allow_auto_topic_creation is False  # no CREATE anywhere
+    answer = MetadataResponse(topics=(MetadataTopic(name="orders", error_code=0),))
+    trimmed = auth.trim(asked, ALICE, answer)
+    assert [(t.name, ErrorCode(t.error_code)) for t in trimmed.topics] == [
+        ("orders", ErrorCode.NONE),
+        ("secret", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ]
