@@ -26,11 +26,20 @@ from protocol.errors import ErrorCode
 from protocol.messages import ApiKey, Response, error_response
 from protocol.messages.configs import ResourceType as ConfigResourceType
 from protocol.messages.find_coordinator import CoordinatorType
+from protocol.messages.group_offsets import OffsetFetchResponse
 from protocol.messages.groups import ListGroupsResponse
 from protocol.messages.metadata import MetadataResponse, MetadataTopic
 from protocol.metadata.image import AclsImage, MetadataImage
 
 Names = tuple[ResourceType, AclOperation, tuple[str, ...]]
+
+FORWARDED_APIS = frozenset({
+    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_PARTITION, ApiKey.CONTROLLED_SHUTDOWN,
+})  # fmt: skip
+"""What a ZK-mode broker forwards to the controller broker (broker.handlers.forwarding)."""
 
 _REFUSED = {
     ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -42,7 +51,8 @@ _REFUSED = {
 
 def _topics(body: Any) -> tuple[str, ...]:
     topics = getattr(body, "topics", None) or ()
-    return tuple(t if isinstance(t, str) else getattr(t, "name", None) or t.topic for t in topics)
+    return tuple(t if isinstance(t, str) else t.name if hasattr(t, "name") else t.topic
+                 for t in topics)  # fmt: skip
 
 
 def _config_resources(body: Any, operation: AclOperation) -> list[Names]:
@@ -107,6 +117,23 @@ class RequestAuthorization:
             self._memo = (acls, made)
         return self._memo[1]
 
+    def denied_reads(self, conn: ConnectionInfo, topics: list[str]) -> list[str]:
+        """The topics of `topics` the connection's principal may not READ."""
+        auth, host = self.authorizer(), _host(conn.peer)
+        return [t for t in topics
+                if not auth.authorize(conn.principal, host, AclOperation.READ,
+                                      ResourceType.TOPIC, t)]  # fmt: skip
+
+    def trusts_forwarding(self, request: RequestEnvelope, conn: ConnectionInfo) -> bool:
+        """Whether a request naming the forwarding client id is another broker's, checked
+        there: an API brokers forward, from a principal with CLUSTER_ACTION on the cluster."""
+        if request.api_key not in FORWARDED_APIS:
+            return False
+        return self.authorizer().authorize(
+            conn.principal, _host(conn.peer), AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+            CLUSTER_NAME,
+        )  # fmt: skip
+
     def refuse(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
         """The refusal of a request the principal may not make; None: go ahead."""
         api, body = request.api_key, request.body
@@ -168,9 +195,20 @@ class RequestAuthorization:
         if api is ApiKey.METADATA and isinstance(response, MetadataResponse):
             return self._trim_metadata(request.body.topics, conn, response)
         if api is ApiKey.LIST_GROUPS and isinstance(response, ListGroupsResponse):
+            if self._visible(conn, ResourceType.CLUSTER, (CLUSTER_NAME,)):
+                return response  # DESCRIBE on the cluster: every group, as Kafka
             keep = self._visible(conn, ResourceType.GROUP, (g.group_id for g in response.groups))
             return dataclasses.replace(
                 response, groups=tuple(g for g in response.groups if g.group_id in keep)
+            )
+        if (
+            api is ApiKey.OFFSET_FETCH
+            and request.body.topics is None
+            and isinstance(response, OffsetFetchResponse)
+        ):
+            keep = self._visible(conn, ResourceType.TOPIC, (t.name for t in response.topics))
+            return dataclasses.replace(
+                response, topics=tuple(t for t in response.topics if t.name in keep)
             )
         return response
 

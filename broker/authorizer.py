@@ -170,7 +170,8 @@ API_RULES: dict[ApiKey, ApiRule | None] = {
     ApiKey.LEAVE_GROUP: ApiRule(ResourceType.GROUP, AclOperation.READ),
     ApiKey.SYNC_GROUP: ApiRule(ResourceType.GROUP, AclOperation.READ),
     ApiKey.DESCRIBE_GROUPS: ApiRule(ResourceType.GROUP, AclOperation.DESCRIBE),
-    ApiKey.LIST_GROUPS: ApiRule(ResourceType.CLUSTER, AclOperation.DESCRIBE),
+    # Every group with DESCRIBE on the cluster, else those the principal may describe.
+    ApiKey.LIST_GROUPS: None,
     ApiKey.API_VERSIONS: None,  # before authentication, as Kafka's
     ApiKey.CREATE_TOPICS: ApiRule(
         ResourceType.CLUSTER,
@@ -192,7 +193,7 @@ API_RULES: dict[ApiKey, ApiRule | None] = {
     ApiKey.DESCRIBE_QUORUM: ApiRule(ResourceType.CLUSTER, AclOperation.DESCRIBE),
     ApiKey.ALTER_PARTITION: _CLUSTER_ACTION,
     ApiKey.FETCH_SNAPSHOT: _CLUSTER_ACTION,
-    ApiKey.DESCRIBE_CLUSTER: ApiRule(ResourceType.CLUSTER, AclOperation.DESCRIBE),
+    ApiKey.DESCRIBE_CLUSTER: None,  # anyone, as Kafka
     ApiKey.BROKER_REGISTRATION: _CLUSTER_ACTION,
     ApiKey.BROKER_HEARTBEAT: _CLUSTER_ACTION,
     ApiKey.UNREGISTER_BROKER: ApiRule(ResourceType.CLUSTER, AclOperation.ALTER),

@@ -56,9 +56,9 @@ one of the advertised listeners (other brokers dial it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from protocol.config_defs import ConfigError
@@ -127,6 +127,48 @@ def _check_unique_ports(listeners: tuple[Listener, ...]) -> None:
         )
 
 
+class ListenerSecurity(Protocol):
+    """What the listeners' TLS and SASL settings are read from: a broker's or a controller
+    process's config."""
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]: ...
+
+    def listener_value(self, listener: str, key: str, mechanism: str = "") -> Any: ...
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+def parse_protocol_map(entries: Iterable[object]) -> dict[str, str]:
+    """listener.security.protocol.map's NAME:PROTOCOL entries; ConfigError names a bad one."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, protocol = str(entry).partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or not protocol:
+            raise ConfigError(f"listener.security.protocol.map: {entry!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: {entry!r} names an unknown security "
+                f"protocol {protocol} (known: {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"listener.security.protocol.map: {name} is mapped twice")
+        out[name] = protocol
+    return out
+
+
+def listener_value(values: Mapping[str, Any], listener: str, key: str, mechanism: str = "") -> Any:
+    """`key` as Kafka reads it for one listener: `listener.name.<listener>.<mechanism>.<key>`
+    (sasl.jaas.config), then `listener.name.<listener>.<key>`, then `key`."""
+    prefix = f"listener.name.{listener.lower()}."
+    candidates = [f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []
+    for name in (*candidates, prefix + key):
+        if name in values:
+            return values[name]
+    return values[key]
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Typed broker config. `values` holds every key of BROKER_CONFIGS."""
@@ -164,14 +206,6 @@ class BrokerConfig:
                     f"listener.security.protocol.map: listener {listener.name} uses {protocol}; "
                     f"trioka serves {' and '.join(SERVED_PROTOCOLS)}"
                 )
-            if protocol != "PLAINTEXT" and listener.name in self.controller_listener_names:
-                # Controllers and the brokers dial the controller listener without TLS or
-                # SASL so far: a combined node's would be served insecurely or not reached.
-                raise ConfigError(
-                    f"listener.security.protocol.map: listener {listener.name} is a "
-                    f"controller listener and uses {protocol}; trioka serves that one in "
-                    "PLAINTEXT only so far"
-                )
             if protocol in TLS_PROTOCOLS and not self["ssl.keystore.location"]:
                 raise ConfigError(
                     f"ssl.keystore.location: listener {listener.name} uses {protocol} and needs "
@@ -197,13 +231,7 @@ class BrokerConfig:
         if self.values["metadata.mode"] == "zk":
             if not self.values["zookeeper.connect"]:
                 raise ConfigError("zookeeper.connect: required when metadata.mode is zk")
-            inter = self.inter_broker_listener_name
-            effective = [a.name for a in self.effective_advertised_listeners]
-            if inter not in effective:
-                raise ConfigError(
-                    f"inter.broker.listener.name: {inter} must be one of the advertised "
-                    f"listeners {effective}"
-                )
+            self._check_inter_broker_listener()
         if self.values["metadata.mode"] == "raft":
             self._check_raft_mode(names)
         if self.values["replica.socket.timeout.ms"] < self.values["replica.fetch.wait.max.ms"]:
@@ -309,16 +337,18 @@ class BrokerConfig:
                 f"inter.broker.listener.name: {inter} must be one of the advertised "
                 f"listeners {effective}"
             )
+        if self.listener_security_protocol_map.get(inter) in SASL_PROTOCOLS:
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            enabled = self.listener_value(inter, "sasl.enabled.mechanisms")
+            if mechanism not in enabled:
+                # Kafka refuses this at start-up: every broker's login would be refused.
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol: {mechanism} is not one of the "
+                    f"mechanisms listener {inter} enables ({', '.join(enabled)})"
+                )
 
     def listener_value(self, listener: str, key: str, mechanism: str = "") -> Any:
-        """`key` as Kafka reads it for one listener: `listener.name.<listener>.<mechanism>.<key>`
-        (sasl.jaas.config), then `listener.name.<listener>.<key>`, then `key`."""
-        prefix = f"listener.name.{listener.lower()}."
-        candidates = [f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []
-        for name in (*candidates, prefix + key):
-            if name in self.values:
-                return self.values[name]
-        return self[key]
+        return listener_value(self.values, listener, key, mechanism)
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.values:
@@ -365,21 +395,7 @@ class BrokerConfig:
     @property
     def listener_security_protocol_map(self) -> dict[str, str]:
         """listener.security.protocol.map parsed; ConfigError names a malformed entry."""
-        out: dict[str, str] = {}
-        for entry in self.values["listener.security.protocol.map"]:
-            name, sep, protocol = str(entry).partition(":")
-            name, protocol = name.strip().upper(), protocol.strip().upper()
-            if not sep or not name or not protocol:
-                raise ConfigError(f"listener.security.protocol.map: {entry!r} is not NAME:PROTOCOL")
-            if protocol not in SECURITY_PROTOCOLS:
-                raise ConfigError(
-                    f"listener.security.protocol.map: {entry!r} names an unknown security "
-                    f"protocol {protocol} (known: {', '.join(SECURITY_PROTOCOLS)})"
-                )
-            if name in out:
-                raise ConfigError(f"listener.security.protocol.map: {name} is mapped twice")
-            out[name] = protocol
-        return out
+        return parse_protocol_map(self.values["listener.security.protocol.map"])
 
     @property
     def metadata_mode(self) -> str:

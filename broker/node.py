@@ -68,6 +68,7 @@ def server_limits(config: BrokerConfig) -> ServerLimits:
         queued_max_requests=int(config["queued.max.requests"]),
         max_inflight_per_connection=int(config["queued.max.requests.per.connection"]),
         connections_max_idle_ms=int(config["connections.max.idle.ms"]),
+        sasl_max_receive_bytes=int(config["sasl.server.max.receive.size"]),
     )
 
 
@@ -162,8 +163,12 @@ class Broker:
             self.apis,
             config.broker_listeners,
             server_limits(config),
-            tls=server_contexts(config),
-            sasl=sasl_settings(config, lambda m, user: self._image().scram.credential(m, user)),
+            tls=server_contexts(config, config.broker_listeners),
+            sasl=sasl_settings(
+                config,
+                config.broker_listeners,
+                lambda m, user: self._image().scram.credential(m, user),
+            ),
         )
         self.log_cleaner = LogCleaner(
             CleanerConfig.from_broker_config(config),
@@ -296,6 +301,9 @@ class Broker:
                 fetch_max_bytes=int(config["fetch.max.bytes"]),
                 topic_metrics=self.metrics.topics,
                 leader_hints=hints,
+                denied_reads=None
+                if self.apis.authorization is None
+                else self.apis.authorization.denied_reads,
             ),
             OffsetsHandler(self.partitions),
             metadata,

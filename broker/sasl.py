@@ -22,12 +22,12 @@ import hashlib
 import hmac
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import scramp
 
-from broker.config import SASL_PROTOCOLS, BrokerConfig
+from broker.config import SASL_PROTOCOLS, Listener, ListenerSecurity
 from protocol.config_defs import ConfigError
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
@@ -37,11 +37,13 @@ from protocol.messages.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from protocol.scram import ScramCredential, ScramMechanism
+from protocol.scram import DEFAULT_ITERATIONS, ScramCredential, ScramMechanism
 
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512")
 """What trioka serves (no GSSAPI, no OAUTHBEARER)."""
+FAKE_SALT_BYTES = 32
+"""As long as the salts trioka's clients make (client.admin_users.SALT_BYTES)."""
 PRE_AUTHENTICATION_APIS = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 )
@@ -82,10 +84,15 @@ def parse_jaas_users(text: str, key: str = "sasl.jaas.config") -> dict[str, str]
     return {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_")}
 
 
-def peer_credentials(config: BrokerConfig, listener: str, mechanism: str) -> tuple[str, str]:
+def _no_credentials(mechanism: ScramMechanism, user: str) -> None:
+    return None
+
+
+def peer_credentials(config: ListenerSecurity, listener: str, mechanism: str) -> tuple[str, str]:
     """(user name, password) this node logs in with on `listener` of its peers: the
     `username` and `password` options of that listener's JAAS config for `mechanism` (Kafka's
-    sasl.mechanism.inter.broker.protocol); ConfigError when they are missing."""
+    sasl.mechanism.inter.broker.protocol, sasl.mechanism.controller.protocol); ConfigError
+    when they are missing."""
     key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     options = parse_jaas_options(str(config.listener_value(listener, "sasl.jaas.config",
                                                           mechanism)), key)  # fmt: skip
@@ -98,19 +105,29 @@ def peer_credentials(config: BrokerConfig, listener: str, mechanism: str) -> tup
 
 
 def sasl_settings(
-    config: BrokerConfig, scram_credential: CredentialLookup
+    config: ListenerSecurity,
+    listeners: Iterable[Listener],
+    scram_credential: CredentialLookup | None,
 ) -> dict[str, SaslSettings]:
-    """Listener name -> its SaslSettings, for the SASL listeners; ConfigError (at start-up)
-    for PLAIN without users or a JAAS text that is not one."""
+    """Listener name -> its SaslSettings, for those of `listeners` that use SASL; ConfigError
+    (at start-up) for PLAIN without users, a JAAS text that is not one, or SCRAM where there
+    are no credentials to check it with (`scram_credential` None: a controller listener, whose
+    metadata log holds them, KIP-900)."""
     protocols = config.listener_security_protocol_map
     out = {}
     secret = os.urandom(32)
-    for listener in config.broker_listeners:
+    for listener in listeners:
         if protocols.get(listener.name) not in SASL_PROTOCOLS:
             continue
         mechanisms = tuple(config.listener_value(listener.name, "sasl.enabled.mechanisms"))
         if not mechanisms:
             raise ConfigError(f"sasl.enabled.mechanisms: listener {listener.name} needs one")
+        if scram_credential is None and mechanisms != (PLAIN,):
+            raise ConfigError(
+                f"listener.name.{listener.name.lower()}.sasl.enabled.mechanisms: listener "
+                f"{listener.name} is a controller listener: PLAIN only (SCRAM credentials live in "
+                "the metadata log it replicates); got " + ",".join(mechanisms)
+            )
         plain_users: dict[str, str] = {}
         if PLAIN in mechanisms:
             key = f"listener.name.{listener.name.lower()}.plain.sasl.jaas.config"
@@ -121,7 +138,8 @@ def sasl_settings(
                     f"{key}: listener {listener.name} enables PLAIN but its JAAS config names "
                     'no user (user_<name>="<password>")'
                 )
-        out[listener.name] = SaslSettings(mechanisms, plain_users, scram_credential, secret)
+        lookup = scram_credential if scram_credential is not None else _no_credentials
+        out[listener.name] = SaslSettings(mechanisms, plain_users, lookup, secret)
     return out
 
 
@@ -131,9 +149,9 @@ class SaslSettings:
     JAAS config and where SCRAM credentials are looked up."""
 
     mechanisms: tuple[str, ...]
-    plain_users: Mapping[str, str]
+    plain_users: Mapping[str, str] = field(repr=False)
     scram_credential: CredentialLookup
-    secret: bytes = field(default_factory=lambda: os.urandom(32))
+    secret: bytes = field(default_factory=lambda: os.urandom(32), repr=False)
     """Keys the stand-in credential of unknown SCRAM users (one per process)."""
 
     def authenticator(self) -> SaslAuthenticator:
@@ -265,13 +283,16 @@ class SaslAuthenticator:
         return final
 
     def _credential(self, mechanism: ScramMechanism, user: str) -> tuple[bytes, bytes, bytes, int]:
+        # RFC 5802 escapes ',' and '=' in the name (=2C, =3D); scramp hands it on escaped.
+        user = user.replace("=2C", ",").replace("=3D", "=")
         credential = self.scram_credential(mechanism, user)
         if credential is None:
-            # RFC 5802 section 5.1: an unknown user gets a made-up salt (the same one every
-            # time) and fails at the proof, like a wrong password: nothing tells them apart.
-            salt = hmac.digest(self.secret, user.encode(), "sha256")[:16]
+            # RFC 5802 section 5.1: an unknown user gets a made-up salt of a real one's length
+            # (client.admin_users.SALT_BYTES) and the default count, the same every time in
+            # this process, and fails at the proof, like a wrong password.
+            salt = hmac.digest(self.secret, user.encode(), "sha256")[:FAKE_SALT_BYTES]
             key = hashlib.new(mechanism.hash_name, self.secret + salt).digest()
-            return salt, key, key, 4096
+            return salt, key, key, DEFAULT_ITERATIONS
         self._scram_user = user
         return credential.auth_info()
 

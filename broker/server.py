@@ -68,7 +68,7 @@ from protocol.codec import (
 )
 from protocol.errors import ErrorCode, FrameTooLargeError, RemoteProtocolError
 from protocol.framing import NEED_DATA, FrameDecoder
-from protocol.messages import Response, error_response
+from protocol.messages import ApiKey, Response, error_response
 from protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 log = structlog.get_logger("broker.server")
@@ -155,6 +155,9 @@ class ServerLimits:
     """queued.max.requests.per.connection: unanswered requests on one connection."""
     connections_max_idle_ms: int = 600000
     """connections.max.idle.ms"""
+    sasl_max_receive_bytes: int = 524288
+    """sasl.server.max.receive.size: the largest frame before SASL authentication (Kafka's
+    answer to CVE-2022-34917: 100 MB frames from anyone were read whole)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +329,8 @@ class _Connection:
         auth = self.authenticator
         if auth is None:
             return True
+        limits = self.server.limits
+        self.decoder.max_frame_bytes = min(limits.sasl_max_receive_bytes, limits.max_request_bytes)
         with trio.move_on_after(SASL_AUTHENTICATION_TIMEOUT_S):
             while not auth.complete:
                 frame = await self._next_frame()
@@ -342,6 +347,7 @@ class _Connection:
                     return False
             assert auth.principal is not None
             self.info = dataclasses.replace(self.info, principal=auth.principal)
+            self.decoder.max_frame_bytes = limits.max_request_bytes
             return True
         self._bad_input(log.info, "no SASL authentication in time, closing connection",
                         timeout_s=SASL_AUTHENTICATION_TIMEOUT_S)  # fmt: skip
@@ -354,7 +360,13 @@ class _Connection:
         try:
             request = decode_request(frame)
             auth.check_allowed(request.api_key)
-        except (RequestDecodeError, SaslProtocolError) as exc:
+        except RequestDecodeError as exc:
+            if exc.api_key is ApiKey.API_VERSIONS and exc.correlation_id is not None:
+                return encode_error_response(exc)  # KIP-511: the client downgrades and asks again
+            self._bad_input(log.warning, "refused before SASL authentication, closing connection",
+                            error=_short(str(exc)))  # fmt: skip
+            return None
+        except SaslProtocolError as exc:
             self._bad_input(log.warning, "refused before SASL authentication, closing connection",
                             error=_short(str(exc)))  # fmt: skip
             return None
@@ -368,7 +380,8 @@ class _Connection:
             response = await self.server.handler.handle(request, self.info)
         if auth.closing:
             self._bad_input(log.info, "SASL authentication failed, closing connection",
-                            listener=self.info.listener, error=response.error_message)  # fmt: skip
+                            listener=self.info.listener,
+                            error=_short(str(response.error_message)))  # fmt: skip
         self.server.metrics.record_errors(request_name(request.api_key), error_counts(response))
         return None if response is None else encode_response(request.correlation_id, response)
 

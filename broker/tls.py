@@ -14,10 +14,10 @@ certificate's distinguished name (RFC 2253 order), `User:ANONYMOUS` without one.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.config import TLS_PROTOCOLS, BrokerConfig
+from broker.config import TLS_PROTOCOLS, Listener, ListenerSecurity
 from protocol.config_defs import ConfigError
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -28,29 +28,55 @@ _CLIENT_AUTH = {
 }
 
 
-def server_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
-    """Listener name -> its server SSLContext, for the listeners that use TLS."""
+def server_contexts(
+    config: ListenerSecurity, listeners: Iterable[Listener]
+) -> dict[str, ssl.SSLContext]:
+    """Listener name -> its server SSLContext, for those of `listeners` that use TLS. Each
+    listener reads the ssl.* keys with Kafka's `listener.name.<listener>.` overrides; on a
+    SASL_SSL listener only the overridden `ssl.client.auth` counts (KIP-684: the clients there
+    prove themselves with SASL), so mTLS on the inter-broker listener does not ask every
+    client for a certificate."""
     protocols = config.listener_security_protocol_map
-    names = [x.name for x in config.broker_listeners if protocols.get(x.name) in TLS_PROTOCOLS]
-    if not names:
-        return {}
-    context = server_context(
-        keystore=str(config["ssl.keystore.location"]),
-        key_password=str(config["ssl.key.password"]) or None,
-        truststore=str(config["ssl.truststore.location"]) or None,
-        client_auth=str(config["ssl.client.auth"]),
-    )
-    return dict.fromkeys(names, context)
+    made: dict[tuple[str, str | None, str | None, str], ssl.SSLContext] = {}
+    out = {}
+    for listener in listeners:
+        protocol = protocols.get(listener.name)
+        if protocol not in TLS_PROTOCOLS:
+            continue
+        name = listener.name
+        client_auth = str(config.listener_value(name, "ssl.client.auth"))
+        if protocol == "SASL_SSL":
+            client_auth = str(_overridden(config, name, "ssl.client.auth") or "none")
+        key = (
+            str(config.listener_value(name, "ssl.keystore.location")),
+            str(config.listener_value(name, "ssl.key.password")) or None,
+            str(config.listener_value(name, "ssl.truststore.location")) or None,
+            client_auth,
+        )
+        if key not in made:
+            made[key] = server_context(
+                keystore=key[0], key_password=key[1], truststore=key[2], client_auth=key[3]
+            )
+        out[name] = made[key]
+    return out
 
 
-def peer_client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext | None:
-    """The context this node dials `listener` of its peers with (the inter-broker listener),
+def _overridden(config: ListenerSecurity, listener: str, key: str) -> object | None:
+    """The `listener.name.<listener>.<key>` value, None when not set."""
+    try:
+        return config[f"listener.name.{listener.lower()}.{key}"]
+    except (KeyError, ConfigError):
+        return None
+
+
+def peer_client_context(config: ListenerSecurity, listener: str) -> ssl.SSLContext | None:
+    """The context this node dials `listener` of its peers with (inter-broker, controller),
     None when it has no TLS: peers' certificates checked against `ssl.truststore.location`
     (the system's CAs when empty) and, with `ssl.endpoint.identification.algorithm=https`,
     for the host dialled; this node's keystore offered for `ssl.client.auth`."""
     if config.listener_security_protocol_map.get(listener) not in TLS_PROTOCOLS:
         return None
-    truststore = str(config["ssl.truststore.location"]) or None
+    truststore = str(config.listener_value(listener, "ssl.truststore.location")) or None
     try:
         context = ssl.create_default_context(cafile=truststore)
     except (OSError, ssl.SSLError) as exc:
@@ -60,9 +86,10 @@ def peer_client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext |
         ) from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = config["ssl.endpoint.identification.algorithm"] == "https"
-    keystore = str(config["ssl.keystore.location"])
+    keystore = str(config.listener_value(listener, "ssl.keystore.location"))
+    password = str(config.listener_value(listener, "ssl.key.password")) or None
     try:
-        context.load_cert_chain(keystore, password=str(config["ssl.key.password"]) or None)
+        context.load_cert_chain(keystore, password=password)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(
             f"ssl.keystore.location: cannot load a private key and certificate chain from "

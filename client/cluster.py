@@ -145,7 +145,11 @@ class ClusterClient:
                 request_timeout_ms=self.request_timeout_ms,
             )
             await self._nursery.start(conn.reader)
-            await self._security.authenticate(conn)
+            try:
+                await self._security.authenticate(conn)
+            except KafkaError:
+                self._connect_failed(node_id)  # no login storm on a refusing broker
+                raise
             self._connections[node_id] = conn
             return conn
         finally:

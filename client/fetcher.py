@@ -143,6 +143,7 @@ class Fetcher:
                 return
             if response.error_code:
                 log.info("fetch refused", node=node, error=response.error_message)
+                self._refused(parts, response)
                 await trio.sleep(cluster.retry_backoff_ms / 1000)
                 return
             if generation != self._generation:
@@ -151,6 +152,22 @@ class Fetcher:
         finally:
             self._fetching_nodes.discard(node)
             self._wake_poll()
+
+    def _refused(
+        self, parts: dict[TopicPartition, tuple[int, int]], response: FetchResponse
+    ) -> None:
+        """A whole fetch refused for an authorization failure: raised by poll(), as Kafka's
+        consumer raises TopicAuthorizationException (retrying cannot help)."""
+        code = ErrorCode.from_wire(response.error_code)
+        if code not in (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ):
+            return
+        for tp in parts:
+            state = self._states.get(tp)
+            if state is not None:
+                state.error = KafkaError(code, response.error_message or code.name)
 
     def _handle_fetch(
         self,

@@ -37,6 +37,7 @@ from client.futures import RecordFuture, RecordMetadata
 from client.idempotence import IdempotenceManager
 from client.lifecycle import ClientBase
 from client.partitioner import StickyPartitioner, partition_for_key
+from client.sasl import SaslAuthenticationError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
@@ -406,6 +407,12 @@ class Producer(ClientBase):
         except KafkaConnectionError as exc:
             log.info("cannot connect to broker", node=node, error=exc.message)
             self._cluster.request_update()
+        except SaslAuthenticationError as exc:
+            # Fatal, as Kafka's AuthenticationException: retrying the same login cannot help.
+            log.error("authentication failed", node=node, error=exc.message)
+            self._fatal_error = exc
+            for batch in self._accumulator.abort_all():
+                self._fail(batch, exc)
         finally:
             self._connecting.discard(node)
         self._wake()

@@ -10,7 +10,7 @@ trying again cannot succeed, as Kafka's clients treat an AuthenticationException
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import scramp
@@ -43,7 +43,7 @@ class SaslAuthenticationError(KafkaError):
 class SaslCredentials:
     mechanism: str
     username: str
-    password: str
+    password: str = field(repr=False)
 
 
 def client_sasl(config: Mapping[str, Any]) -> SaslCredentials | None:
@@ -76,9 +76,9 @@ async def authenticate(conn: BrokerConnection, sasl: SaslCredentials) -> None:
     if sasl.mechanism == "PLAIN":
         await _step(conn, f"\0{sasl.username}\0{sasl.password}".encode())
         return
-    client = scramp.ScramClient([sasl.mechanism], sasl.username, sasl.password)
-    server_first = await _step(conn, client.get_client_first().encode())
     try:
+        client = scramp.ScramClient([sasl.mechanism], sasl.username, sasl.password)
+        server_first = await _step(conn, client.get_client_first().encode())
         client.set_server_first(server_first.decode())
         server_final = await _step(conn, client.get_client_final().encode())
         client.set_server_final(server_final.decode())

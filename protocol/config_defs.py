@@ -121,10 +121,10 @@ class ConfigDef:
     choices: tuple[str, ...] | None = None
     """Allowed values for strings (and for each item of a list)."""
     read_only: bool = False
+    """Cannot be altered while running."""
     per_listener: bool = False
     """Also taken as `listener.name.<listener>.<name>` (and, for sasl.jaas.config, with the
     lower-case SASL mechanism after the listener name): Kafka's listener overrides."""
-    """Cannot be altered while running."""
 
     def parse(self, value: Any) -> Any:
         typed = _PARSERS[self.type](self.name, value)

@@ -13,6 +13,8 @@ import hmac
 from dataclasses import dataclass
 from enum import IntEnum
 
+from scramp.utils import saslprep
+
 MIN_ITERATIONS = 4096
 """Kafka's ScramMechanism.minIterations: fewer is refused (UNACCEPTABLE_CREDENTIAL)."""
 MAX_ITERATIONS = 16384
@@ -97,9 +99,12 @@ class ScramCredential:
 def salted_password(
     mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
 ) -> bytes:
-    """RFC 5802's Hi(Normalize(password), salt, i): PBKDF2 with the mechanism's HMAC. (Kafka
-    does not SASLprep passwords; neither does this.)"""
-    return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
+    """RFC 5802's Hi(Normalize(password), salt, i): PBKDF2 with the mechanism's HMAC, the
+    password SASLprep'd as the SCRAM client (scramp) does, so that any password a user is
+    created with can log in (Kafka's Java client skips SASLprep; trioka speaks only to its
+    own clients)."""
+    normalized = saslprep(password).encode()
+    return hashlib.pbkdf2_hmac(mechanism.hash_name, normalized, salt, iterations)
 
 
 def credential_from_salted(

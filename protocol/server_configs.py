@@ -95,52 +95,59 @@ SERVER_CONFIGS = ConfigDefs(
                         kinds=BROKER_ONLY),
         ServerConfigDef("listener.security.protocol.map", "list", _DEFAULT_PROTOCOL_MAP, "listener "
                         "name -> security protocol, as NAME:PROTOCOL; every listener needs an "
-                        "entry (trioka serves PLAINTEXT and SSL)", read_only=True, kinds=BROKER_ONLY),
+                        "entry (trioka serves PLAINTEXT and SSL)", read_only=True, kinds=BOTH),
         # TLS for the listeners mapped to SSL (Kafka's ssl.* keys, PEM files only).
         ServerConfigDef("ssl.keystore.type", "string", "PEM", "format of the keystore: PEM (a "
                         "private key and its certificate chain in one file)", read_only=True,
-                        kinds=BROKER_ONLY, choices=("PEM",)),
+                        kinds=BOTH, choices=("PEM",)),
         ServerConfigDef("ssl.keystore.location", "string", "", "PEM file with this server's "
                         "private key and certificate chain; required by an SSL listener",
-                        read_only=True, kinds=BROKER_ONLY),
+                        read_only=True, kinds=BOTH, per_listener=True),
         ServerConfigDef("ssl.key.password", "password", "", "password of the private key in the "
-                        "keystore (empty: not encrypted)", read_only=True, kinds=BROKER_ONLY),
+                        "keystore (empty: not encrypted)", read_only=True, kinds=BOTH, per_listener=True),
         ServerConfigDef("ssl.truststore.type", "string", "PEM", "format of the truststore: PEM",
-                        read_only=True, kinds=BROKER_ONLY, choices=("PEM",)),
+                        read_only=True, kinds=BOTH, choices=("PEM",)),
         ServerConfigDef("ssl.truststore.location", "string", "", "PEM file of the CA "
                         "certificates that client certificates are checked against (empty: the "
-                        "system's)", read_only=True, kinds=BROKER_ONLY),
+                        "system's)", read_only=True, kinds=BOTH, per_listener=True),
         ServerConfigDef("ssl.endpoint.identification.algorithm", "string", "https", "https: a "
                         "peer's certificate must name the host this node dials (inter-broker "
                         "listener); empty: any name (the chain is still checked)",
-                        read_only=True, kinds=BROKER_ONLY, choices=("https", "")),
+                        read_only=True, kinds=BOTH, choices=("https", "")),
         ServerConfigDef("sasl.mechanism.inter.broker.protocol", "string", "PLAIN", "SASL mechanism "
                         "brokers log in with on a SASL inter-broker listener (Kafka's default, "
                         "GSSAPI, is not served)", read_only=True, kinds=BROKER_ONLY,
                         choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+        ServerConfigDef("sasl.mechanism.controller.protocol", "string", "PLAIN", "SASL "
+                        "mechanism nodes log in with on a SASL controller listener: PLAIN (SCRAM "
+                        "credentials live in the metadata log the controllers replicate)",
+                        read_only=True, kinds=BOTH, choices=("PLAIN",)),
         ServerConfigDef("ssl.client.auth", "string", "none", "client certificates on SSL "
                         "listeners: none, requested (checked when given) or required (mTLS)",
-                        read_only=True, kinds=BROKER_ONLY,
+                        read_only=True, kinds=BOTH, per_listener=True,
                         choices=("none", "requested", "required")),
         # Authorization (Kafka's ACLs; checked only with an authorizer configured).
         ServerConfigDef("authorizer.class.name", "string", "", "the authorizer: empty for none "
                         "(every request allowed), or Kafka's StandardAuthorizer / AclAuthorizer "
                         "class name (both are trioka's ACL authorizer)", read_only=True,
-                        kinds=BROKER_ONLY, choices=("", AUTHORIZER_STANDARD, AUTHORIZER_ACL)),
+                        kinds=BOTH, choices=("", AUTHORIZER_STANDARD, AUTHORIZER_ACL)),
         ServerConfigDef("super.users", "string", "", "principals allowed everything, separated "
-                        "by ';' (User:admin;User:ANONYMOUS)", read_only=True, kinds=BROKER_ONLY),
+                        "by ';' (User:admin;User:ANONYMOUS)", read_only=True, kinds=BOTH),
         ServerConfigDef("allow.everyone.if.no.acl.found", "boolean", False, "allow a request on a "
                         "resource that no ACL names", read_only=True, kinds=BROKER_ONLY),
         # SASL on the listeners mapped to SASL_PLAINTEXT or SASL_SSL.
         ServerConfigDef("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
                         "SASL mechanisms the SASL listeners offer (Kafka's default, GSSAPI, is not "
                         "served); PLAIN needs users in sasl.jaas.config", read_only=True,
-                        kinds=BROKER_ONLY, choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                        kinds=BOTH, choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
                         per_listener=True),
+        ServerConfigDef("sasl.server.max.receive.size", "int", 524288, "largest request a SASL "
+                        "listener reads before the client has authenticated", read_only=True,
+                        kinds=BOTH, min=1),
         ServerConfigDef("sasl.jaas.config", "password", "", "PlainLoginModule entry whose "
                         'user_<name>="<password>" options are the PLAIN users; Kafka\'s form '
                         "listener.name.<listener>.plain.sasl.jaas.config is taken first",
-                        read_only=True, kinds=BROKER_ONLY, per_listener=True),
+                        read_only=True, kinds=BOTH, per_listener=True),
         ServerConfigDef("controller.listener.names", "list", (), "listeners of the controller; the "
                         "first is where the voters reach each other (a broker with "
                         "process.roles=broker: the controllers' listener, not one of its own)",

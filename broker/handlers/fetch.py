@@ -4,7 +4,7 @@ the fetch purgatory (broker.purgatory.long_poll) for appends, up to its `max_wai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import trio
@@ -39,6 +39,10 @@ FULL_READ_MS = 5_000
 """How often a follower's fetch session reads all its partitions, quiet ones included."""
 
 
+DeniedReads = Callable[[ConnectionInfo, list[str]], list[str]]
+"""(connection, topics) -> those its principal may not READ."""
+
+
 @dataclass(slots=True)
 class _Reads:
     """What one fetch has read so far."""
@@ -69,8 +73,12 @@ class FetchHandler:
         fetch_max_bytes: int,
         topic_metrics: BrokerTopicMetrics | None = None,
         leader_hints: LeaderHints | None = None,
+        denied_reads: DeniedReads | None = None,
     ) -> None:
         self.reader = reader
+        self.denied_reads = denied_reads
+        """With an authorizer: the topics of a consumer's fetch session it may not READ (an
+        incremental fetch names none of them, yet reads them all)."""
         self.leader_hints = leader_hints
         """KIP-951: consumers' partitions answered NOT_LEADER_OR_FOLLOWER name the leader."""
         self.purgatory = purgatory
@@ -118,6 +126,9 @@ class FetchHandler:
             # in it: its times stop at the session's last fetch (else it would count as
             # caught up for as long as the session lives, holding the HW and the ISR).
             self.reader.fold_quiet(context.removed, request.replica_id)
+        refused = self._refused(context.partitions(), conn) if not follower else None
+        if refused is not None:
+            return refused
         session = context.session
         if follower and context.kind is ContextKind.INCREMENTAL and session is not None:
             reads = await self._read_changes(request, session, context.fetch_data)
@@ -136,6 +147,17 @@ class FetchHandler:
             error_code=int(answer.error_code),
             session_id=answer.session_id,
             node_endpoints=endpoints,
+        )
+
+    def _refused(self, wanted: Wanted, conn: ConnectionInfo) -> FetchResponse | None:
+        if self.denied_reads is None:
+            return None
+        denied = self.denied_reads(conn, sorted({tp.topic for tp, _ in wanted}))
+        if not denied:
+            return None
+        return FetchResponse(
+            error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            error_message=f"Not authorized to access topics: [{', '.join(denied)}]",
         )
 
     def _hint_leaders(

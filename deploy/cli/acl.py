@@ -177,7 +177,11 @@ def acl_list(topics: tuple[str, ...], groups: tuple[str, ...], transactional_ids
 
 @acl.command("remove")
 @_resource_options
-@_FILTER_PATTERN
+@click.option(
+    "--resource-pattern-type", type=click.Choice(["any", "match", "literal", "prefixed"]),
+    default="literal", show_default=True,
+    help="As kafka-acls.sh: literal unless told (any: every pattern of the name given).",
+)  # fmt: skip
 @click.option("--principal", default=None, help="Only this principal's ACLs.")
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 @bootstrap_option

@@ -53,7 +53,7 @@ from deploy.node.broker_base import (
 from deploy.node.controller_routes import RaftControllerRoute
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.runtime import NodeRuntime
-from deploy.node.security import inter_broker_security
+from deploy.node.security import controller_security, inter_broker_security
 from deploy.node.transport import PooledTransport
 from protocol.errors import KafkaError
 from protocol.metadata.image import MetadataImage
@@ -275,13 +275,18 @@ async def run_raft_broker(
     session_timeout_s = int(config["broker.session.timeout.ms"]) / 1000
     try:
         async with trio.open_nursery() as nursery:
-            raft_pooled = PooledTransport(client_id=f"trioka-raft-{config.node_id}")
+            to_controllers = controller_security(config, config.controller_listener_names[0])
+            raft_pooled = PooledTransport(
+                client_id=f"trioka-raft-{config.node_id}", security=to_controllers
+            )
             await nursery.start(raft_pooled.run)
             transport = PooledTransport(
                 client_id=f"trioka-broker-{config.node_id}", security=inter_broker_security(config)
             )
             await nursery.start(transport.run)
-            controller_pooled = PooledTransport(client_id=f"trioka-broker-{config.node_id}-ctl")
+            controller_pooled = PooledTransport(
+                client_id=f"trioka-broker-{config.node_id}-ctl", security=to_controllers
+            )
             await nursery.start(controller_pooled.run)
             driver = RaftDriver(
                 raft_config(config),

@@ -41,7 +41,9 @@ from broker.config import BrokerConfig
 from broker.lifecycle import BrokerLifecycleManager
 from broker.metadata_feeds.raft_log import RaftMetadataFeed
 from broker.node import Broker
+from broker.sasl import sasl_settings
 from broker.server import BoundListener, BrokerServer, ConnectionInfo
+from broker.tls import server_contexts
 from deploy.node.broker_base import (
     controller_config,
     log_manager_for,
@@ -49,7 +51,7 @@ from deploy.node.broker_base import (
     serve_until_stopped,
 )
 from deploy.node.broker_raft import LifecycleHolder, RaftMetadataSource, start_lifecycle
-from deploy.node.controller import ControllerHandler
+from deploy.node.controller import ControllerHandler, controller_nodes
 from deploy.node.controller_routes import local_controller_channel
 from deploy.node.controller_services import raft_controller_service
 from deploy.node.runtime import NodeRuntime
@@ -207,7 +209,10 @@ async def run_combined_broker(
             await nursery.start(service.run)
             if config.controller_listeners:
                 controller_server = BrokerServer(
-                    ControllerHandler(driver, service), config.controller_listeners
+                    ControllerHandler(driver, service, nodes=controller_nodes(config)),
+                    config.controller_listeners,
+                    tls=server_contexts(config, config.controller_listeners),
+                    sasl=sasl_settings(config, config.controller_listeners, None),
                 )
                 await nursery.start(controller_server.serve)
             channel = local_controller_channel(service.submit, controller_wait_s=request_timeout_s)

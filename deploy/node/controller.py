@@ -28,7 +28,10 @@ from dataclasses import replace
 import structlog
 import trio
 
+from broker.config import ListenerSecurity
+from broker.sasl import sasl_settings
 from broker.server import BrokerServer, ConnectionInfo
+from broker.tls import server_contexts
 from controller.service.fast_fencing import FastFencing
 from controller.service.terms import ControllerService
 from deploy.node import gc_policy
@@ -37,6 +40,7 @@ from deploy.node.controller_services import raft_controller_service, raft_fast_f
 from deploy.node.liveness_probe import TcpListenerProbe
 from deploy.node.raft_transport import VoterTransport
 from deploy.node.runtime import NodeRuntime
+from deploy.node.security import controller_security
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
 from deploy.node.transport import PooledTransport
 from deploy.telemetry.logs import configure_logging
@@ -116,18 +120,31 @@ class ControllerHandler:
     controller on a standby)."""
 
     def __init__(
-        self, driver: RaftDriver, service: ControllerService, fencing: FastFencing | None = None
+        self,
+        driver: RaftDriver,
+        service: ControllerService,
+        fencing: FastFencing | None = None,
+        nodes: frozenset[str] | None = None,
     ) -> None:
         self.driver = driver
         self.service = service
         self.fencing = fencing
         """Told which connection each broker's heartbeats came on (fast fencing)."""
+        self.nodes = nodes
+        """With `authorizer.class.name` set: the principals served (`super.users`: the
+        brokers and controllers); everyone else is refused CLUSTER_AUTHORIZATION_FAILED."""
 
     async def handle(self, request: RequestEnvelope, conn: ConnectionInfo) -> Response | None:
         body = request.body
         if isinstance(body, ApiVersionsRequest):
             full = api_versions_response()
             return replace(full, api_keys=tuple(r for r in full.api_keys if r.api_key in SERVED))
+        if self.nodes is not None and conn.principal not in self.nodes:
+            # Brokers forward clients' admin requests here without their principal (Kafka's
+            # envelope): only the nodes themselves may send anything.
+            return error_response(
+                type(body), ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+            )
         if isinstance(body, (*wire.QUORUM_WIRE_REQUESTS, DescribeQuorumRequest)):
             await self.driver.started.wait()
             return await self.driver.handle_request(body)
@@ -200,6 +217,14 @@ async def run_controller(
             shipper.release()
 
 
+def controller_nodes(config: ListenerSecurity) -> frozenset[str] | None:
+    """The principals a controller listener serves when an authorizer is configured (its
+    `super.users`); None: everyone (no authorizer)."""
+    if not config["authorizer.class.name"]:
+        return None
+    return frozenset(u.strip() for u in str(config["super.users"]).split(";") if u.strip())
+
+
 def controller_shipper(config: ControllerProcessConfig) -> TelemetryShipper | None:
     """The telemetry shipper of a controller process (None when trioka.telemetry.enable is
     off); it ships through trioka.telemetry.bootstrap.servers or the registered brokers."""
@@ -224,7 +249,10 @@ async def _run_controller(
         store.directory, voters=tuple(sorted(config.voters)), cluster_id=config.cluster_id or ""
     )
     try:
-        async with PooledTransport.open(client_id=f"trioka-raft-{config.node_id}") as pooled:
+        security = controller_security(config, config.controller_listener_names[0])
+        async with PooledTransport.open(
+            client_id=f"trioka-raft-{config.node_id}", security=security
+        ) as pooled:
             driver = RaftDriver(
                 config.raft_config(),
                 store,
@@ -250,9 +278,11 @@ async def _run_controller(
                 else None
             )
             server = BrokerServer(
-                ControllerHandler(driver, service, fencing),
+                ControllerHandler(driver, service, fencing, controller_nodes(config)),
                 config.listeners,
                 on_connection_closed=None if fencing is None else _lost_by(fencing),
+                tls=server_contexts(config, config.listeners),
+                sasl=sasl_settings(config, config.listeners, None),
             )
             async with trio.open_nursery() as nursery:
                 await nursery.start(driver.run)

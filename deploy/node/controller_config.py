@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import Listener
+from broker.config import TLS_PROTOCOLS, Listener, listener_value, parse_protocol_map
 from controller.config import ControllerConfig
 from deploy.node.config import parse_overrides, read_config_file
 from protocol.config_defs import ConfigError
@@ -74,7 +74,28 @@ class ControllerProcessConfig:
                     f"controller.listener.names: {name} is not one of the listeners "
                     f"({', '.join(str(lst) for lst in listeners)})"
                 )
-        return cls(resolved, voters, listeners, frozenset(values))
+        made = cls(resolved, voters, listeners, frozenset(values))
+        made._check_security()
+        return made
+
+    def _check_security(self) -> None:
+        protocols = self.listener_security_protocol_map
+        for listener in self.listeners:
+            # A controller listener not in the map is PLAINTEXT (Kafka's
+            # effectiveListenerSecurityProtocolMap does the same for KRaft controllers).
+            protocol = protocols.get(listener.name, "PLAINTEXT")
+            if protocol in TLS_PROTOCOLS and not self["ssl.keystore.location"]:
+                raise ConfigError(
+                    f"ssl.keystore.location: listener {listener.name} uses {protocol} and needs "
+                    "this server's private key and certificate chain (a PEM file)"
+                )
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self.values["listener.security.protocol.map"])
+
+    def listener_value(self, listener: str, key: str, mechanism: str = "") -> Any:
+        return listener_value(self.values, listener, key, mechanism)
 
     def __getitem__(self, key: str) -> Any:
         """A resolved value by its config name, as BrokerConfig's."""

@@ -74,6 +74,13 @@ class ControllerProcess(BrokerProcess):
             )
         )
 
+    def _listener_uses_tls(self) -> bool:
+        protocols = self.overrides.get("listener.security.protocol.map", "")
+        return any(
+            entry.strip().upper() in ("CONTROLLER:SSL", "CONTROLLER:SASL_SSL")
+            for entry in protocols.split(",")
+        )
+
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -83,6 +90,8 @@ class ControllerProcess(BrokerProcess):
                     f"starting:\n{self.log_tail()}"
                 )
             if any(e.get("event") == "controller started" for e in self.events(since_start=True)):
+                if self._listener_uses_tls():
+                    return  # bound and serving; a plaintext ApiVersions could not tell more
                 try:
                     api_versions_blocking(self.host, self.port, timeout=1.0)
                     return

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import trio
 
-from client import Consumer, KafkaError, Producer
+from client import Consumer, KafkaError, Producer, TopicPartition
 from client.admin import Admin
 from protocol.acls import (
     CLUSTER_NAME,
@@ -136,7 +136,8 @@ def test_the_acl_cli_adds_lists_and_removes(broker_factory) -> None:
         ("User:bob", "READ", "logs"),
         ("User:bob", "DESCRIBE", "logs"),
     }
-    removed = trioka("acl", "remove", "--principal", "User:bob", "--force", "-b", address, *creds)
+    removed = trioka("acl", "remove", "--principal", "User:bob", "--resource-pattern-type", "any",
+                     "--force", "-b", address, *creds)  # fmt: skip
     assert removed.returncode == 0 and "Removed 4 ACL(s)" in removed.stderr, removed.stderr
     bad = trioka("acl", "add", "--allow-principal", "bob", "--operation", "Read", "--topic",
                  "t", "-b", address, *creds)  # fmt: skip
@@ -144,3 +145,27 @@ def test_the_acl_cli_adds_lists_and_removes(broker_factory) -> None:
     # Without the super user's credentials: refused.
     anonymous = trioka("acl", "list", "-b", broker.bootstrap)
     assert "Cluster authorization failed" in anonymous.stderr
+
+
+async def test_revoking_read_stops_a_running_consumer(broker_factory) -> None:
+    """Its incremental fetches name no topic, yet read the whole session: before, they went
+    on after the ACL was gone."""
+    _, address = authorized_broker(broker_factory)
+    async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+        await admin.create_topic("orders", 1, 1)
+        await admin.create_acls([acl(ResourceType.TOPIC, "orders", AclOperation.READ)])
+    async with Producer(bootstrap_servers=address, **ADMIN) as producer:
+        await producer.send_and_wait("orders", b"before", partition=0)
+    async with Consumer(bootstrap_servers=address, auto_offset_reset="earliest",
+                        **ALICE) as consumer:  # fmt: skip
+        consumer.assign([TopicPartition("orders", 0)])
+        got: list[bytes | None] = []
+        with trio.fail_after(20):
+            while not got:
+                got += [r.value for r in await consumer.poll(200)]
+        async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+            await admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "orders")])
+        with pytest.raises(KafkaError) as refused, trio.fail_after(20):
+            while True:
+                await consumer.poll(200)
+    assert refused.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED

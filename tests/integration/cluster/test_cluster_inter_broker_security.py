@@ -13,11 +13,16 @@ import pytest
 import trio
 import trustme
 
+from broker.sasl import sasl_settings
 from client import Consumer, KafkaError, Producer, TopicPartition
 from client.admin import Admin
+from deploy.node.controller_config import ControllerProcessConfig
+from deploy.node.security import controller_security
+from protocol.config_defs import ConfigError
 from tests.integration.broker.test_broker_tls import write
 from tests.integration.cluster.conftest import ClusterFactory
 from tests.support.cluster import Cluster
+from tests.support.waiting import wait_until
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -44,8 +49,14 @@ def secured(tmp_path: Path, protocol: str) -> dict[str, Any]:
 
 
 async def replicated_round_trip(cluster: Cluster) -> None:
-    await cluster.wait_ready()
     bootstrap = cluster.bootstrap
+
+    async def all_brokers_live() -> bool:
+        # Asked of a broker (the harness's own wait asks the controllers, in plaintext).
+        async with Admin(bootstrap_servers=bootstrap) as admin:
+            return len((await admin.describe_cluster()).brokers) == 3
+
+    await wait_until(all_brokers_live, within=60, every=0.2)
     async with Admin(bootstrap_servers=bootstrap) as admin:
         await admin.create_topic("replicated", 1, 3, {"min.insync.replicas": "3"})
     async with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
@@ -81,3 +92,47 @@ async def test_replication_over_an_authenticated_inter_broker_listener(
         async with Admin(bootstrap_servers=address, default_api_timeout_ms=4000,
                          **refused) as admin:  # fmt: skip
             await admin.list_topics()
+
+
+CONTROLLER_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="node" password="node-secret" user_node="node-secret";'
+)
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+async def test_a_raft_cluster_over_an_authenticated_controller_listener(
+    raft_cluster_factory, tmp_path: Path, protocol: str
+) -> None:
+    """The voters among themselves and the brokers to them (registration, heartbeats,
+    forwarded requests, the metadata they fetch) over mTLS or SASL_SSL/PLAIN."""
+    tls = secured(tmp_path, "SSL")
+    settings = {
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}",
+        "ssl.keystore.location": tls["ssl.keystore.location"],
+        "ssl.truststore.location": tls["ssl.truststore.location"],
+    }
+    if protocol == "SSL":
+        controllers = {**settings, "ssl.client.auth": "required"}
+    else:
+        settings |= {"sasl.enabled.mechanisms": "PLAIN",
+                     "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS}  # fmt: skip
+        controllers = settings
+    cluster = raft_cluster_factory(
+        3, controller_overrides=controllers, broker_overrides={n: settings for n in (1, 2, 3)}
+    )
+    await replicated_round_trip(cluster)
+
+
+def test_scram_on_a_controller_listener_is_refused(tmp_path: Path) -> None:
+    config = ControllerProcessConfig.from_values({
+        "process.roles": "controller", "node.id": 1, "metadata.log.dir": str(tmp_path),
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    })  # fmt: skip
+    with pytest.raises(ConfigError, match="PLAIN only"):
+        sasl_settings(config, config.listeners, None)
+    with pytest.raises(ConfigError, match="username"):
+        controller_security(config, "CONTROLLER")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.authorization import RequestAuthorization
+from broker.handlers.router import FORWARDED_CLIENT_ID, ApiRouter
 from broker.server import ConnectionInfo
 from protocol.acls import (
     CLUSTER_NAME,
@@ -17,15 +18,27 @@ from protocol.acls import (
 )
 from protocol.codec import RequestEnvelope
 from protocol.errors import ErrorCode
-from protocol.messages import Request
+from protocol.messages import ApiKey, Request
 from protocol.messages.configs import DescribeConfigsRequest, DescribeConfigsResource
+from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.fetch import FetchRequest, FetchTopic
-from protocol.messages.group_offsets import OffsetCommitRequest, OffsetCommitTopic
+from protocol.messages.group_offsets import (
+    OffsetCommitRequest,
+    OffsetCommitTopic,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchTopicResponse,
+)
 from protocol.messages.groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.metadata import MetadataRequest, MetadataResponse, MetadataTopic
 from protocol.messages.produce import ProduceRequest, ProduceTopic
-from protocol.messages.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from protocol.messages.topics import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import MetadataImage
 from protocol.metadata.records import AccessControlEntryRecord
@@ -197,3 +210,60 @@ def test_metadata_naming_topics_answers_each_refused_one() -> None:
         ("orders", ErrorCode.NONE),
         ("secret", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     ]
+
+
+async def test_a_client_naming_the_forwarding_client_id_is_still_checked() -> None:
+    """Before, any client naming `trioka-forwarded` skipped every ACL."""
+    image = image_with(allow(C, CLUSTER_NAME, AclOperation.CLUSTER_ACTION, principal="User:node"))
+    router = ApiRouter(authorization=RequestAuthorization(lambda: image))
+    served: list[str] = []
+
+    async def handler(body: Any, conn: ConnectionInfo) -> Any:
+        served.append(conn.principal)
+        return DeleteTopicsResponse()
+
+    router.add_handlers({ApiKey.PRODUCE: handler, ApiKey.DELETE_TOPICS: handler})
+    produce_request = envelope(produce("orders"), client_id=FORWARDED_CLIENT_ID)
+    refused = await router.handle(produce_request, ALICE)
+    assert refused.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    delete = envelope(DeleteTopicsRequest(topic_names=("orders",)), client_id=FORWARDED_CLIENT_ID)
+    assert (await router.handle(delete, ALICE)).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    node = ConnectionInfo("10.0.0.2:1", "INTERNAL", principal="User:node")
+    assert (await router.handle(delete, node)).error_code == 0  # a broker's forwarded request
+    # ... but not for an API brokers do not forward.
+    node_produce = await router.handle(produce_request, node)
+    assert node_produce.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert served == ["User:node"]
+
+
+def test_open_apis_and_trimmed_listings() -> None:
+    image = image_with(allow(T, "orders", AclOperation.DESCRIBE), allow(G, "g", AclOperation.READ))
+    auth = RequestAuthorization(lambda: image)
+    assert refusal(auth, DescribeClusterRequest()) is None
+    assert refusal(auth, ListGroupsRequest()) is None
+    groups = ListGroupsResponse(groups=tuple(
+        ListedGroup(group_id=g, protocol_type="consumer", group_state="Stable") for g in "gh"
+    ))  # fmt: skip
+    everyone = image_with(allow(C, CLUSTER_NAME, AclOperation.DESCRIBE))
+    assert len(RequestAuthorization(lambda: everyone).trim(
+        envelope(ListGroupsRequest()), ALICE, groups).groups) == 2  # fmt: skip
+    offsets = OffsetFetchResponse(topics=tuple(
+        OffsetFetchTopicResponse(name=n, partitions=()) for n in ("orders", "secret")
+    ))  # fmt: skip
+    all_topics = envelope(OffsetFetchRequest(group_id="g", topics=None))
+    assert refusal(auth, all_topics.body) is None
+    assert [t.name for t in auth.trim(all_topics, ALICE, offsets).topics] == ["orders"]
+
+
+def test_an_empty_topic_name_is_refused_not_a_crash() -> None:
+    """Before, `name or topic` read a ProduceTopic's missing `topic` for the name ''."""
+    auth = RequestAuthorization(image_with)
+    assert refusal(auth, produce(""))[0] is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_revoked_read_stops_a_fetch_session() -> None:
+    image = [image_with(allow(T, "orders", AclOperation.READ))]
+    auth = RequestAuthorization(lambda: image[-1])
+    assert auth.denied_reads(ALICE, ["orders"]) == []
+    image.append(image_with())
+    assert auth.denied_reads(ALICE, ["orders"]) == ["orders"]

@@ -69,7 +69,7 @@ def test_internal_and_external_with_a_published_external_address() -> None:
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
                 "metadata.mode": "raft",
             },
-            r"listener CONTROLLER is a controller listener and uses SSL",
+            r"ssl.keystore.location: listener CONTROLLER uses SSL and needs",
         ),
         (
             {
@@ -81,6 +81,16 @@ def test_internal_and_external_with_a_published_external_address() -> None:
         (
             {"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"},
             r"ssl.keystore.location: listener PLAINTEXT uses SASL_SSL and needs",
+        ),
+        (
+            {
+                "metadata.mode": "zk",
+                "zookeeper.connect": "127.0.0.1:2181",
+                "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            },
+            r"sasl.mechanism.inter.broker.protocol: PLAIN is not one of the mechanisms listener "
+            r"PLAINTEXT enables \(SCRAM-SHA-512\)",
         ),
         (
             {"ssl.client.auth": "sometimes"},

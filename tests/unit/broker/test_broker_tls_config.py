@@ -26,13 +26,17 @@ def config(tmp_path: Path, **values: object) -> BrokerConfig:
     )
 
 
+def contexts_of(config):  # type: ignore[no-untyped-def]
+    return server_contexts(config, config.broker_listeners)
+
+
 def test_only_the_ssl_listeners_get_a_context(tmp_path: Path) -> None:
     ca = trustme.CA()
     keystore = tmp_path / "server.pem"
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
     truststore = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(truststore))
-    contexts = server_contexts(
+    contexts = contexts_of(
         config(
             tmp_path,
             **{
@@ -50,14 +54,14 @@ def test_only_the_ssl_listeners_get_a_context(tmp_path: Path) -> None:
 def test_unreadable_files_name_the_key_and_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "missing.pem"
     with pytest.raises(ConfigError, match=f"ssl.keystore.location: .*{missing}"):
-        server_contexts(config(tmp_path, **{"ssl.keystore.location": str(missing)}))
+        contexts_of(config(tmp_path, **{"ssl.keystore.location": str(missing)}))
     ca = trustme.CA()
     keystore = tmp_path / "server.pem"
     ca.issue_cert("h").private_key_and_cert_chain_pem.write_to_path(str(keystore))
     bad = tmp_path / "bad-ca.pem"
     bad.write_text("garbage")
     with pytest.raises(ConfigError, match=f"ssl.truststore.location: .*{bad}"):
-        server_contexts(
+        contexts_of(
             config(
                 tmp_path,
                 **{
@@ -89,3 +93,32 @@ def test_a_crafted_common_name_cannot_pass_for_another_principal() -> None:
     multi = {"subject": ((("commonName", "a"), ("userId", "7")),)}
     assert principal_of(multi) == "User:CN=a+UID=7"
     assert principal_of({"subject": ((("commonName", " #x "),),)}) == "User:CN=\\ #x\\ "
+
+
+def test_client_auth_per_listener_and_never_unprefixed_on_sasl_ssl(tmp_path: Path) -> None:
+    """mTLS on the inter-broker listener must not ask every client for a certificate (KIP-684:
+    the unprefixed ssl.client.auth does not apply to SASL_SSL listeners)."""
+    ca = trustme.CA()
+    keystore = tmp_path / "server.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    truststore = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(truststore))
+    made = config(
+        tmp_path,
+        **{
+            "listeners": ["INTERNAL://127.0.0.1:0", "CLIENTS://127.0.0.1:0",
+                          "PUBLIC://127.0.0.1:0"],
+            "listener.security.protocol.map": ["INTERNAL:SSL", "CLIENTS:SASL_SSL", "PUBLIC:SSL"],
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.jaas.config": 'x.PlainLoginModule required user_a="b";',
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.location": str(truststore),
+            "ssl.client.auth": "required",
+            "listener.name.public.ssl.client.auth": "none",
+        },
+    )  # fmt: skip
+    contexts = contexts_of(made)
+    assert contexts["INTERNAL"].verify_mode == ssl.CERT_REQUIRED
+    assert contexts["CLIENTS"].verify_mode == ssl.CERT_NONE
+    assert contexts["PUBLIC"].verify_mode == ssl.CERT_NONE
