@@ -153,6 +153,10 @@ class RequestAuthorization:
         elif api is ApiKey.CREATE_TOPICS and allowed(ResourceType.CLUSTER, rule.operation,
                                                      CLUSTER_NAME):  # fmt: skip
             return None
+        elif api is ApiKey.OFFSET_FOR_LEADER_EPOCH and allowed(
+            ResourceType.CLUSTER, AclOperation.CLUSTER_ACTION, CLUSTER_NAME
+        ):
+            return None  # a follower's truncation check, as Kafka: CLUSTER_ACTION or DESCRIBE
         elif api is ApiKey.INIT_PRODUCER_ID and auth.allows_any(conn.principal, host,
                                                                AclOperation.WRITE,
                                                                ResourceType.TOPIC):  # fmt: skip

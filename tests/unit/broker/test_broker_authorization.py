@@ -32,6 +32,10 @@ from protocol.messages.group_offsets import (
 from protocol.messages.groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.metadata import MetadataRequest, MetadataResponse, MetadataTopic
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderTopic,
+)
 from protocol.messages.produce import ProduceRequest, ProduceTopic
 from protocol.messages.topics import (
     CreatableTopic,
@@ -267,3 +271,14 @@ def test_a_revoked_read_stops_a_fetch_session() -> None:
     assert auth.denied_reads(ALICE, ["orders"]) == []
     image.append(image_with())
     assert auth.denied_reads(ALICE, ["orders"]) == ["orders"]
+
+
+def test_offset_for_leader_epoch_takes_cluster_action_or_describe() -> None:
+    request = OffsetForLeaderEpochRequest(
+        replica_id=2, topics=(OffsetForLeaderTopic(topic="orders", partitions=()),)
+    )
+    assert refusal(RequestAuthorization(image_with), request) is not None
+    node = image_with(allow(C, CLUSTER_NAME, AclOperation.CLUSTER_ACTION))
+    assert refusal(RequestAuthorization(lambda: node), request) is None
+    reader = image_with(allow(T, "orders", AclOperation.DESCRIBE))
+    assert refusal(RequestAuthorization(lambda: reader), request) is None
