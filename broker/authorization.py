@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.authorizer import API_RULES, Authorizer
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ListenerSecurity
 from broker.server import ConnectionInfo
 from protocol.acls import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.codec import RequestEnvelope
@@ -248,8 +248,13 @@ def request_authorization(
     for; None without an authorizer."""
     if not config["authorizer.class.name"]:
         return None
-    super_users = frozenset(u.strip() for u in str(config["super.users"]).split(";") if u.strip())
-    return RequestAuthorization(image, super_users, bool(config["allow.everyone.if.no.acl.found"]))
+    everything = super_users(config)
+    return RequestAuthorization(image, everything, bool(config["allow.everyone.if.no.acl.found"]))
+
+
+def super_users(config: ListenerSecurity) -> frozenset[str]:
+    """`super.users`: principals separated by ';' (Kafka's format)."""
+    return frozenset(u.strip() for u in str(config["super.users"]).split(";") if u.strip())
 
 
 def _host(peer: str) -> str:

@@ -8,10 +8,6 @@ from typing import Any, Protocol
 from protocol.acls import (
     AclBinding,
     AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
 )
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request
@@ -25,6 +21,7 @@ from protocol.messages.acls import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from protocol.metadata.acls import binding_of_match
 
 
 class _Calls(Protocol):
@@ -82,14 +79,14 @@ class AclAdmin:
             DescribeAclsRequest(filter=_wire_filter(acl_filter))
         )
         return [
-            AclBinding(
-                resource_type=ResourceType(r.resource_type),
-                resource_name=r.resource_name,
-                pattern_type=PatternType(r.pattern_type),
-                principal=a.principal,
-                host=a.host,
-                operation=AclOperation(a.operation),
-                permission=AclPermissionType(a.permission_type),
+            AclBinding.from_ids(
+                r.resource_type,
+                r.resource_name,
+                r.pattern_type,
+                a.principal,
+                a.host,
+                a.operation,
+                a.permission_type,
             )
             for r in response.resources
             for a in r.acls
@@ -102,16 +99,5 @@ class AclAdmin:
         deleted = []
         for result in response.filter_results:
             _raise(result.error_code, result.error_message)
-            deleted += [
-                AclBinding(
-                    resource_type=ResourceType(m.resource_type),
-                    resource_name=m.resource_name,
-                    pattern_type=PatternType(m.pattern_type),
-                    principal=m.principal,
-                    host=m.host,
-                    operation=AclOperation(m.operation),
-                    permission=AclPermissionType(m.permission_type),
-                )
-                for m in result.matching_acls
-            ]
+            deleted += map(binding_of_match, result.matching_acls)
         return deleted

@@ -72,6 +72,28 @@ class AclBinding:
     operation: AclOperation
     permission: AclPermissionType
 
+    @classmethod
+    def from_ids(
+        cls,
+        resource_type: int,
+        resource_name: str,
+        pattern_type: int,
+        principal: str,
+        host: str,
+        operation: int,
+        permission: int,
+    ) -> AclBinding:
+        """From Kafka's wire and record ids; ValueError for an id outside the enums."""
+        return cls(
+            ResourceType(resource_type),
+            resource_name,
+            PatternType(pattern_type),
+            principal,
+            host,
+            AclOperation(operation),
+            AclPermissionType(permission),
+        )
+
     def selects(self, resource_type: ResourceType, name: str) -> bool:
         """Whether this ACL is about that resource (whoever it names)."""
         if resource_type != self.resource_type:

@@ -5,7 +5,6 @@ credentials), ACLs (deploy.node.zk_acl_sync), and the broker.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from deploy.node.runtime import NodeRuntime
 from deploy.node.security import inter_broker_security
 from deploy.node.transport import PooledTransport
 from deploy.node.zk_acl_sync import ZkAclSync
+from deploy.node.zk_watch_rounds import WatchRounds
 from protocol.config_defs import ConfigError
 from protocol.scram import ScramCredential, ScramMechanism
 from zkstore import (
@@ -92,7 +92,7 @@ SetTopicConfigs = Callable[[str, dict[str, str]], None]
 SetScramCredentials = Callable[[str, dict[int, ScramCredential]], None]
 
 
-class ZkConfigSync:
+class ZkConfigSync(WatchRounds):
     """Kafka's ZkConfigManager on a ZK-mode broker: dynamic configs from ZooKeeper into its
     metadata image, read at start and on new /config/changes/config_change_<seq> notifications
     (children watch), each naming one entity.
@@ -106,6 +106,8 @@ class ZkConfigSync:
       (ZkMetadataFeed.set_scram_credentials). An unreadable znode is logged and leaves the
       user as it was, as Kafka's notification handler does."""
 
+    WHAT = "configs"
+
     def __init__(
         self,
         zk: ZkClient,
@@ -114,19 +116,15 @@ class ZkConfigSync:
         *,
         retry_backoff_s: float = 1.0,
     ) -> None:
+        super().__init__(retry_backoff_s)
         self.zk = zk
         self.set_topic_configs = set_topic_configs
         self.set_scram_credentials = set_scram_credentials
-        self.retry_backoff_s = retry_backoff_s
         self.configs: dict[str, dict[str, str]] = {}
         self.credentials: dict[str, dict[int, ScramCredential]] = {}
         self._last_change = -1
         self._synced = False
         """Set once a whole round succeeded: later rounds read only what changed."""
-        self._wake_send, self._wake_receive = trio.open_memory_channel[object](math.inf)
-
-    def _watch(self, event: object) -> None:
-        self._wake_send.send_nowait(event)
 
     def _apply(self, topic: str, configs: dict[str, str]) -> None:
         if self.configs.get(topic, {}) == configs:
@@ -210,26 +208,6 @@ class ZkConfigSync:
         if numbered:
             self._last_change = max(self._last_change, numbered[-1][0])
         self._synced = True
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        started = False
-        while True:
-            try:
-                await self.sync_once()
-            except Exception as exc:  # disconnected: kazoo errors; the next round reads again
-                log.warning("reading configs from zookeeper failed", error=repr(exc))
-                await trio.sleep(self.retry_backoff_s)
-                continue
-            if not started:
-                task_status.started()
-                started = True
-            await self._wake_receive.receive()
-            # Several watches may fire for one change: one round reads them all.
-            while True:
-                try:
-                    self._wake_receive.receive_nowait()
-                except trio.WouldBlock:
-                    break
 
 
 async def _connect_zookeeper(config: BrokerConfig) -> ZkClient:

@@ -28,6 +28,7 @@ from dataclasses import replace
 import structlog
 import trio
 
+from broker.authorization import super_users
 from broker.config import ListenerSecurity
 from broker.sasl import sasl_settings
 from broker.server import BrokerServer, ConnectionInfo
@@ -222,7 +223,7 @@ def controller_nodes(config: ListenerSecurity) -> frozenset[str] | None:
     `super.users`); None: everyone (no authorizer)."""
     if not config["authorizer.class.name"]:
         return None
-    return frozenset(u.strip() for u in str(config["super.users"]).split(";") if u.strip())
+    return super_users(config)
 
 
 def controller_shipper(config: ControllerProcessConfig) -> TelemetryShipper | None:

@@ -13,12 +13,11 @@ notification is logged and leaves the resource as it was, as Kafka's notificatio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
-import trio
 
+from deploy.node.zk_watch_rounds import WatchRounds
 from protocol.acls import AclBinding, PatternType, ResourceType
 from zkstore import ZkClient
 from zkstore.znodes import (
@@ -37,23 +36,21 @@ Numbered = dict[PatternType, list[tuple[int, str]]]
 """Per store: its change notifications as (sequence number, znode name), in order."""
 
 
-class ZkAclSync:
+class ZkAclSync(WatchRounds):
     """One broker's copy of the ACLs in ZooKeeper, kept by `run` (see the module's doc)."""
+
+    WHAT = "acls"
 
     def __init__(
         self, zk: ZkClient, set_resource_acls: SetResourceAcls, *, retry_backoff_s: float = 1.0
     ) -> None:
+        super().__init__(retry_backoff_s)
         self.zk = zk
         self.set_resource_acls = set_resource_acls
-        self.retry_backoff_s = retry_backoff_s
         self.acls: dict[AclResource, frozenset[AclBinding]] = {}
         self._last_change = dict.fromkeys(ACL_PATTERN_TYPES, -1)
         self._synced = False
         """Set once a whole round succeeded: later rounds read only what was notified."""
-        self._wake_send, self._wake_receive = trio.open_memory_channel[object](math.inf)
-
-    def _watch(self, event: object) -> None:
-        self._wake_send.send_nowait(event)
 
     def _apply(self, resource: AclResource, acls: frozenset[AclBinding]) -> None:
         if self.acls.get(resource, frozenset()) == acls:
@@ -139,27 +136,6 @@ class ZkAclSync:
                 last = max(self._last_change[pattern_type], changes[-1][0])
                 self._last_change[pattern_type] = last
         self._synced = True
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Started once every ACL was read (a first round that fails is retried)."""
-        started = False
-        while True:
-            try:
-                await self.sync_once()
-            except Exception as exc:  # disconnected: kazoo errors; the next round reads again
-                log.warning("reading acls from zookeeper failed", error=repr(exc))
-                await trio.sleep(self.retry_backoff_s)
-                continue
-            if not started:
-                task_status.started()
-                started = True
-            await self._wake_receive.receive()
-            # Several watches may fire for one change: one round reads them all.
-            while True:
-                try:
-                    self._wake_receive.receive_nowait()
-                except trio.WouldBlock:
-                    break
 
 
 __all__ = ["SetResourceAcls", "ZkAclSync"]

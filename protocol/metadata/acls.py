@@ -102,15 +102,10 @@ def binding_from_creation(creation: AclCreation) -> AclBinding:
 
 def binding_of_match(match: DeleteAclsMatchingAcl) -> AclBinding:
     """The ACL a DeleteAcls answer says it deleted."""
-    return AclBinding(
-        resource_type=ResourceType(match.resource_type),
-        resource_name=match.resource_name,
-        pattern_type=PatternType(match.pattern_type),
-        principal=match.principal,
-        host=match.host,
-        operation=AclOperation(match.operation),
-        permission=AclPermissionType(match.permission_type),
-    )
+    return AclBinding.from_ids(
+        match.resource_type, match.resource_name, match.pattern_type, match.principal,
+        match.host, match.operation, match.permission_type,
+    )  # fmt: skip
 
 
 def filter_of(wire: AclFilter) -> AclBindingFilter:

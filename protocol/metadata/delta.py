@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from protocol.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from protocol.acls import AclBinding
 from protocol.metadata.image import (
     TOPIC_RESOURCE,
     AclsImage,
@@ -384,15 +384,10 @@ class ScramDelta:
 def binding_of(record: AccessControlEntryRecord) -> AclBinding:
     """The ACL a record stores; MetadataReplayError for ids outside Kafka's enums."""
     try:
-        return AclBinding(
-            resource_type=ResourceType(record.resource_type),
-            resource_name=record.resource_name,
-            pattern_type=PatternType(record.pattern_type),
-            principal=record.principal,
-            host=record.host,
-            operation=AclOperation(record.operation),
-            permission=AclPermissionType(record.permission_type),
-        )
+        return AclBinding.from_ids(
+            record.resource_type, record.resource_name, record.pattern_type, record.principal,
+            record.host, record.operation, record.permission_type,
+        )  # fmt: skip
     except ValueError as exc:
         raise MetadataReplayError(f"AccessControlEntryRecord {record.id}: {exc}") from None
 

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import msgpack
 
+from protocol.metadata.acls import acl_record
 from protocol.metadata.delta import MetadataDelta
 from protocol.metadata.image import MetadataImage, MetadataProvenance
 from protocol.metadata.records import (
-    AccessControlEntryRecord,
     ConfigRecord,
     InvalidRecordError,
     MetadataRecord,
@@ -73,17 +73,7 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
                 iterations=c.iterations,
             )
     for acl_id in sorted(image.acls.by_id):
-        acl = image.acls.by_id[acl_id]
-        yield AccessControlEntryRecord(
-            id=acl_id,
-            resource_type=int(acl.resource_type),
-            resource_name=acl.resource_name,
-            pattern_type=int(acl.pattern_type),
-            principal=acl.principal,
-            host=acl.host,
-            operation=int(acl.operation),
-            permission_type=int(acl.permission),
-        )
+        yield acl_record(acl_id, image.acls.by_id[acl_id])
 
 
 def encode_snapshot(image: MetadataImage) -> bytes:
