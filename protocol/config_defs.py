@@ -171,7 +171,8 @@ class ConfigDefs:
             self.defs[d.name] = d
 
     def __contains__(self, name: str) -> bool:
-        return name in self.defs
+        """A key of these configs, `listener.name.<l>.` overrides of per-listener keys too."""
+        return name in self.defs or self._listener_override(name) is not None
 
     def __getitem__(self, name: str) -> ConfigDef:
         found = self.defs.get(name)

@@ -64,6 +64,19 @@ class ServerConfigDef(ConfigDef):
         return self
 
 
+TELEMETRY_CLIENT_PREFIX = "trioka.telemetry."
+TELEMETRY_CLIENT_KEYS = (
+    ("security.protocol", "string"),
+    ("ssl.ca.location", "string"),
+    ("ssl.certificate.location", "string"),
+    ("ssl.key.location", "string"),
+    ("ssl.key.password", "password"),
+    ("sasl.mechanism", "string"),
+    ("sasl.username", "string"),
+    ("sasl.password", "password"),
+)
+"""The telemetry shipper's client keys (deploy.telemetry.settings)."""
+
 SERVER_CONFIGS = ConfigDefs(
     "server",
     [
@@ -411,6 +424,12 @@ SERVER_CONFIGS = ConfigDefs(
         ServerConfigDef("trioka.telemetry.replication.factor", "int", 3, "trioka: replication "
                         "factor of the telemetry topics (min(this, live brokers))", min=1,
                         read_only=True, kinds=BOTH),
+        # The shipper's client security, Kafka's client keys under the prefix (as Cruise
+        # Control's metrics reporter takes `cruise.control.metrics.reporter.<client key>`).
+        *(ServerConfigDef(f"{TELEMETRY_CLIENT_PREFIX}{key}", kind, "", "trioka: the telemetry "
+                          f"client's {key} (Kafka's client setting; empty: the client's default)",
+                          read_only=True, kinds=BOTH)
+          for key, kind in TELEMETRY_CLIENT_KEYS),
         ServerConfigDef("trioka.replica.truncate.to.hw.on.become.follower", "boolean", False,
                         "trioka, tests only: truncate to the local high watermark on becoming a "
                         "follower, the pre-KIP-101 behaviour that can lose acknowledged records",

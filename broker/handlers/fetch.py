@@ -126,14 +126,19 @@ class FetchHandler:
             # in it: its times stop at the session's last fetch (else it would count as
             # caught up for as long as the session lives, holding the HW and the ISR).
             self.reader.fold_quiet(context.removed, request.replica_id)
-        refused = self._refused(context.partitions(), conn) if not follower else None
-        if refused is not None:
-            return refused
         session = context.session
         if follower and context.kind is ContextKind.INCREMENTAL and session is not None:
             reads = await self._read_changes(request, session, context.fetch_data)
         else:
-            reads = await self._read_and_wait(request, context.partitions())
+            wanted = context.partitions()
+            denied = self._denied(wanted, conn) if not follower else frozenset()
+            if denied:
+                # The others are read (and waited for) as usual; none left: answered at once.
+                readable = [(tp, p) for tp, p in wanted if tp.topic not in denied]
+                reads = await self._read_and_wait(request, readable) if readable else _Reads()
+                reads = _with_refusals(reads, wanted, denied)
+            else:
+                reads = await self._read_and_wait(request, wanted)
         if self.topic_metrics is not None and reads.total:
             self._count_bytes_out(follower, reads.total, reads.results)
         answer = context.complete(
@@ -149,16 +154,13 @@ class FetchHandler:
             node_endpoints=endpoints,
         )
 
-    def _refused(self, wanted: Wanted, conn: ConnectionInfo) -> FetchResponse | None:
+    def _denied(self, wanted: Wanted, conn: ConnectionInfo) -> frozenset[str]:
+        """The topics of a consumer's fetch (its whole session: an incremental fetch names
+        none of them, yet reads them all) its principal may not READ: answered
+        TOPIC_AUTHORIZATION_FAILED per partition, as Kafka's handleFetchRequest."""
         if self.denied_reads is None:
-            return None
-        denied = self.denied_reads(conn, sorted({tp.topic for tp, _ in wanted}))
-        if not denied:
-            return None
-        return FetchResponse(
-            error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-            error_message=f"Not authorized to access topics: [{', '.join(denied)}]",
-        )
+            return frozenset()
+        return frozenset(self.denied_reads(conn, sorted({tp.topic for tp, _ in wanted})))
 
     def _hint_leaders(
         self, results: dict[TopicPartition, FetchPartitionResponse], listener: str
@@ -319,6 +321,24 @@ class FetchHandler:
                 by_topic[tp.topic] = by_topic.get(tp.topic, 0) + len(result.records)
         for topic, size in by_topic.items():
             self.topic_metrics.sent_to_consumer(topic, size)
+
+
+def _with_refusals(reads: _Reads, wanted: Wanted, denied: frozenset[str]) -> _Reads:
+    """`reads` with the partitions of the `denied` topics answered TOPIC_AUTHORIZATION_FAILED,
+    all in `wanted`'s order (the fetch session's)."""
+    results: dict[TopicPartition, FetchPartitionResponse] = {}
+    summaries: dict[TopicPartition, PartitionResult] = {}
+    for tp, _ in wanted:
+        if tp.topic in denied:
+            results[tp] = FetchPartitionResponse(
+                index=tp.partition,
+                error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                error_message=f"Not authorized to access topics: [{tp.topic}]",
+            )
+            summaries[tp] = summary(results[tp])
+        else:
+            results[tp], summaries[tp] = reads.results[tp], reads.summaries[tp]
+    return _Reads(results, summaries, reads.total, reads.errors)
 
 
 def _by_topic(

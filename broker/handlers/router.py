@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from broker.authorization import RequestAuthorization
+from broker.authorization import Narrowed, RequestAuthorization
 from broker.server import ConnectionInfo
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode
@@ -81,11 +81,14 @@ class ApiRouter:
             forwarded = checked.trusts_forwarding(request, conn)
         if forwarded:
             checked = None
+        narrowed: Narrowed | None = None
         if checked is not None:
             refused = checked.refuse(request, conn)
             if refused is not None:
                 return refused
-            asked, request = request, checked.narrow(request, conn)
+            # The items the principal may not use are answered refused, the rest served.
+            asked, narrowed = request, checked.narrow(request, conn)
+            request = narrowed.request
         handler = self._handlers.get(request.api_key)
         if handler is None:
             return error_response(
@@ -93,13 +96,15 @@ class ApiRouter:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"{request.api_key.name} is not served by this broker",
             )
+        if checked is not None and narrowed is not None and not narrowed.left:
+            return checked.refusals(asked, narrowed)  # every item refused: no handler
         # Only a broker forwards: the client id counts where brokers connect.
         token = _forwarded.set(forwarded)
         client = _client_id.set(request.client_id or "")
         try:
             response = await handler(request.body, conn)
             if checked is not None and response is not None:
-                response = checked.trim(asked, conn, response)
+                response = checked.trim(asked, conn, response, narrowed)
             return response
         finally:
             _client_id.reset(client)

@@ -208,6 +208,9 @@ class DockerControl:
     def node_name(self, node_id: int) -> str:
         return self.nodes[node_id].service
 
+    def client_config(self) -> dict[str, str]:
+        return {}  # the compose brokers' EXTERNAL listeners are PLAINTEXT
+
     def broker_bootstrap(self, exclude: Collection[int] = ()) -> str:
         brokers = self.brokers()
         up = [b for b in brokers if b not in exclude] or brokers
@@ -386,6 +389,9 @@ class DockerCluster:
     @property
     def where(self) -> str:
         return f"compose project {self.project} (profile {self.mode}, {self.docker_host})"
+
+    def client_config(self) -> dict[str, str]:
+        return {}  # the compose brokers' EXTERNAL listeners are PLAINTEXT
 
     # -- what is there --------------------------------------------------------------------------
 

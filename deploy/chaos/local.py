@@ -27,12 +27,14 @@ from deploy.cluster.proxy import ProxySet
 from deploy.cluster.raft import quorum_report
 from deploy.cluster.state import ClusterState
 from deploy.cluster.supervisor import (
+    client_config,
     cluster_down,
     cluster_up,
+    controller_client_config,
     kill_node,
     read_state,
     start_node,
-    wait_until_ready,
+    wait_ready,
 )
 
 __all__ = ["LocalCluster", "LocalControl", "LocalNemesis"]
@@ -65,8 +67,14 @@ class LocalControl:
         up = [b for b in brokers if b.node_id not in exclude] or list(brokers)
         return ",".join(f"{b.host}:{b.port}" for b in up)
 
+    def client_config(self) -> dict[str, str]:
+        return client_config(self.state())
+
     async def raft_leader(self) -> int:
-        report = await quorum_report(self.state().controller_bootstrap)
+        state = self.state()
+        report = await quorum_report(
+            state.controller_bootstrap, client=controller_client_config(state)
+        )
         return report.leader_id
 
     async def alive(self, node_id: int) -> bool:
@@ -122,12 +130,14 @@ class LocalCluster:
     def __init__(self, base: Path, *, mode: str, brokers: int, controllers: int,
                  session_timeout_ms: int, overrides: Mapping[str, str],
                  broker_overrides: Mapping[int, Mapping[str, str]], netns: bool,
-                 timeout: float, say: Callable[[str], None]) -> None:  # fmt: skip
+                 timeout: float, say: Callable[[str], None],
+                 secure: bool = False) -> None:  # fmt: skip
         self.base = base
         self.mode, self.brokers, self.controllers = mode, brokers, controllers
         self.session_timeout_ms = session_timeout_ms
         self.overrides, self.broker_overrides = dict(overrides), dict(broker_overrides)
         self.netns, self.timeout, self.say = netns, timeout, say
+        self.secure = secure
         self._state: ClusterState | None = None
 
     @property
@@ -147,10 +157,13 @@ class LocalCluster:
             timeout=self.timeout,
             broker_overrides=self.broker_overrides,
             netns=self.netns,
+            secure=self.secure,
         )
-        await wait_until_ready(state.bootstrap, self.brokers, within=60,
-                               controller_bootstrap=state.controller_bootstrap)  # fmt: skip
+        await wait_ready(state, within=60)
         return state.bootstrap
+
+    def client_config(self) -> dict[str, str]:
+        return client_config(self._state) if self._state is not None else {}
 
     async def down(self) -> None:
         if self._state is not None:  # cluster_up stops what it started when it fails

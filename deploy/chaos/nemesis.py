@@ -86,6 +86,10 @@ class NodeControl(Protocol):
         """bootstrap.servers of the brokers but `exclude` (all of them when none is left)."""
         ...
 
+    def client_config(self) -> dict[str, str]:
+        """Client settings for those brokers (security; {} for PLAINTEXT)."""
+        ...
+
     async def raft_leader(self) -> int:
         """The Raft quorum's leader (DescribeQuorum), -1 when none answers."""
         ...
@@ -227,6 +231,7 @@ class Nemesis:
     def _admin(self, exclude: Collection[int] = ()) -> Admin:
         return Admin(
             {
+                **self.control.client_config(),
                 "bootstrap.servers": self.control.broker_bootstrap(self._down | set(exclude)),
                 "default.api.timeout.ms": 5000,
                 "request.timeout.ms": 3000,
@@ -359,7 +364,7 @@ class Nemesis:
                     "delay_ms": fault.delay_ms, "jitter_ms": fault.delay_ms // 4})  # fmt: skip
         await trio.sleep(fault.duration_s)
         self.proxies.set_policy(ProxyPolicy())
-        delayed = sum(p.counters.frames_delayed for p in self.proxies.proxies.values())
+        delayed = sum(p.counters.frames_delayed for p in self.proxies.all())
         if delayed:
             self.verified("delayed")
         self.record(fault.nemesis, ("brokers",), {"action": "no-delay", "frames_delayed": delayed})

@@ -56,6 +56,7 @@ from deploy.chaos.schedule import (
 )
 from deploy.chaos.workload import Workload, WorkloadConfig, final_reads
 from deploy.cluster import netns
+from deploy.cluster.node_configs import EXTERNAL_LISTENER, INTERNAL_LISTENER
 from deploy.cluster.proxy import ProxySet
 from deploy.cluster.proxy_policy import ProxyPolicy
 from deploy.cluster.zookeeper import free_port
@@ -100,6 +101,8 @@ class RunConfig:
     drop_produce_responses: float = 0.0
     """> 0: the brokers' proxies swallow that share of produce responses all run long."""
     keep: bool = False
+    secure: bool = False
+    """The local cluster with TLS and SCRAM everywhere (`trioka cluster up --secure`)."""
     heal_timeout_s: float = 90.0
     final_read_timeout_s: float = 60.0
     cluster_timeout_s: float = 90.0
@@ -116,6 +119,10 @@ class ChaosCluster(Protocol):
 
     async def up(self) -> str:
         """Ready to serve; returns the brokers' bootstrap.servers."""
+        ...
+
+    def client_config(self) -> dict[str, str]:
+        """Client settings for those brokers once up (security; {} for PLAINTEXT)."""
         ...
 
     async def down(self) -> None:
@@ -171,6 +178,11 @@ def plan(config: RunConfig) -> Schedule:
         # Containers are cut by Docker's network API: no namespaces, no proxies.
         _check_docker(config, nemeses)
         return plan_schedule(config.seed, nemeses, config.time_limit_s, _shape(config))
+    if config.secure and _needs_proxies(config):
+        raise HarnessError(
+            "a --secure run cannot have the fault proxies (latency, --drop-produce-responses): "
+            "they read the Kafka frames, which TLS hides"
+        )
     if NETNS_NEMESES & set(nemeses) and _needs_proxies(config):
         raise HarnessError(
             "a run cannot have network nemeses (partition, zk-expiry) and the fault proxies "
@@ -226,6 +238,8 @@ class _Run:
         self.topic = config.topic
         self.history = History()
         self.proxies: ProxySet | None = None
+        self.client: dict[str, str] = {}
+        """The cluster's client settings (security), known once it is up."""
         self.stats: dict[str, Any] = {
             "mode": config.mode,
             "seed": config.seed,
@@ -248,6 +262,7 @@ class _Run:
             cluster = self._cluster(per_broker)
             try:
                 bootstrap = await cluster.up()
+                self.client = cluster.client_config()
                 result = await self._run_on(cluster, bootstrap)
             finally:
                 with trio.CancelScope(shield=True):
@@ -262,15 +277,25 @@ class _Run:
         return LocalCluster(self.base, mode=c.mode, brokers=c.brokers, controllers=c.controllers,
                             session_timeout_ms=c.session_timeout_ms, overrides=c.overrides,
                             broker_overrides=per_broker, netns=_needs_netns(c),
-                            timeout=c.cluster_timeout_s, say=self.say)  # fmt: skip
+                            timeout=c.cluster_timeout_s, say=self.say,
+                            secure=c.secure)  # fmt: skip
 
     async def _start_proxies(self, nursery: trio.Nursery) -> dict[int, dict[str, str]]:
-        ports = {n: free_port(HOST) for n in range(1, self.config.brokers + 1)}
+        brokers = range(1, self.config.brokers + 1)
+        ports = {n: free_port(HOST) for n in brokers}
+        internal = {n: free_port(HOST) for n in brokers}
         self.proxies = ProxySet({n: (HOST, p) for n, p in ports.items()}, host=HOST,
-                                rng=random.Random(self.config.seed))  # fmt: skip
+                                rng=random.Random(self.config.seed),
+                                listener_name=EXTERNAL_LISTENER,
+                                internal_targets={n: (HOST, p) for n, p in internal.items()},
+                                internal_listener_name=INTERNAL_LISTENER)  # fmt: skip
         await self.proxies.start(nursery)
         return {
-            n: {"listeners": f"PLAINTEXT://{HOST}:{ports[n]}", **adv}
+            n: {
+                "listeners": f"{EXTERNAL_LISTENER}://{HOST}:{ports[n]},"
+                f"{INTERNAL_LISTENER}://{HOST}:{internal[n]}",
+                **adv,
+            }
             for n, adv in self.proxies.advertised_overrides().items()
         }
 
@@ -289,6 +314,7 @@ class _Run:
             topic=self.topic, partitions=c.partitions, producers=c.producers, rate=c.rate,
             assigned_consumers=c.readers, group_consumers=c.group_members,
             idempotence=c.idempotence, session_timeout_ms=max(6000, c.session_timeout_ms * 2),
+            client=self.client,
         ))  # fmt: skip
         nemesis = cluster.nemesis(self.history, topic=self.topic, seed=c.seed, acks=workload,
                                   proxies=self.proxies)  # fmt: skip
@@ -297,7 +323,7 @@ class _Run:
         self._drop_responses(on=False)
         await self._heal(nemesis, bootstrap)
         ends = await final_reads(bootstrap, self.history, self.topic, c.partitions,
-                                 within=c.final_read_timeout_s)  # fmt: skip
+                                 within=c.final_read_timeout_s, client=self.client)  # fmt: skip
         partitions_end = await self._partitions(bootstrap)
         self._record_cluster_stats(epochs_start, partitions_end, ends, workload, nemesis)
         return await self._verdict(bootstrap)
@@ -338,7 +364,8 @@ class _Run:
     # -- the cluster ----------------------------------------------------------------------------
 
     def _admin(self, bootstrap: str) -> Admin:
-        return Admin({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 10000,
+        return Admin({**self.client, "bootstrap.servers": bootstrap,
+                      "default.api.timeout.ms": 10000,
                       "request.timeout.ms": 3000,
                       "socket.connection.setup.timeout.ms": 1000})  # fmt: skip
 
@@ -422,7 +449,7 @@ class _Run:
                     if HISTORY_TOPIC not in await admin.list_topics(include_internal=True):
                         rf = min(3, self.config.brokers)
                         await admin.create_topics([NewTopic(HISTORY_TOPIC, 1, rf, {})])
-                async with Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                async with Producer({**self.client, "bootstrap.servers": bootstrap, "acks": "all",
                                      "linger.ms": 20}) as producer:  # fmt: skip
                     futures = [
                         await producer.send(HISTORY_TOPIC, value, key)

@@ -73,6 +73,8 @@ class WorkloadConfig:
     session_timeout_ms: int = 6000
     """The group members' session.timeout.ms."""
     producer_overrides: Mapping[str, Any] = field(default_factory=dict)
+    client: Mapping[str, str] = field(default_factory=dict)
+    """Every client's security settings (a `cluster up --secure` cluster's admin login)."""
 
 
 def _polled(records: Iterable[ConsumerRecord]) -> tuple[PolledRecord, ...]:
@@ -142,6 +144,7 @@ class Workload:
     def _producer_config(self) -> dict[str, Any]:
         c = self.config
         return {
+            **c.client,
             "bootstrap.servers": self.bootstrap,
             "acks": "all",
             "enable.idempotence": c.idempotence,
@@ -212,6 +215,7 @@ class Workload:
 
     def _consumer_config(self, **extra: Any) -> dict[str, Any]:
         return {
+            **self.config.client,
             "bootstrap.servers": self.bootstrap,
             "auto.offset.reset": "earliest",
             "request.timeout.ms": self.config.request_timeout_ms,
@@ -318,6 +322,7 @@ async def final_reads(
     *,
     within: float = 60.0,
     request_timeout_ms: int = 5000,
+    client: Mapping[str, str] | None = None,
 ) -> dict[TopicPartition, int]:
     """A fresh consumer (process "final-0") reads every partition from the beginning to the
     end offset it finds first; every poll is recorded. Returns the end offsets; trio.TooSlowError
@@ -325,6 +330,7 @@ async def final_reads(
     process = FINAL_PREFIX + "0"
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     config = {
+        **(client or {}),
         "bootstrap.servers": bootstrap,
         "auto.offset.reset": "earliest",
         "request.timeout.ms": request_timeout_ms,

@@ -59,6 +59,9 @@ def _settings(option: str, values: Sequence[str]) -> dict[str, str]:
 @click.option("--drop-produce-responses", type=click.FloatRange(0, 1), default=0.0,
               help="share of produce responses the brokers' proxies swallow all run long")  # fmt: skip
 @click.option("--keep", is_flag=True, help="leave the cluster running at the end")
+@click.option("--secure", is_flag=True,
+              help="the local cluster with TLS and SCRAM everywhere (`trioka cluster up "
+                   "--secure`); the workload logs in as its admin")  # fmt: skip
 @click.option("--docker", is_flag=True,
               help="against the compose cluster (profile = --mode): one already up is used "
                    "and left up, else docker-compose brings it up and down")  # fmt: skip
@@ -73,12 +76,15 @@ def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path
         out: Path | None, partitions: int, producers: int, readers: int, group_members: int,
         rate: float, idempotence: bool,
         overrides: tuple[str, ...], topic_configs: tuple[str, ...], session_timeout_ms: int,
-        drop_produce_responses: float, keep: bool, docker: bool, compose_file: Path,
+        drop_produce_responses: float, keep: bool, secure: bool, docker: bool,
+        compose_file: Path,
         project: str | None, docker_host: str | None) -> None:  # fmt: skip
     """Run producers (acks=all) and consumers against a new local cluster (or the compose
     cluster: --docker) while a seeded nemesis kills, pauses and cuts it; then heal, read
     everything back and check the history (lost writes, duplicates, ...). Prints the schedule
     and the verdict."""
+    if docker and secure:
+        raise click.BadParameter("--secure is for the local cluster", param_hint="--docker")
     if docker and overrides:
         raise click.BadParameter("the compose cluster's settings are docker-compose.yml's",
                                  param_hint="--override")  # fmt: skip
@@ -100,6 +106,7 @@ def run(mode: str, nemeses: str, time_limit: float, seed: int, cluster_dir: Path
         session_timeout_ms=session_timeout_ms,
         drop_produce_responses=drop_produce_responses,
         keep=keep,
+        secure=secure,
         docker=DockerSettings(compose_file, project, docker_host) if docker else None,
     )
     # The runner's own events (nemesis operations, ...) say they come from it, not the CLI.

@@ -67,7 +67,8 @@ def _quorum(state: sup.ClusterState) -> tuple[QuorumReport | None, str | None]:
         return None, "every running controller is paused"
     try:
         bootstrap = ",".join(f"{c.host}:{c.port}" for c in awake)
-        return trio.run(partial(quorum_report, bootstrap)), None
+        client = sup.controller_client_config(state)
+        return trio.run(partial(quorum_report, bootstrap, client=client)), None
     except (KafkaError, OSError) as exc:
         return None, str(exc)
 
@@ -104,10 +105,14 @@ def cluster() -> None:
               "ip and iptables), so `trioka cluster partition` can cut nodes apart.")  # fmt: skip
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for the cluster to be ready.")  # fmt: skip
+@click.option("--secure", is_flag=True,
+              help="TLS on every listener (a dev CA in DIR/tls), SCRAM logins for clients, "
+              "certificates between nodes, the authorizer on; the admin's login is written to "
+              "DIR/client.properties (--command-config).")  # fmt: skip
 def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host: str,
                base_port: int, zookeeper_port: int, session_timeout_ms: int,
                overrides: tuple[str, ...], controller_overrides: tuple[str, ...],
-               use_netns: bool, timeout: float) -> None:  # fmt: skip
+               use_netns: bool, timeout: float, secure: bool) -> None:  # fmt: skip
     """Start the cluster in the background; prints the bootstrap servers.
 
     A directory holding a stopped cluster starts it again with its mode, ports and data."""
@@ -122,17 +127,10 @@ def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host
         host=host, base_port=base_port, zookeeper_port=zookeeper_port,
         session_timeout_ms=session_timeout_ms, overrides=list(overrides),
         controller_overrides=list(controller_overrides), netns=use_netns, timeout=timeout,
+        secure=secure,
     )  # fmt: skip
     try:
-        report = run(
-            partial(
-                sup.wait_until_ready,
-                state.bootstrap,
-                len(state.brokers),
-                within=timeout,
-                controller_bootstrap=state.controller_bootstrap,
-            )
-        )
+        report = run(partial(sup.wait_ready, state, within=timeout))
     except click.ClickException:
         click.echo("the cluster did not become ready; stopping it", err=True)
         sup.cluster_down(Path(cluster_dir), timeout=10.0)
@@ -149,6 +147,12 @@ def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host
         f"{controller}",
         err=True,
     )
+    if state.secure:
+        click.echo(
+            f"secure: TLS + SCRAM; clients log in with --command-config "
+            f"{Path(state.dir) / 'client.properties'} (the admin, a super user)",
+            err=True,
+        )
     click.echo(state.bootstrap)
 
 
@@ -195,7 +199,8 @@ def cluster_status(cluster_dir: str, as_json: bool) -> None:
     )
     if serving:
         try:
-            report = trio.run(partial(sup.describe_cluster, serving, timeout_ms=5000))
+            report = trio.run(partial(sup.describe_cluster, serving, timeout_ms=5000,
+                                      client=sup.client_config(state)))  # fmt: skip
         except (TriokaError, OSError) as exc:
             error = str(exc)
     elif any(alive[b.name] for b in state.brokers):
@@ -323,7 +328,10 @@ def cluster_describe(bootstrap_server: str | None, cluster_dir: str,
     from deploy.cli.common import admin_props, run, stdout_console
 
     if bootstrap_server is None:
-        bootstrap_server = _cluster_call(sup.read_state, Path(cluster_dir)).bootstrap
+        state = _cluster_call(sup.read_state, Path(cluster_dir))
+        bootstrap_server = state.bootstrap
+        # The cluster's own client settings (a --secure one's admin login), then -X.
+        properties = (*(f"{k}={v}" for k, v in sup.client_config(state).items()), *properties)
 
     async def go() -> Any:
         async with Admin(admin_props(bootstrap_server, properties)) as admin:
@@ -351,7 +359,12 @@ def cluster_down(cluster_dir: str, timeout: float) -> None:
     if state.mode == "zk" and any(node_alive(b) for b in state.brokers):
         try:
             controller = trio.run(
-                partial(sup.describe_cluster, state.bootstrap, timeout_ms=3000)
+                partial(
+                    sup.describe_cluster,
+                    state.bootstrap,
+                    timeout_ms=3000,
+                    client=sup.client_config(state),
+                )
             ).controller_id
         except (TriokaError, OSError):
             controller = None

@@ -7,10 +7,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+import javaproperties
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
+_COMMAND_CONFIG = "trioka.command_config"
 
 
 def bootstrap_option(fn: F) -> F:
@@ -25,14 +27,45 @@ def bootstrap_option(fn: F) -> F:
 
 
 def property_option(fn: F) -> F:
-    return click.option(
+    """`-X KEY=VALUE` (kcat's, repeatable) and `--command-config FILE` (Kafka tools'): a
+    client.properties file read first, so that each -X wins over it."""
+    fn = click.option(
         "--property",
         "-X",
         "properties",
         multiple=True,
         metavar="KEY=VALUE",
+        callback=_after_command_config,
         help="Client config with Kafka's name, e.g. request.timeout.ms=5000 (repeatable).",
     )(fn)
+    return click.option(
+        "--command-config",
+        type=click.Path(dir_okay=False),
+        is_eager=True,
+        expose_value=False,
+        callback=_read_command_config,
+        help="A client.properties file (Java properties: key=value lines) read before -X, e.g. "
+        "the client.properties of `trioka cluster up --secure`.",
+    )(fn)
+
+
+def _read_command_config(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
+    if path is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            loaded = javaproperties.load(f)
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror or exc}", param=param) from None
+    except ValueError as exc:
+        raise click.BadParameter(f"{path}: not a properties file: {exc}", param=param) from None
+    ctx.meta[_COMMAND_CONFIG] = tuple(f"{k}={v}" for k, v in loaded.items())
+
+
+def _after_command_config(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    return (*ctx.meta.get(_COMMAND_CONFIG, ()), *value)
 
 
 def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:

@@ -21,6 +21,8 @@ from deploy.cluster.zookeeper import free_port
 # In a node's own network namespace the ports are its own: Kafka's defaults.
 NETNS_BROKER_PORT = 9092
 NETNS_CONTROLLER_PORT = 9093
+# A broker's INTERNAL (inter-broker) listener: Confluent's images use 29092 for the same.
+NETNS_INTERNAL_PORT = 29092
 NETNS_ZOOKEEPER_PORT = 2181
 
 
@@ -42,6 +44,11 @@ class Layout:
         if base_port:
             return base_port + node_id - 1
         return NETNS_BROKER_PORT if self.network else 0
+
+    def internal_port(self, name: str) -> int:
+        """A broker's INTERNAL listener: chosen when the cluster is made, like a controller's
+        port (brokers dial it from the metadata, never from a client's bootstrap list)."""
+        return NETNS_INTERNAL_PORT if self.network else free_port(self.host)
 
     def controller_port(self, name: str) -> int:
         return NETNS_CONTROLLER_PORT if self.network else free_port(self.host)

@@ -151,7 +151,9 @@ class FaultProxy:
 
 class ProxySet:
     """One FaultProxy per broker (node id -> proxy), each listening on `host` (the loopback,
-    or the host's bridge address in netns mode) on a port of its own."""
+    or the host's bridge address in netns mode) on a port of its own; with
+    `internal_targets`, a second one per broker in front of its inter-broker listener
+    (`internal[node id]`), so replication and the controller's requests cross the faults too."""
 
     def __init__(
         self,
@@ -160,17 +162,31 @@ class ProxySet:
         host: str = "127.0.0.1",
         rng: random.Random,
         listener_name: str = "PLAINTEXT",
+        internal_targets: Mapping[int, Address] | None = None,
+        internal_listener_name: str = "INTERNAL",
     ) -> None:
         self.host = host
         self.listener_name = listener_name
+        self.internal_listener_name = internal_listener_name
+
         # Each proxy has its own rng stream derived from the seed, so one proxy's traffic
         # does not change another's draws.
-        self.proxies = {
-            node_id: FaultProxy((host, 0), target, rng=random.Random(rng.getrandbits(64)))
-            for node_id, target in sorted(targets.items())
-        }
+        def proxies(to: Mapping[int, Address]) -> dict[int, FaultProxy]:
+            return {
+                node_id: FaultProxy((host, 0), target, rng=random.Random(rng.getrandbits(64)))
+                for node_id, target in sorted(to.items())
+            }
+
+        self.proxies = proxies(targets)
+        self.internal = proxies(internal_targets or {})
+
+    def all(self) -> list[FaultProxy]:
+        return [*self.proxies.values(), *self.internal.values()]
 
     async def start(self, nursery: trio.Nursery) -> dict[int, Address]:
+        """Start every proxy; the client-facing proxies' addresses by node id."""
+        for proxy in self.internal.values():
+            await nursery.start(proxy.serve)
         return {node_id: await nursery.start(p.serve) for node_id, p in self.proxies.items()}
 
     def __getitem__(self, node_id: int) -> FaultProxy:
@@ -178,22 +194,32 @@ class ProxySet:
 
     def set_policy(self, policy: ProxyPolicy) -> None:
         """The same policy object for every proxy (mutating it changes them all)."""
-        for proxy in self.proxies.values():
+        for proxy in self.all():
             proxy.policy = policy
 
     def sever(self) -> int:
-        return sum(p.sever() for p in self.proxies.values())
+        return sum(p.sever() for p in self.all())
 
     def advertised_overrides(self) -> dict[int, dict[str, str]]:
-        """Per-broker overrides: advertise the proxy's address for `listener_name`, which
-        ZK registrations and Raft BrokerRegistration publish to clients and followers."""
+        """Per-broker overrides: advertise the proxies' addresses for `listener_name` (and
+        the internal listener's), which ZK registrations and Raft BrokerRegistration publish
+        to clients and followers."""
         out = {}
         for node_id, proxy in self.proxies.items():
-            if proxy.address is None:
+            named = [(self.listener_name, proxy)]
+            if node_id in self.internal:
+                named.append((self.internal_listener_name, self.internal[node_id]))
+            if any(p.address is None for _, p in named):
                 raise RuntimeError(f"proxy for broker {node_id} is not started")
-            host, port = proxy.address
-            out[node_id] = {"advertised.listeners": f"{self.listener_name}://{host}:{port}"}
+            out[node_id] = {
+                "advertised.listeners": ",".join(
+                    f"{name}://{p.address[0]}:{p.address[1]}"  # type: ignore[index]
+                    for name, p in named
+                )
+            }
         return out
 
     def totals(self) -> dict[str, object]:
-        return {str(n): p.counters.as_dict() for n, p in self.proxies.items()}
+        out = {str(n): p.counters.as_dict() for n, p in self.proxies.items()}
+        out |= {f"{n}-internal": p.counters.as_dict() for n, p in self.internal.items()}
+        return out

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from client.config import ADMIN_CONFIGS
+from client.security import client_security
 from deploy.node.transport import PooledTransport
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.describe_quorum import DescribeQuorumPartitionResponse
@@ -88,11 +92,16 @@ def report_from(part: DescribeQuorumPartitionResponse, now_ms: int) -> QuorumRep
     )
 
 
-async def describe_quorum(controllers: list[tuple[str, int]], timeout_s: float) -> QuorumReport:
+async def describe_quorum(
+    controllers: list[tuple[str, int]], timeout_s: float, client: Mapping[str, Any] | None = None
+) -> QuorumReport:
+    """`client`: Kafka's client settings for the controllers' listener (security.protocol,
+    ssl.*, sasl.*; none: PLAINTEXT)."""
     problems: list[str] = []
     todo = list(controllers)
     seen = set(controllers)
-    async with PooledTransport.open(client_id="trioka-quorum-tool") as transport:
+    security = client_security(ADMIN_CONFIGS.resolve(dict(client or {})))
+    async with PooledTransport.open(client_id="trioka-quorum-tool", security=security) as transport:
         while todo:
             host, port = todo.pop(0)
             try:

@@ -4,7 +4,7 @@ Raft-mode brokers' config files, the cluster id, and the quorum as the controlle
     cluster_id = new_cluster_id()                       # once per cluster, like kafka-storage.sh
     voters = voters_string([(3001, host, p1), ...])     # "3001@127.0.0.1:P1,..."
     controller_toml(3001, host, p1, voters, dir / "metadata", cluster_id, settings)
-    broker_raft_lines(voters, dir / "metadata", cluster_id, settings)
+    broker_raft_lines(voters, dir / "metadata", cluster_id, settings)   # or _settings: a dict
     controller_part({"num.partitions": "3", "log.retention.ms": "1"})  # keys controllers know
     await quorum_report("127.0.0.1:P1,127.0.0.1:P2")    # deploy.cluster.quorum.QuorumReport
 
@@ -19,6 +19,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from deploy.cluster.quorum import QuorumReport, describe_quorum, parse_controllers
 from deploy.node.controller_config import CONTROLLER_CONFIGS
@@ -36,10 +37,12 @@ __all__ = [
     "CONTROLLER_BASE_ID",
     "CONTROLLER_LISTENER",
     "broker_raft_lines",
+    "broker_raft_settings",
     "controller_part",
     "controller_toml",
     "new_cluster_id",
     "quorum_report",
+    "toml_lines",
     "voters_string",
 ]
 
@@ -68,7 +71,8 @@ def controller_part(settings: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _toml_lines(settings: Mapping[str, object]) -> str:
+def toml_lines(settings: Mapping[str, object]) -> str:
+    """TOML `"key" = value` lines (Kafka's dotted keys quoted) for a node's config file."""
     return "".join(f"{json.dumps(k)} = {_toml_value(v)}\n" for k, v in settings.items())
 
 
@@ -85,7 +89,7 @@ def _toml_value(value: object) -> str:
 def controller_toml(node_id: int, host: str, port: int, voters: str, metadata_log_dir: Path,
                     cluster_id: str, settings: Mapping[str, object]) -> str:  # fmt: skip
     """A controller process's controller.toml (deploy.node.controller_config's keys)."""
-    return _toml_lines(
+    return toml_lines(
         {
             "process.roles": ["controller"],
             "node.id": node_id,
@@ -99,33 +103,40 @@ def controller_toml(node_id: int, host: str, port: int, voters: str, metadata_lo
     )
 
 
+def broker_raft_settings(voters: str, metadata_log_dir: Path, cluster_id: str,
+                         settings: Mapping[str, object]) -> dict[str, object]:  # fmt: skip
+    """The Raft-mode keys of a broker.toml (the shared contract's broker keys): the broker
+    follows the metadata log as an observer and talks to the controllers' CONTROLLER listener."""
+    return {
+        "metadata.mode": "raft",
+        "process.roles": ["broker"],
+        "cluster.id": cluster_id,
+        "controller.quorum.voters": voters,
+        "controller.listener.names": [CONTROLLER_LISTENER],
+        # As Kafka's config/kraft/broker.properties: the controllers' listener name maps to
+        # a protocol although the broker does not listen on it.
+        "listener.security.protocol.map": [
+            f"{CONTROLLER_LISTENER}:PLAINTEXT",
+            "PLAINTEXT:PLAINTEXT",
+            "SSL:SSL",
+            "SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "SASL_SSL:SASL_SSL",
+        ],
+        "metadata.log.dir": str(metadata_log_dir),
+        **settings,
+    }
+
+
 def broker_raft_lines(voters: str, metadata_log_dir: Path, cluster_id: str,
                       settings: Mapping[str, object]) -> str:  # fmt: skip
-    """The Raft-mode lines of a broker.toml (the shared contract's broker keys): the broker
-    follows the metadata log as an observer and talks to the controllers' CONTROLLER listener."""
-    return _toml_lines(
-        {
-            "metadata.mode": "raft",
-            "process.roles": ["broker"],
-            "cluster.id": cluster_id,
-            "controller.quorum.voters": voters,
-            "controller.listener.names": [CONTROLLER_LISTENER],
-            # As Kafka's config/kraft/broker.properties: the controllers' listener name maps to
-            # a protocol although the broker does not listen on it.
-            "listener.security.protocol.map": [
-                f"{CONTROLLER_LISTENER}:PLAINTEXT",
-                "PLAINTEXT:PLAINTEXT",
-                "SSL:SSL",
-                "SASL_PLAINTEXT:SASL_PLAINTEXT",
-                "SASL_SSL:SASL_SSL",
-            ],
-            "metadata.log.dir": str(metadata_log_dir),
-            **settings,
-        }
-    )
+    """broker_raft_settings as broker.toml lines."""
+    return toml_lines(broker_raft_settings(voters, metadata_log_dir, cluster_id, settings))
 
 
-async def quorum_report(controller_bootstrap: str, *, timeout_s: float = 2.0) -> QuorumReport:
+async def quorum_report(
+    controller_bootstrap: str, *, timeout_s: float = 2.0, client: Mapping[str, Any] | None = None
+) -> QuorumReport:
     """DescribeQuorum through deploy.cli.quorum (`trioka quorum describe`'s code): the leader's
-    view. KafkaError (NOT_LEADER_OR_FOLLOWER naming each answer) when no leader answers."""
-    return await describe_quorum(parse_controllers(controller_bootstrap), timeout_s)
+    view. KafkaError (NOT_LEADER_OR_FOLLOWER naming each answer) when no leader answers.
+    `client`: the controllers' listener's client settings (security)."""
+    return await describe_quorum(parse_controllers(controller_bootstrap), timeout_s, client)

@@ -5,9 +5,9 @@
     state = start_processes(state, nodes, timeout, started)   # together; ports pinned
     zk = start_zookeeper(base_dir, host, port, timeout, prefix)
 
-A broker first starts on port 0: the port it bound (its "broker listening" event) is written
-back to its broker.toml, and so is every node's /metrics port ("metrics serving"), so that a
-restart keeps its addresses. A node that exits or stays silent past the deadline raises
+A broker first starts on port 0: the port its EXTERNAL listener bound (its "broker listening"
+event) is written back to its broker.toml, and so is every node's /metrics port ("metrics
+serving"), so that a restart keeps its addresses. A node that exits or stays silent past the deadline raises
 ClusterError with the last lines of its log.
 """
 
@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import time
+import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 from deploy.cluster import netns
 from deploy.cluster.netns import NetworkPlan
+from deploy.cluster.node_configs import EXTERNAL_LISTENER
 from deploy.cluster.pids import POLL_S, node_alive, reap, spawn, start_ticks, stop_node
 from deploy.cluster.state import ClusterError, ClusterState, NodeRecord, write_state
 from deploy.cluster.zookeeper import ZooKeeperProcess
@@ -90,16 +92,17 @@ def spawn_node(node: NodeRecord) -> tuple[NodeRecord, int]:
 
 
 def _wait_event(
-    node: NodeRecord, log_offset: int, name: str, timeout: float
+    node: NodeRecord, log_offset: int, name: str, timeout: float, **fields: str
 ) -> list[dict[str, Any]]:
-    """Poll the node's JSON log until the event `name` appears; returns the events up to it.
-    ClusterError (with the log's tail) if the process exits or the deadline passes."""
+    """Poll the node's JSON log until the event `name` (with these `fields`) appears; returns
+    the events up to it. ClusterError (with the log's tail) if the process exits or the
+    deadline passes."""
     what = node.name.replace("-", " ")
     deadline = time.monotonic() + timeout
     while True:
         events = _log_events(Path(node.log), log_offset)
         for i, event in enumerate(events):
-            if event.get("event") == name:
+            if event.get("event") == name and all(event.get(k) == v for k, v in fields.items()):
                 return events[: i + 1]
         if not node_alive(node):
             reap(node.pid)
@@ -115,11 +118,15 @@ def _wait_event(
 
 
 def wait_listening(node: NodeRecord, log_offset: int, timeout: float) -> NodeRecord:
-    """Wait until the node serves: a broker's "broker listening" event (returns the node with
-    its bound port), a controller's "controller started" (its port was chosen before it
-    started); both with their /metrics port (each logs "metrics serving" before it listens)."""
-    ready = "controller started" if node.is_controller else "broker listening"
-    events = _wait_event(node, log_offset, ready, timeout)
+    """Wait until the node serves: a broker's "broker listening" event for its clients'
+    listener (returns the node with that bound port), a controller's "controller started" (its
+    port was chosen before it started); both with their /metrics port (each logs "metrics
+    serving" before it listens)."""
+    if node.is_controller:
+        events = _wait_event(node, log_offset, "controller started", timeout)
+    else:
+        events = _wait_event(node, log_offset, "broker listening", timeout,
+                             listener=EXTERNAL_LISTENER)  # fmt: skip
     metrics_port = node.metrics_port
     for event in events:
         if event.get("event") == "metrics serving":
@@ -136,11 +143,19 @@ def _pin_port(node: NodeRecord) -> None:
     new = []
     for line in text.splitlines():
         if line.startswith('"listeners"') and not node.is_controller:
-            line = f'"listeners" = ["PLAINTEXT://{node.host}:{node.port}"]'
+            line = _pinned_listeners(line, node)
         elif line.startswith('"trioka.metrics.port"') and node.metrics_port > 0:
             line = f'"trioka.metrics.port" = {node.metrics_port}'
         new.append(line)
     config_file.write_text("\n".join(new) + "\n")
+
+
+def _pinned_listeners(line: str, node: NodeRecord) -> str:
+    """The broker.toml `"listeners"` line with the clients' listener at the node's port."""
+    listeners = tomllib.loads(line)["listeners"]
+    prefix = f"{EXTERNAL_LISTENER}://"
+    pinned = [f"{prefix}{node.host}:{node.port}" if v.startswith(prefix) else v for v in listeners]
+    return f'"listeners" = {json.dumps(pinned)}'
 
 
 def start_processes(state: ClusterState, nodes: Sequence[NodeRecord], timeout: float,

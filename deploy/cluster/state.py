@@ -47,6 +47,9 @@ class NodeRecord:
     pid: int = 0
     start_ticks: int = 0
     """The process's start time in /proc/<pid>/stat: a reused pid has another."""
+    internal_port: int = 0
+    """A broker's INTERNAL (inter-broker) listener port; 0: none (ZooKeeper, controllers, or
+    a cluster made before brokers had one)."""
     metrics_port: int = 0
     """The process's /metrics port (http://host:metrics_port/metrics), brokers and controllers;
     0: none or not known yet."""
@@ -74,10 +77,17 @@ class ClusterState:
     """`cluster up --netns`: every node in its own network namespace (deploy.cluster.netns)."""
     cuts: tuple[tuple[str, str], ...] = ()
     """Node-name pairs whose traffic is dropped both ways now (`trioka cluster partition`)."""
+    secure: bool = False
+    """`cluster up --secure` (deploy.cluster.secure): TLS everywhere, SCRAM for clients."""
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{b.host}:{b.port}" for b in self.brokers)
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """host:port of every broker's INTERNAL listener (inter-broker traffic)."""
+        return ",".join(f"{b.host}:{b.internal_port}" for b in self.brokers if b.internal_port)
 
     @property
     def controller_bootstrap(self) -> str:
@@ -163,6 +173,7 @@ def read_state(base_dir: Path) -> ClusterState:
             controller_overrides=dict(raw.get("controller_overrides", {})),
             network=NetworkPlan.from_dict(raw["network"]) if raw.get("network") else None,
             cuts=tuple((str(a), str(b)) for a, b in raw.get("cuts", ())),
+            secure=bool(raw.get("secure", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ClusterError(f"{str(path)!r} is not a cluster state file: {exc!r}") from None

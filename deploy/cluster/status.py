@@ -9,7 +9,9 @@ broker live).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -42,9 +44,10 @@ class ClusterReport:
     """Partitions without a leader."""
 
 
-def _admin(bootstrap: str, timeout_ms: int) -> Admin:
+def _admin(bootstrap: str, timeout_ms: int, client: Mapping[str, Any] | None) -> Admin:
     return Admin(
         {
+            **(client or {}),
             "bootstrap.servers": bootstrap,
             "default.api.timeout.ms": timeout_ms,
             "request.timeout.ms": timeout_ms,
@@ -53,9 +56,12 @@ def _admin(bootstrap: str, timeout_ms: int) -> Admin:
     )
 
 
-async def describe_cluster(bootstrap: str, *, timeout_ms: int = 10_000) -> ClusterReport:
-    """Controller, live brokers and partition health, from a Metadata request."""
-    async with _admin(bootstrap, timeout_ms) as admin:
+async def describe_cluster(
+    bootstrap: str, *, timeout_ms: int = 10_000, client: Mapping[str, Any] | None = None
+) -> ClusterReport:
+    """Controller, live brokers and partition health, from a Metadata request (`client`:
+    Kafka's client settings, e.g. the security of a `--secure` cluster)."""
+    async with _admin(bootstrap, timeout_ms, client) as admin:
         cluster = await admin.describe_cluster()
         topics = await admin.describe_topics()
     parts = [p for t in topics for p in t.partitions]
@@ -72,13 +78,15 @@ async def describe_cluster(bootstrap: str, *, timeout_ms: int = 10_000) -> Clust
     )
 
 
-async def _wait_quorum_leader(controller_bootstrap: str, within: float) -> int:
+async def _wait_quorum_leader(
+    controller_bootstrap: str, within: float, client: Mapping[str, Any] | None
+) -> int:
     """The quorum leader's id once DescribeQuorum names one; ClusterError after `within` s."""
     last: BaseException | None = None
     with trio.move_on_after(within):
         while True:
             try:
-                report = await quorum_report(controller_bootstrap)
+                report = await quorum_report(controller_bootstrap, client=client)
                 if report.leader_id >= 0:
                     return report.leader_id
             except (KafkaError, OSError) as exc:
@@ -88,20 +96,27 @@ async def _wait_quorum_leader(controller_bootstrap: str, within: float) -> int:
 
 
 async def wait_until_ready(
-    bootstrap: str, brokers: int, *, within: float = 60.0, controller_bootstrap: str = ""
+    bootstrap: str,
+    brokers: int,
+    *,
+    within: float = 60.0,
+    controller_bootstrap: str = "",
+    client: Mapping[str, Any] | None = None,
+    controller_client: Mapping[str, Any] | None = None,
 ) -> ClusterReport:
     """Poll until the cluster has a controller and knows `brokers` live brokers (Raft mode:
     listed in Metadata, i.e. registered and unfenced); with `controller_bootstrap` (Raft mode)
-    first until the controller quorum has a leader."""
+    first until the controller quorum has a leader. `client`, `controller_client`: the client
+    settings of those listeners (security)."""
     deadline = trio.current_time() + within
     if controller_bootstrap:
-        await _wait_quorum_leader(controller_bootstrap, within)
+        await _wait_quorum_leader(controller_bootstrap, within, controller_client)
     last: BaseException | None = None
     report: ClusterReport | None = None
     with trio.move_on_at(deadline):
         while True:
             try:
-                report = await describe_cluster(bootstrap, timeout_ms=2000)
+                report = await describe_cluster(bootstrap, timeout_ms=2000, client=client)
                 if report.controller_id >= 0 and len(report.brokers) >= brokers:
                     return report
             except (TriokaError, OSError) as exc:

@@ -1,9 +1,8 @@
 """`trioka cluster`: a local supervisor of a cluster of processes, in Raft mode (N controller
 processes + brokers, the default) or ZK mode (one ZooKeeper + brokers).
 
-    state = cluster_up(Path("/tmp/c"), mode="raft", brokers=3, controllers=3)
-    await wait_until_ready(state.bootstrap, 3, within=60,
-                           controller_bootstrap=state.controller_bootstrap)  # leader + live brokers
+    state = cluster_up(Path("/tmp/c"), mode="raft", brokers=3, controllers=3)  # secure=True
+    await wait_ready(state, within=60)    # a quorum leader, live brokers (secure: the admin login)
     report = await describe_cluster(state.bootstrap)      # controller, brokers, partitions
     kill_node(Path("/tmp/c"), 2, signal.SIGKILL); start_node(Path("/tmp/c"), 2)  # 3001: a controller
     pause_node(dir, 2); resume_node(dir, 2); restart_node(dir, 0)  # SIGSTOP/CONT; 0: ZooKeeper
@@ -19,6 +18,12 @@ Layout under the cluster directory:
     broker-<id>/broker.toml      the broker's config; broker-<id>/data its log dir;
                                  broker-<id>/metadata its copy of the metadata log (raft)
     broker-<id>/broker.log       its JSON log lines (stdout and stderr)
+    tls/, client.properties      (`--secure`) the dev CA, the nodes' keys and certificates, the
+                                 admin's login (deploy.cluster.secure)
+
+Every broker has two listeners: EXTERNAL for clients (the port cluster.json records and
+`bootstrap` lists) and INTERNAL for the other brokers and the ZK-mode controller (a port chosen
+at creation), so that inter-broker APIs are refused where clients connect.
 
 In Raft mode the controllers' ports are chosen before the first start (every voter must know the
 others' addresses: controller.quorum.voters) and a cluster id is generated once (cluster.id of
@@ -46,17 +51,23 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from deploy.cluster import netns
+from deploy.cluster import netns, secure
 from deploy.cluster.layout import Layout, cluster_layout, node_names, plan_cluster_network
 from deploy.cluster.netns import NetworkPlan
-from deploy.cluster.node_configs import broker_zk_lines, new_brokers, new_controllers
+from deploy.cluster.node_configs import (
+    broker_zk_settings,
+    internal_ports,
+    new_brokers,
+    new_controllers,
+)
 from deploy.cluster.pids import node_alive, node_paused, stop_node, wait_for, wait_gone
 from deploy.cluster.raft import (
-    broker_raft_lines,
+    CONTROLLER_BASE_ID,
+    broker_raft_settings,
     controller_part,
     new_cluster_id,
     voters_string,
@@ -94,8 +105,10 @@ __all__ = [
     "ClusterReport",
     "ClusterState",
     "NodeRecord",
+    "client_config",
     "cluster_down",
     "cluster_up",
+    "controller_client_config",
     "describe_cluster",
     "kill_node",
     "node_log_path",
@@ -105,6 +118,7 @@ __all__ = [
     "resume_node",
     "start_broker",
     "start_node",
+    "wait_ready",
     "wait_until_ready",
 ]
 
@@ -144,6 +158,7 @@ def cluster_up(
     netns: bool = False,
     network: NetworkPlan | None = None,
     timeout: float = 60.0,
+    secure: bool = False,
 ) -> ClusterState:
     """Start a cluster under `base_dir` (or start again a stopped cluster found there, with its
     mode, ports and data): Raft mode `controllers` controller processes, ZK mode a ZooKeeper,
@@ -153,8 +168,10 @@ def cluster_up(
     `broker_overrides[id]`: settings of broker `id` only (e.g. its advertised.listeners).
     `netns`: every process in its own network namespace, bound to its address there
     (deploy.cluster.netns; `host` is then unused), so that `partition_nodes` can cut it off; `network`
-    (implies `netns`): the plan `plan_cluster_network` made beforehand. Stops what it started,
-    and removes the network, if any process fails to come up."""
+    (implies `netns`): the plan `plan_cluster_network` made beforehand. `secure`: TLS on every
+    listener, SCRAM for clients, the authorizer on (deploy.cluster.secure; `wait_ready` then
+    creates the admin's login). Stops what it started, and removes the network, if any process
+    fails to come up."""
     base_dir = Path(base_dir).resolve()
     extra = _settings(overrides)
     ctl_extra = _settings(controller_overrides)
@@ -180,11 +197,11 @@ def cluster_up(
             base_dir, mode=mode, brokers=brokers, controllers=controllers
         )
     layout = cluster_layout(base_dir, host, network, node_names(mode, brokers, controllers))
+    plan = _Plan(base_dir, brokers, layout, base_port, extra, per_broker, timeout, secure,
+                 internal_ports(layout, brokers))  # fmt: skip
     if mode == "zk":
-        return _zk_cluster_up(base_dir, brokers, layout, base_port, zookeeper_port,
-                              session_timeout_ms, extra, per_broker, timeout)  # fmt: skip
-    return _raft_cluster_up(base_dir, brokers, controllers, layout, base_port,
-                            session_timeout_ms, extra, ctl_extra, per_broker, timeout)  # fmt: skip
+        return _zk_cluster_up(plan, zookeeper_port, session_timeout_ms)
+    return _raft_cluster_up(plan, controllers, session_timeout_ms, ctl_extra)
 
 
 def _settings(given: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
@@ -196,15 +213,38 @@ def _create_network(layout: Layout) -> None:
         netns.create(layout.network)
 
 
-def _zk_cluster_up(base_dir: Path, brokers: int, layout: Layout, base_port: int,
-                   zookeeper_port: int, session_timeout_ms: int, extra: Mapping[str, str],
-                   per_broker: Mapping[int, Mapping[str, str]],
-                   timeout: float) -> ClusterState:  # fmt: skip
+@dataclass(frozen=True)
+class _Plan:
+    """A new cluster's brokers: where, with what settings."""
+
+    base_dir: Path
+    brokers: int
+    layout: Layout
+    base_port: int
+    extra: Mapping[str, str]
+    per_broker: Mapping[int, Mapping[str, str]]
+    timeout: float
+    secure: bool
+    internal: Mapping[int, int]
+
+    def new_brokers(self, mode: str, mode_settings: Callable[[Path], Mapping[str, object]],
+                    users: str) -> list[NodeRecord]:  # fmt: skip
+        def security(name: str, host: str) -> Mapping[str, object]:
+            keystore = secure.node_keystore(self.base_dir, name, host)
+            return secure.broker_security(self.base_dir, keystore, mode, users)
+
+        return new_brokers(self.base_dir, self.brokers, self.layout, self.base_port,
+                           mode_settings, self.extra, self.per_broker, self.internal,
+                           security if self.secure else None)  # fmt: skip
+
+
+def _zk_cluster_up(plan: _Plan, zookeeper_port: int, session_timeout_ms: int) -> ClusterState:
+    base_dir, layout, timeout = plan.base_dir, plan.layout, plan.timeout
     zk_host = layout.host_of("zookeeper")
     placeholder = f"{zk_host}:{zookeeper_port or 2181}{ZK_CHROOT}"
-    zk_lines = broker_zk_lines(placeholder, session_timeout_ms)
-    nodes = new_brokers(base_dir, brokers, layout, base_port, lambda _: zk_lines, extra,
-                        per_broker)  # fmt: skip
+    zk_settings = broker_zk_settings(placeholder, session_timeout_ms)
+    users = secure.super_users(f"broker-{i}" for i in range(1, plan.brokers + 1))
+    nodes = plan.new_brokers("zk", lambda _: zk_settings, users)
     started: list[NodeRecord] = []
     try:
         _create_network(layout)
@@ -216,18 +256,18 @@ def _zk_cluster_up(base_dir: Path, brokers: int, layout: Layout, base_port: int,
             config_file = Path(node.dir) / "broker.toml"
             config_file.write_text(config_file.read_text().replace(placeholder, zk_connect))
         state = ClusterState(dir=str(base_dir), zookeeper=zk, brokers=tuple(nodes),
-                             zookeeper_connect=zk_connect, overrides=extra, mode="zk",
-                             network=layout.network)  # fmt: skip
+                             zookeeper_connect=zk_connect, overrides=plan.extra, mode="zk",
+                             network=layout.network, secure=plan.secure)  # fmt: skip
         return start_processes(state, nodes, timeout, started)
     except BaseException:
         stop_all_and_destroy(started, layout.network)
         raise
 
 
-def _raft_cluster_up(base_dir: Path, brokers: int, controllers: int, layout: Layout,
-                     base_port: int, session_timeout_ms: int, extra: Mapping[str, str],
-                     ctl_extra: Mapping[str, str], per_broker: Mapping[int, Mapping[str, str]],
-                     timeout: float) -> ClusterState:  # fmt: skip
+def _raft_cluster_up(plan: _Plan, controllers: int, session_timeout_ms: int,
+                     ctl_extra: Mapping[str, str]) -> ClusterState:  # fmt: skip
+    base_dir, layout, timeout, extra = plan.base_dir, plan.layout, plan.timeout, plan.extra
+    brokers = plan.brokers
     cluster_id = new_cluster_id()
     lifecycle = {
         "broker.session.timeout.ms": session_timeout_ms,
@@ -236,17 +276,27 @@ def _raft_cluster_up(base_dir: Path, brokers: int, controllers: int, layout: Lay
     # The controller creates topics in Raft mode: it needs the brokers' replication default.
     ctl_settings = {**lifecycle, "default.replication.factor": min(3, brokers)}
     ctl_extra = {**controller_part(extra), **ctl_extra}
-    ctl_nodes = new_controllers(base_dir, controllers, layout, cluster_id, ctl_settings, ctl_extra)
+    names = [f"controller-{CONTROLLER_BASE_ID + i}" for i in range(controllers)]
+    users = secure.super_users([*names, *(f"broker-{i}" for i in range(1, brokers + 1))])
+    internal = [f"{layout.host_of(f'broker-{i}')}:{p}" for i, p in plan.internal.items()]
+
+    def ctl_security(name: str, host: str) -> Mapping[str, object]:
+        keystore = secure.node_keystore(base_dir, name, host)
+        return secure.controller_security(base_dir, keystore, users, internal)
+
+    ctl_nodes = new_controllers(base_dir, controllers, layout, cluster_id, ctl_settings,
+                                ctl_extra, ctl_security if plan.secure else None)  # fmt: skip
     voters = voters_string([(c.node_id, c.host, c.port) for c in ctl_nodes])
-    broker_nodes = new_brokers(
-        base_dir, brokers, layout, base_port,
-        lambda node_dir: broker_raft_lines(voters, node_dir / "metadata", cluster_id, lifecycle),
-        extra, per_broker,
+    broker_nodes = plan.new_brokers(
+        "raft",
+        lambda node_dir: broker_raft_settings(voters, node_dir / "metadata", cluster_id,
+                                              lifecycle),
+        users,
     )  # fmt: skip
     state = ClusterState(dir=str(base_dir), zookeeper=None, brokers=tuple(broker_nodes),
                          overrides=extra, mode="raft", controllers=tuple(ctl_nodes),
                          cluster_id=cluster_id, controller_overrides=ctl_extra,
-                         network=layout.network)  # fmt: skip
+                         network=layout.network, secure=plan.secure)  # fmt: skip
     started: list[NodeRecord] = []
     try:
         _create_network(layout)
@@ -255,6 +305,31 @@ def _raft_cluster_up(base_dir: Path, brokers: int, controllers: int, layout: Lay
     except BaseException:
         stop_all_and_destroy(started, layout.network)
         raise
+
+
+async def wait_ready(state: ClusterState, *, within: float = 60.0) -> ClusterReport:
+    """`wait_until_ready` for this cluster; a `--secure` one is asked over INTERNAL with the
+    admin's certificate, then its admin's SCRAM login is made (once) and tried on every
+    broker (deploy.cluster.secure.create_admin)."""
+    if not state.secure:
+        return await wait_until_ready(state.bootstrap, len(state.brokers), within=within,
+                                      controller_bootstrap=state.controller_bootstrap)  # fmt: skip
+    node = secure.node_client_config(Path(state.dir))
+    report = await wait_until_ready(state.internal_bootstrap, len(state.brokers), within=within,
+                                    controller_bootstrap=state.controller_bootstrap,
+                                    client=node, controller_client=node)  # fmt: skip
+    await secure.create_admin(state, state.internal_bootstrap, within=within)
+    return report
+
+
+def client_config(state: ClusterState) -> dict[str, str]:
+    """Client settings for the brokers' recorded ports ({} unless `--secure`: the admin's)."""
+    return secure.read_client_properties(Path(state.dir)) if state.secure else {}
+
+
+def controller_client_config(state: ClusterState) -> dict[str, str]:
+    """Client settings for the controllers' listener ({} unless `--secure`)."""
+    return secure.node_client_config(Path(state.dir)) if state.secure else {}
 
 
 def _restart_cluster(state: ClusterState, timeout: float) -> ClusterState:

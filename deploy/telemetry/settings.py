@@ -9,6 +9,9 @@
 - `trioka.telemetry.bootstrap.servers` (default: none): where to ship. Empty: a broker ships to
   its own listener (hence its own cluster), a controller to the brokers registered in its
   metadata image.
+- `trioka.telemetry.security.protocol`, `trioka.telemetry.ssl.*`, `trioka.telemetry.sasl.*`:
+  the shipping client's security, Kafka's client keys under the prefix (unset: the client's
+  defaults, PLAINTEXT).
 - `trioka.telemetry.replication.factor` (default 3, as offsets.topic.replication.factor): the
   telemetry topics are created with min(this, live brokers) once that many brokers are live, or
   with what there is after CREATE_GRACE_S (telemetry.topics).
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.server_configs import TELEMETRY_CLIENT_KEYS, TELEMETRY_CLIENT_PREFIX
 from protocol.telemetry import SPOOL_DIR_NAME
 
 TELEMETRY_KEYS = (
@@ -30,6 +34,7 @@ TELEMETRY_KEYS = (
     "trioka.telemetry.spool.max.bytes",
     "trioka.telemetry.bootstrap.servers",
     "trioka.telemetry.replication.factor",
+    *(TELEMETRY_CLIENT_PREFIX + key for key, _ in TELEMETRY_CLIENT_KEYS),
 )
 
 
@@ -41,6 +46,8 @@ class TelemetrySettings:
     spool_max_bytes: int
     bootstrap_servers: tuple[str, ...]
     replication_factor: int
+    client: Mapping[str, str]
+    """The shipping clients' security settings (Kafka's client keys), those set only."""
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], data_dir: str | Path) -> TelemetrySettings:
@@ -57,4 +64,9 @@ class TelemetrySettings:
             spool_max_bytes=int(values["trioka.telemetry.spool.max.bytes"]),
             bootstrap_servers=tuple(values["trioka.telemetry.bootstrap.servers"]),
             replication_factor=int(values["trioka.telemetry.replication.factor"]),
+            client={
+                key: str(values[TELEMETRY_CLIENT_PREFIX + key])
+                for key, _ in TELEMETRY_CLIENT_KEYS
+                if values[TELEMETRY_CLIENT_PREFIX + key]
+            },
         )

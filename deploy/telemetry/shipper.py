@@ -331,6 +331,7 @@ class TelemetryShipper:
         until `_close_producer`, or the shipper stops."""
         producer = Producer(
             {
+                **self.settings.client,
                 "bootstrap.servers": servers,
                 "client.id": f"trioka-telemetry-{self.key}",
                 "acks": "all",
@@ -362,6 +363,7 @@ class TelemetryShipper:
         """Create the missing telemetry topics (telemetry.topics); False to try again later."""
         waited = trio.current_time() - (self._started_at or trio.current_time())
         config = {
+            **self.settings.client,
             "bootstrap.servers": servers,
             "client.id": f"trioka-telemetry-{self.key}",
             "request.timeout.ms": 5000,

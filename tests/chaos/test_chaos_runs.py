@@ -25,16 +25,19 @@ def assert_took_effect(result: RunResult, *, min_acknowledged: int, faults: int)
     assert run["shipped"]["topic"] == HISTORY_TOPIC
 
 
-@pytest.mark.parametrize("mode", ["raft", "zk"])
-async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "secure"), [("raft", True), ("zk", False)])
+async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str, secure: bool) -> None:
     # Seed 39's schedule: SIGKILL a partition leader, SIGSTOP another past the session
     # timeout (a zombie leader), SIGKILL the active controller (Raft: the quorum leader; ZK:
-    # the controller broker).
+    # the controller broker). The Raft run is on `cluster up --secure`'s cluster: TLS on every
+    # listener, the workload logging in with SCRAM, the nodes with certificates, the
+    # authorizer on (plaintext Raft runs: the other tests here).
     result = await chaos_run(
         RunConfig(
-            mode=mode, nemeses=("kill", "pause", "controller"), time_limit_s=25, seed=39, rate=100
+            mode=mode, nemeses=("kill", "pause", "controller"), time_limit_s=25, seed=39,
+            rate=100, secure=secure,
         )
-    )
+    )  # fmt: skip
     assert result.exit_code == 0, result.summary
     assert result.verdict["valid"], result.summary
     assert_took_effect(result, min_acknowledged=500, faults=3)
@@ -53,6 +56,11 @@ async def test_kill_pause_controller(chaos_run: ChaosRun, mode: str) -> None:
     assert result.out is not None
     assert (result.out / "history.jsonl").stat().st_size > 0
     assert (result.out / "verdict.json").exists()
+    if secure:
+        cluster_dir = result.out.parent
+        assert (cluster_dir / "client.properties").stat().st_mode & 0o077 == 0
+        broker = (cluster_dir / "broker-1" / "broker.toml").read_text()
+        assert '"EXTERNAL:SASL_SSL", "INTERNAL:SSL", "CONTROLLER:SSL"' in broker
 
 
 async def test_latency_then_kill_behind_the_fault_proxies(chaos_run: ChaosRun) -> None:

@@ -5,14 +5,18 @@ everything else with Kafka's authorization errors; removing an ACL takes the rig
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
 from client import Consumer, KafkaError, Producer, TopicPartition
 from client.admin import Admin
+from client.connection import BrokerConnection, open_stream
+from client.sasl import SaslCredentials, authenticate
 from protocol.acls import (
     CLUSTER_NAME,
     AclBinding,
@@ -23,9 +27,23 @@ from protocol.acls import (
     ResourceType,
 )
 from protocol.errors import ErrorCode
+from protocol.messages.list_offsets import (
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from protocol.messages.produce import (
+    ProducePartition,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopic,
+)
 from tests.integration.broker.test_broker_sasl import sasl
 from tests.integration.cli.test_cli_commands import trioka as trioka_bytes
 from tests.support.broker_process import BrokerProcess
+from tests.support.wire import batch
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -169,3 +187,72 @@ async def test_revoking_read_stops_a_running_consumer(broker_factory) -> None:
             while True:
                 await consumer.poll(200)
     assert refused.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+@contextlib.asynccontextmanager
+async def connection_as(address: str, user: str, password: str) -> AsyncIterator[BrokerConnection]:
+    """A raw connection, logged in with PLAIN: one request exactly as written."""
+    host, port = address.rsplit(":", 1)
+    conn = BrokerConnection(await open_stream(host, int(port), 10_000), address=address)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.reader)
+        try:
+            await authenticate(conn, SaslCredentials("PLAIN", user, password))
+            yield conn
+        finally:
+            await conn.aclose()
+            nursery.cancel_scope.cancel()
+
+
+def latest(*topics: str) -> ListOffsetsRequest:
+    return ListOffsetsRequest(topics=tuple(
+        ListOffsetsTopic(name=t, partitions=(ListOffsetsPartition(index=0,
+                                                                  timestamp=LATEST_TIMESTAMP),))
+        for t in topics
+    ))  # fmt: skip
+
+
+async def test_multi_topic_requests_are_answered_per_topic(broker_factory) -> None:
+    """Before, a Produce (ListOffsets, DeleteTopics) naming one topic alice may not use was
+    refused whole; as Kafka, the topics she may use are served and the others refused."""
+    _, address = authorized_broker(broker_factory)
+    async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+        for topic in ("a", "b"):
+            await admin.create_topic(topic, 1, 1)
+        await admin.create_acls([acl(ResourceType.TOPIC, "a", AclOperation.WRITE)])
+    async with Producer(bootstrap_servers=address, acks="all", **ADMIN) as producer:
+        for topic in ("a", "b"):  # one record each, once each partition has its leader
+            await producer.send_and_wait(topic, b"first", partition=0)
+    both = ProduceRequest(acks=-1, timeout_ms=10_000, topics=tuple(
+        ProduceTopic(name=t, partitions=(ProducePartition(index=0, records=batch([b"x", b"y"])),))
+        for t in ("a", "b")
+    ))  # fmt: skip
+    async with connection_as(address, "alice", "alice-secret") as alice:
+        produced: ProduceResponse = await alice.request(both)
+        assert produced.error_code == 0
+        answers = [(t.name, ErrorCode(p.error_code), p.base_offset)
+                   for t in produced.topics for p in t.partitions]  # fmt: skip
+        assert answers == [
+            ("a", ErrorCode.NONE, 1),
+            ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1),
+        ]
+        assert produced.topics[1].partitions[0].error_message == (
+            "Not authorized to access topics: [b]"
+        )
+        # WRITE implies DESCRIBE on a; nothing lets alice describe b.
+        ends: ListOffsetsResponse = await alice.request(latest("b", "a"))
+        found = [(t.name, ErrorCode(p.error_code), p.offset)
+                 for t in ends.topics for p in t.partitions]  # fmt: skip
+        assert found == [("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1), ("a", ErrorCode.NONE, 3)]
+    async with connection_as(address, "admin", "admin-secret") as admin_conn:
+        ends = await admin_conn.request(latest("b"))
+        assert ends.topics[0].partitions[0].offset == 1  # b: only the admin's record
+    async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+        await admin.create_acls([acl(ResourceType.TOPIC, "b", AclOperation.DELETE)])
+    async with Admin(bootstrap_servers=address, **ALICE) as admin:
+        with pytest.raises(KafkaError) as refused:
+            await admin.delete_topics(["a", "b"])  # one request: b deleted, a refused
+        assert refused.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert "[a]" in refused.value.message
+    async with Admin(bootstrap_servers=address, **ADMIN) as admin:
+        assert await admin.list_topics() == ["a"]

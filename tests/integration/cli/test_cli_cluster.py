@@ -13,8 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.stop_replica import StopReplicaRequest
 from tests.integration.cli.test_cli_commands import TRIOKA, one_error_line, trioka
 from tests.support.broker_process import REPO_ROOT
+from tests.support.wire import WireClient
 
 
 def test_cluster_status_without_a_cluster_names_the_directory(tmp_path: Path) -> None:
@@ -80,6 +86,7 @@ def test_zk_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
         assert status["controller_id"] in (1, 2)
         assert sorted(status["live_brokers"]) == [1, 2]
         assert all(p["alive"] for p in status["processes"])
+        _inter_broker_requests_refused(bootstrap.split(",")[1])
         metrics_ports = [p["metrics_port"] for p in status["processes"][1:]]
         assert all(metrics_ports) and len(set(metrics_ports)) == 2
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_ports[0]}/metrics") as scraped:
@@ -118,6 +125,52 @@ def test_zk_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
             trioka("cluster", "down", "--dir", str(cluster_dir), "--timeout", "5", timeout=120)
 
 
+def test_a_secure_zk_cluster_takes_scram_logins_over_tls_and_keeps_them(tmp_path: Path) -> None:
+    """`cluster up --secure`: clients log in with the admin's client.properties (SASL_SSL,
+    SCRAM); a plaintext client, a wrong password and a user without ACLs are refused; the
+    brokers replicate over mTLS; the login survives `down` and `up`. (The Raft-mode secure
+    cluster: tests/chaos/test_chaos_runs.py.)"""
+    cluster_dir = tmp_path / "c"
+    try:
+        up = trioka("cluster", "up", "--dir", str(cluster_dir), "--mode", "zk", "--brokers", "2",
+                    "--secure", timeout=120)  # fmt: skip
+        assert up.returncode == 0, up.stderr.decode()
+        bootstrap = up.stdout.decode().strip()
+        props = cluster_dir / "client.properties"
+        assert props.stat().st_mode & 0o077 == 0
+        assert "security.protocol=SASL_SSL" in props.read_text()
+        login = ("-b", bootstrap, "--command-config", str(props))
+        created = trioka("topic", "create", "sec", "--replication-factor", "2", *login)
+        assert created.returncode == 0, created.stderr.decode()
+        produced = trioka("produce", "sec", *login, stdin="a\nb\n")
+        assert produced.returncode == 0, produced.stderr.decode()
+
+        assert one_error_line(trioka("topic", "list", "-b", bootstrap, timeout=60))
+        wrong = one_error_line(trioka("topic", "list", *login, "-X", "sasl.password=wrong"))
+        assert "SASL_AUTHENTICATION_FAILED" in wrong or "Authentication failed" in wrong, wrong
+        bob = trioka("user", "create", "bob", "--password", "bob-secret", *login)
+        assert bob.returncode == 0, bob.stderr.decode()
+        as_bob = ("-b", bootstrap, "-X", "security.protocol=SASL_SSL",
+                  "-X", f"ssl.ca.location={cluster_dir / 'tls' / 'ca.pem'}",
+                  "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", "sasl.username=bob",
+                  "-X", "sasl.password=bob-secret")  # fmt: skip
+        refused = one_error_line(trioka("produce", "sec", *as_bob, stdin="c\n"))
+        assert "TOPIC_AUTHORIZATION_FAILED" in refused or "authoriz" in refused.lower(), refused
+
+        status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
+        assert status["bootstrap"] == bootstrap
+        down = trioka("cluster", "down", "--dir", str(cluster_dir), timeout=120)
+        assert down.returncode == 0, down.stderr.decode()
+        again = trioka("cluster", "up", "--dir", str(cluster_dir), timeout=120)
+        assert again.returncode == 0, again.stderr.decode()
+        consumed = trioka("consume", "sec", *login, "--from-beginning", "-c", "2")
+        assert consumed.returncode == 0, consumed.stderr.decode()
+        assert consumed.stdout.decode().split() == ["a", "b"]
+    finally:
+        if (cluster_dir / "cluster.json").exists():
+            trioka("cluster", "down", "--dir", str(cluster_dir), "--timeout", "5", timeout=120)
+
+
 def test_cluster_up_raft_refuses_zookeeper_options_and_zero_controllers(tmp_path: Path) -> None:
     line = one_error_line(trioka("cluster", "up", "--dir", str(tmp_path), "--zookeeper-port", "1"))
     assert "--zookeeper-port is for --mode zk" in line
@@ -150,6 +203,25 @@ def test_cluster_status_reads_a_state_file_from_before_raft_mode(tmp_path: Path)
     assert status["quorum"] is None
 
 
+def _inter_broker_requests_refused(address: str) -> None:
+    """The clients' listener (the recorded port) answers CLUSTER_AUTHORIZATION_FAILED to what
+    only brokers and the controller send: they have a listener of their own (INTERNAL)."""
+    host, port = address.rsplit(":", 1)
+
+    async def ask() -> None:
+        async with await WireClient.connect(host, int(port)) as c:
+            for forged in (
+                StopReplicaRequest(
+                    controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=()
+                ),
+                FetchRequest(replica_id=2, max_wait_ms=0, min_bytes=0, topics=()),
+            ):
+                answer = await c.request(forged)
+                assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED, forged
+
+    trio.run(ask)
+
+
 def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
     """Raft mode (the default): 3 controllers and 2 brokers; status shows the quorum's roles;
     the active controller is SIGKILLed and a standby takes over; a broker is killed and fenced,
@@ -174,6 +246,7 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
         assert roles[leader] == "active controller"
         assert sorted(roles[c] for c in (3001, 3002, 3003) if c != leader) == ["standby"] * 2
         assert roles[1] == roles[2] == "broker"
+        _inter_broker_requests_refused(bootstrap.split(",")[0])
         text = trioka("cluster", "status", "--dir", str(cluster_dir)).stdout.decode()
         assert f"Quorum: leader {leader}" in text and "active controller" in text
         # Every process serves /metrics, controllers included, each on its own port.

@@ -1,5 +1,6 @@
-"""broker.authorization: which resources each request names and the refusals and trimmed
-listings the ACLs of the image give, before any handler runs."""
+"""broker.authorization: which resources each request names and the refusals, per-item
+narrowing and trimmed listings the ACLs of the image give, before any handler runs (the
+per-item answers through the router: test_broker_authorization_items.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderTopic,
 )
-from protocol.messages.produce import ProduceRequest, ProduceTopic
+from protocol.messages.produce import ProducePartition, ProduceRequest, ProduceTopic
 from protocol.messages.topics import (
     CreatableTopic,
     CreateTopicsRequest,
@@ -90,26 +91,32 @@ def refusal(auth: RequestAuthorization, body: Request, conn=ALICE) -> tuple[Erro
     return ErrorCode(refused.error_code), refused.error_message
 
 
+def refused(auth: RequestAuthorization, body: Request, conn=ALICE) -> dict[Any, ResourceType]:
+    """The items `narrow` takes out of the request, each with the kind of resource refused."""
+    return dict(auth.narrow(envelope(body), conn).refused)
+
+
 def produce(*topics: str) -> ProduceRequest:
     return ProduceRequest(
         acks=-1, timeout_ms=1000, topics=tuple(ProduceTopic(name=t, partitions=()) for t in topics)
     )
 
 
-def test_topic_requests_need_every_named_topic() -> None:
+def test_topic_requests_are_narrowed_to_the_allowed_topics() -> None:
     image = image_with(allow(T, "orders", AclOperation.WRITE), allow(T, "pay", AclOperation.WRITE,
                        pattern=PatternType.PREFIXED), deny(T, "payroll", AclOperation.ALL))  # fmt: skip
     auth = RequestAuthorization(lambda: image)
     assert refusal(auth, produce("orders", "pay-eu")) is None
-    assert refusal(auth, produce("orders", "payroll", "x")) == (
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-        "Not authorized to access topics: [payroll, x]",
-    )
+    assert refused(auth, produce("orders", "pay-eu")) == {}
+    # Before, the whole Produce was refused; now only the topics alice may not write.
+    assert refusal(auth, produce("orders", "payroll", "x")) is None
+    narrowed = auth.narrow(envelope(produce("orders", "payroll", "x")), ALICE)
+    assert [t.name for t in narrowed.request.body.topics] == ["orders"]
+    assert dict(narrowed.refused) == {"payroll": T, "x": T} and narrowed.left
     # WRITE implies DESCRIBE: a Metadata request naming the topic is fine.
     assert refusal(auth, MetadataRequest(topics=("orders",))) is None
-    assert refusal(auth, DeleteTopicsRequest(topic_names=("orders",)))[0] is (
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    )
+    delete = auth.narrow(envelope(DeleteTopicsRequest(topic_names=("orders",))), ALICE)
+    assert dict(delete.refused) == {"orders": T} and not delete.left  # no handler runs
 
 
 def test_cluster_rules_follower_fetches_and_create_topics() -> None:
@@ -121,18 +128,17 @@ def test_cluster_rules_follower_fetches_and_create_topics() -> None:
         "Cluster authorization failed.",
     )
     topic = CreatableTopic(name="new", num_partitions=1, replication_factor=1)
-    assert refusal(auth, CreateTopicsRequest(topics=(topic,))) is None  # CREATE on the topic
+    assert refused(auth, CreateTopicsRequest(topics=(topic,))) == {}  # CREATE on the topic
     other = CreatableTopic(name="other", num_partitions=1, replication_factor=1)
-    assert refusal(auth, CreateTopicsRequest(topics=(topic, other)))[0] is (
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    )
+    assert refusal(auth, CreateTopicsRequest(topics=(topic, other))) is None
+    assert refused(auth, CreateTopicsRequest(topics=(topic, other))) == {"other": T}
     cluster_create = image_with(allow(C, CLUSTER_NAME, AclOperation.CREATE))
-    assert refusal(RequestAuthorization(lambda: cluster_create),
-                   CreateTopicsRequest(topics=(other,))) is None  # fmt: skip
+    assert refused(RequestAuthorization(lambda: cluster_create),
+                   CreateTopicsRequest(topics=(other,))) == {}  # fmt: skip
     broker_configs = DescribeConfigsRequest(
         resources=(DescribeConfigsResource(resource_type=4, resource_name="1"),)
     )
-    assert refusal(auth, broker_configs)[0] is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert refused(auth, broker_configs) == {(4, "1"): C}
 
 
 def test_groups_and_their_topics() -> None:
@@ -148,22 +154,26 @@ def test_groups_and_their_topics() -> None:
         ErrorCode.GROUP_AUTHORIZATION_FAILED,
         "Not authorized to access group: [h]",
     )
-    assert refusal(auth, commit("g", "x"))[0] is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    # The group is checked whole first, then READ per topic (`narrow`).
+    assert refusal(auth, commit("g", "x")) is None
+    assert refused(auth, commit("g", "x")) == {"x": T}
+    assert refused(auth, commit("g", "orders")) == {}
 
 
 def test_super_users_hosts_and_no_acl() -> None:
     image = image_with(allow(T, "orders", AclOperation.READ, host="10.0.0.8"))
     auth = RequestAuthorization(lambda: image, super_users=frozenset({"User:admin"}))
-    # alice's ACL is for another host
+    # alice's ACL is for another host (a consumer's Fetch: per partition by its handler)
     fetch = FetchRequest(
         max_wait_ms=0, min_bytes=0, topics=(FetchTopic(name="orders", partitions=()),)
     )
-    assert refusal(auth, fetch) is not None
+    assert refusal(auth, fetch) is None
+    assert auth.denied_reads(ALICE, ["orders"]) == ["orders"]
     admin = ConnectionInfo("10.0.0.9:1", "CLIENTS", principal="User:admin")
-    assert refusal(auth, produce("anything"), admin) is None
+    assert refused(auth, produce("anything"), admin) == {}
     open_ = RequestAuthorization(lambda: image, allow_everyone_if_no_acl_found=True)
-    assert refusal(open_, produce("unnamed")) is None
-    assert refusal(open_, produce("orders")) is not None  # an ACL names it
+    assert refused(open_, produce("unnamed")) == {}
+    assert refused(open_, produce("orders")) == {"orders": T}  # an ACL names it
 
 
 def test_idempotent_producers_need_write_somewhere() -> None:
@@ -205,7 +215,7 @@ def test_metadata_naming_topics_answers_each_refused_one() -> None:
     auth = RequestAuthorization(lambda: image)
     asked = envelope(MetadataRequest(topics=("orders", "secret"), allow_auto_topic_creation=True))
     assert auth.refuse(asked, ALICE) is None
-    narrowed = auth.narrow(asked, ALICE).body
+    narrowed = auth.narrow(asked, ALICE).request.body
     assert narrowed.topics == ("orders",)
     assert narrowed.allow_auto_topic_creation is False  # no CREATE anywhere
     answer = MetadataResponse(topics=(MetadataTopic(name="orders", error_code=0),))
@@ -226,17 +236,26 @@ async def test_a_client_naming_the_forwarding_client_id_is_still_checked() -> No
         served.append(conn.principal)
         return DeleteTopicsResponse()
 
+    def topic_error(response: Any) -> ErrorCode:
+        (topic,) = response.topics
+        return ErrorCode(topic.partitions[0].error_code)
+
     router.add_handlers({ApiKey.PRODUCE: handler, ApiKey.DELETE_TOPICS: handler})
-    produce_request = envelope(produce("orders"), client_id=FORWARDED_CLIENT_ID)
-    refused = await router.handle(produce_request, ALICE)
-    assert refused.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    one_partition = ProduceRequest(acks=-1, timeout_ms=1000, topics=(
+        ProduceTopic(name="orders", partitions=(ProducePartition(index=0, records=b"r"),)),
+    ))  # fmt: skip
+    produce_request = envelope(one_partition, client_id=FORWARDED_CLIENT_ID)
+    assert topic_error(await router.handle(produce_request, ALICE)) is (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
     delete = envelope(DeleteTopicsRequest(topic_names=("orders",)), client_id=FORWARDED_CLIENT_ID)
-    assert (await router.handle(delete, ALICE)).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    (deleted,) = (await router.handle(delete, ALICE)).responses
+    assert deleted.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     node = ConnectionInfo("10.0.0.2:1", "INTERNAL", principal="User:node")
     assert (await router.handle(delete, node)).error_code == 0  # a broker's forwarded request
     # ... but not for an API brokers do not forward.
     node_produce = await router.handle(produce_request, node)
-    assert node_produce.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert topic_error(node_produce) is ErrorCode.TOPIC_AUTHORIZATION_FAILED
     assert served == ["User:node"]
 
 
@@ -262,7 +281,7 @@ def test_open_apis_and_trimmed_listings() -> None:
 def test_an_empty_topic_name_is_refused_not_a_crash() -> None:
     """Before, `name or topic` read a ProduceTopic's missing `topic` for the name ''."""
     auth = RequestAuthorization(image_with)
-    assert refusal(auth, produce(""))[0] is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert refused(auth, produce("")) == {"": T}
 
 
 def test_a_revoked_read_stops_a_fetch_session() -> None:
@@ -277,8 +296,8 @@ def test_offset_for_leader_epoch_takes_cluster_action_or_describe() -> None:
     request = OffsetForLeaderEpochRequest(
         replica_id=2, topics=(OffsetForLeaderTopic(topic="orders", partitions=()),)
     )
-    assert refusal(RequestAuthorization(image_with), request) is not None
+    assert refused(RequestAuthorization(image_with), request) == {"orders": T}
     node = image_with(allow(C, CLUSTER_NAME, AclOperation.CLUSTER_ACTION))
-    assert refusal(RequestAuthorization(lambda: node), request) is None
+    assert refused(RequestAuthorization(lambda: node), request) == {}
     reader = image_with(allow(T, "orders", AclOperation.DESCRIBE))
-    assert refusal(RequestAuthorization(lambda: reader), request) is None
+    assert refused(RequestAuthorization(lambda: reader), request) == {}

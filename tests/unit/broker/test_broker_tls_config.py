@@ -122,3 +122,17 @@ def test_client_auth_per_listener_and_never_unprefixed_on_sasl_ssl(tmp_path: Pat
     assert contexts["INTERNAL"].verify_mode == ssl.CERT_REQUIRED
     assert contexts["CLIENTS"].verify_mode == ssl.CERT_NONE
     assert contexts["PUBLIC"].verify_mode == ssl.CERT_NONE
+
+
+def test_a_config_file_takes_per_listener_keys(tmp_path: Path) -> None:
+    """`listener.name.<l>.ssl.client.auth` in a broker.toml, as on the command line (the file
+    loader asked only for plain keys, so `cluster up --secure` could not start)."""
+    from deploy.node.config import load_broker_config
+
+    path = tmp_path / "broker.toml"
+    path.write_text('"listener.name.internal.ssl.client.auth" = "required"\n')
+    config = load_broker_config(path)
+    assert config["listener.name.internal.ssl.client.auth"] == "required"
+    path.write_text('"listener.name.internal.no.such.key" = "x"\n')
+    with pytest.raises(ConfigError, match="unknown broker config"):
+        load_broker_config(path)

@@ -18,6 +18,8 @@ from deploy.chaos.run import RunConfig, run_chaos
         (RunConfig(nemeses=("kill", "explode")), "unknown nemesis 'explode'"),
         (RunConfig(mode="kraft"), "mode must be raft or zk"),
         (RunConfig(nemeses=("pause",), time_limit_s=5), "raise --time-limit"),
+        (RunConfig(nemeses=("latency",), secure=True), "TLS hides"),
+        (RunConfig(drop_produce_responses=0.1, secure=True), "TLS hides"),
     ],
 )
 async def test_refused_before_any_process_starts(
