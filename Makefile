@@ -87,11 +87,17 @@ bench-groups: setup-dev
 # Issue 6: the compose cluster (README "Docker"). docker-setup installs docker.io, docker-compose
 # and debootstrap if missing, starts our own dockerd (unix:///run/trioka-docker/docker.sock,
 # --iptables=false), builds trioka-base:bookworm, the wheelhouse and trioka:dev. e2e-docker runs
-# tests/e2e (both profiles: a broker container killed, nothing lost; then `trioka chaos run
-# --docker`, seed 3: kill, partition, pause); its setup builds the ZooKeeper image too.
-.PHONY: docker-setup docker-stop e2e-docker
+# tests/e2e (both profiles: a broker container killed, nothing lost; the same on the raft profile
+# with docker-compose.secure.yml; then `trioka chaos run --docker`, seed 3: kill, partition,
+# pause); its setup builds the ZooKeeper image too.
+# docker-setup-secure also makes build/tls for docker-compose.secure.yml (TLS + SCRAM everywhere:
+# a dev CA, the nodes' keys, the admin's login in build/tls/client.properties; README "Docker").
+.PHONY: docker-setup docker-setup-secure docker-stop e2e-docker
 docker-setup: setup-dev
 	@bash scripts/docker-setup.sh
+
+docker-setup-secure: setup-dev
+	@bash scripts/docker-setup.sh --secure
 
 docker-stop:
 	@bash scripts/docker-stop.sh

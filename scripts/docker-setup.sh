@@ -13,9 +13,12 @@
 #   6. With --analytics: trioka-analytics-base:bookworm (debootstrap: python3, python3-venv, Java 17
 #      headless), a wheelhouse with the analytics extra (pyspark, ...: build/wheelhouse-analytics)
 #      and trioka-analytics:dev (deploy/docker/Dockerfile.analytics), for the one-shot `analytics` service.
-# Usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics]
-#   --no-build  stop after starting dockerd;  --zk  also build trioka-zookeeper:bookworm;
-#   --analytics  also build trioka-analytics:dev.
+#   7. With --secure: build/tls for docker-compose.secure.yml (python -m deploy.docker.secure_setup:
+#      a dev CA, a key and certificate per compose node and the admin, client.properties with the
+#      admin's SCRAM login; whatever exists is kept, the password too). Needs no Docker.
+# Usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics] [--secure]
+#   --no-build  stop after starting dockerd (and build/tls with --secure);  --zk  also build
+#   trioka-zookeeper:bookworm;  --analytics  also build trioka-analytics:dev;  --secure  build/tls.
 # The environment: TRIOKA_DOCKER_DIR (run dir, default /run/trioka-docker), TRIOKA_DOCKER_DATA
 # (default /var/lib/trioka-docker), BASE_IMAGE (build from this image instead of the debootstrap
 # one, e.g. python:3.11-slim where a registry is reachable), TRIOKA_IMAGE (default trioka:dev),
@@ -25,13 +28,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 zk=0 analytics=0
+build=1 zk=0 analytics=0 secure=0
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --zk) zk=1 ;;
     --analytics) analytics=1 ;;
-    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics]" >&2; exit 2 ;;
+    --secure) secure=1 ;;
+    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics] [--secure]" >&2
+       exit 2 ;;
   esac
 done
 
@@ -106,8 +111,8 @@ debootstrap_image() {
 
 # $1: the wheelhouse directory under build/, $2: what to wheel (the project, with extras).
 build_wheelhouse() {
-  local dir="build/$1" what="$2" t0 python=.venv/bin/python
-  [ -x "$python" ] || python=python3
+  local dir="build/$1" what="$2" t0 python
+  python="$(host_python)"
   t0=$(now)
   rm -rf "$dir" && mkdir -p "$dir"
   "$python" -m pip wheel -q --wheel-dir "$dir" "$what" >"$dir.log" 2>&1 ||
@@ -126,7 +131,19 @@ build_image() {
     awk '{ printf "%d MB", $1 / 1e6 }'))"
 }
 
+# The project's Python (the cryptography package: `make setup`), else the system's.
+host_python() { if [ -x .venv/bin/python ]; then echo .venv/bin/python; else echo python3; fi; }
+
+# docker-compose.secure.yml's build/tls (see deploy/docker/secure_setup.py for the file modes).
+secure_files() {
+  local t0
+  t0=$(now)
+  "$(host_python)" -m deploy.docker.secure_setup build/tls | sed 's/^/docker-setup: /'
+  say "build/tls ready in $(took "$t0")"
+}
+
 install_packages
+((secure)) && secure_files
 start_dockerd
 if ((build)); then
   [ -n "${BASE_IMAGE:-}" ] || debootstrap_image "$base_image" python3,python3-venv

@@ -4,7 +4,9 @@ Debian's docker-compose 1.29 (the Makefile's APT_PACKAGES) validates the file an
 resolved configuration; these tests read that and check what the deployment promises: the
 services of each profile, healthchecks, ports published on 127.0.0.1 only and matching the
 advertised EXTERNAL listeners, named volumes on the log and metadata dirs, and node configs that
-trioka itself accepts (the same loaders the processes run).
+trioka itself accepts (the same loaders the processes run: each node's `--config` file, mounted
+from deploy/docker/config, under its `--override`s). docker-compose.secure.yml:
+tests/unit/deploy/test_docker_compose_secure.py.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import Any
 import pytest
 import yaml
 
-from deploy.node.config import load_broker_config
-from deploy.node.controller_config import load_controller_config
+from deploy.node.config import BrokerConfig, load_broker_config
+from deploy.node.controller_config import ControllerProcessConfig, load_controller_config
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+CONFIG_TARGET = "/etc/trioka/config"
+"""Where every node's config directory is mounted (deploy/docker/config/plaintext or secure)."""
 PROFILES = {
     "raft": {"controller-1", "controller-2", "controller-3", "broker-1", "broker-2", "broker-3"},
     "zk": {"zookeeper", "zk-broker-1", "zk-broker-2", "zk-broker-3"},
@@ -30,13 +34,16 @@ PROFILES = {
 EXTERNAL_PORTS = {1: 19092, 2: 19093, 3: 19094}
 
 
-def compose_config(profile: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+def compose_config(
+    profile: str, extra_env: dict[str, str] | None = None, files: tuple[Path, ...] = (COMPOSE_FILE,)
+) -> dict[str, Any]:
     exe = shutil.which("docker-compose")
     assert exe, "docker-compose is missing: `make setup` installs it (the Makefile's APT_PACKAGES)"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRIOKA_", "COMPOSE_"))}
     env.update(extra_env or {})
+    file_args = [arg for f in files for arg in ("-f", str(f))]
     out = subprocess.run(
-        [exe, "-f", str(COMPOSE_FILE), "--profile", profile, "config"],
+        [exe, *file_args, "--profile", profile, "config"],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode == 0, f"docker-compose config failed:\n{out.stderr}"
@@ -68,6 +75,31 @@ def brokers(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: s for name, s in config["services"].items() if "broker" in name}
 
 
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """The service's volumes as target -> source (a named volume, or a host path)."""
+    out = {}
+    for volume in service.get("volumes") or []:
+        source, target = volume.split(":")[:2]
+        out[target] = source
+    return out
+
+
+def config_file(service: dict[str, Any]) -> Path:
+    """The host file behind the service's `--config=/etc/trioka/config/NAME` argument."""
+    (arg,) = [a for a in service["command"] if a.startswith("--config=")]
+    target = Path(arg.removeprefix("--config="))
+    assert target.parent == Path(CONFIG_TARGET), arg
+    return Path(mounts(service)[CONFIG_TARGET]) / target.name
+
+
+def broker_config(service: dict[str, Any]) -> BrokerConfig:
+    return load_broker_config(config_file(service), overrides(service))
+
+
+def controller_config(service: dict[str, Any]) -> ControllerProcessConfig:
+    return load_controller_config(config_file(service), overrides(service))
+
+
 def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
     """(host ip, host port, container port) of each published port."""
     out = []
@@ -96,7 +128,22 @@ def test_broker_healthcheck_asks_for_its_own_node(profile: tuple[str, dict[str, 
     for name, service in brokers(config).items():
         test = service["healthcheck"]["test"]
         assert test[1:5] == ["python", "-m", "deploy.docker.healthcheck", "broker"], name
-        assert test[-1] == overrides(service)["node.id"], f"{name} checks another node's health"
+        assert test[6] == overrides(service)["node.id"], f"{name} checks another node's health"
+
+
+def test_healthchecks_dial_with_the_mounted_client_settings(
+    profile: tuple[str, dict[str, Any]],
+) -> None:
+    """The node-client.properties of the mounted config directory: PLAINTEXT here, the node's
+    certificate under docker-compose.secure.yml."""
+    _, config = profile
+    for name, service in config["services"].items():
+        if name == "zookeeper":
+            continue
+        test = service["healthcheck"]["test"]
+        assert test[-2:] == ["--command-config", f"{CONFIG_TARGET}/node-client.properties"], name
+        source = Path(mounts(service)[CONFIG_TARGET])
+        assert (source / "node-client.properties").is_file(), name
 
 
 def test_ports_are_published_on_loopback_and_advertised(
@@ -119,28 +166,34 @@ def test_ports_are_published_on_loopback_and_advertised(
 
 
 def test_log_and_metadata_dirs_are_named_volumes(profile: tuple[str, dict[str, Any]]) -> None:
+    """...and the only other mount is the config directory, read-only, from the repository."""
     _, config = profile
     named = set(config.get("volumes") or {})
     for name, service in config["services"].items():
-        mounts = {}
         for volume in service.get("volumes") or []:
-            source, target = volume.split(":")[:2]
-            assert source in named, f"{name}: {source} is not a named volume"
-            mounts[target] = source
+            source, target, *mode = volume.split(":")
+            if target == CONFIG_TARGET:
+                assert source == str(ROOT / "deploy/docker/config/plaintext"), name
+                assert mode == ["ro"], f"{name}: {volume} is writable"
+            else:
+                assert source in named, f"{name}: {source} is not a named volume"
         conf = overrides(service)
         for key in ("log.dirs", "metadata.log.dir"):
             if key in conf:
-                assert conf[key] in mounts, f"{name}: {key}={conf[key]} is not on a volume"
+                assert conf[key] in mounts(service), f"{name}: {key}={conf[key]} is not on a volume"
         if name == "zookeeper":
-            assert "/var/lib/zookeeper" in mounts
+            assert "/var/lib/zookeeper" in mounts(service)
+        else:
+            assert CONFIG_TARGET in mounts(service), f"{name} has no config directory"
 
 
 def test_node_configs_are_valid_and_agree(profile: tuple[str, dict[str, Any]]) -> None:
     mode, config = profile
     broker_ids = set()
     for service in brokers(config).values():
-        conf = load_broker_config(None, overrides(service))
+        conf = broker_config(service)
         assert conf.metadata_mode == mode
+        assert set(conf.listener_security_protocol_map.values()) == {"PLAINTEXT"}
         broker_ids.add(conf.node_id)
     assert broker_ids == {1, 2, 3}
     controllers = [s for n, s in config["services"].items() if n.startswith("controller-")]
@@ -149,7 +202,7 @@ def test_node_configs_are_valid_and_agree(profile: tuple[str, dict[str, Any]]) -
     cluster_ids = {overrides(s).get("cluster.id") for s in config["services"].values()}
     if mode == "raft":
         assert len(voters) == 1 and len(cluster_ids) == 1, "nodes disagree on the quorum"
-        ids = sorted(load_controller_config(None, overrides(s)).node_id for s in controllers)
+        ids = sorted(controller_config(s).node_id for s in controllers)
         assert ids == [3001, 3002, 3003]
         assert {f"{i}@controller-{i - 3000}:9093" for i in ids} == set(voters.pop().split(","))
 
@@ -197,4 +250,4 @@ def test_session_settings_come_from_the_environment() -> None:
         if mode == "raft":
             for name in brokers(compose_config(mode)):
                 assert overrides(short[name])["broker.heartbeat.interval.ms"] == "1000"
-                load_broker_config(None, overrides(short[name]))
+                broker_config(short[name])
