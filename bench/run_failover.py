@@ -86,14 +86,14 @@ from deploy.node.transport import PooledTransport
 from deploy.telemetry.logs import configure_logging
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
+from protocol.metric_names import CONTROLLER_CHANGE_RATE_AND_TIME, LEADER_ELECTION_RATE_AND_TIME
 
 KAFKA_SESSION_TIMEOUT_MS = {"zk": 18_000, "raft": 9_000}
 """Kafka's zookeeper.session.timeout.ms and broker.session.timeout.ms: the goals are measured
 at these, so that a shorter timeout cannot be what meets them."""
-STATS = "kafka_controller_ControllerStats_"
-ELECTION_METRIC = STATS + "LeaderElectionRateAndTimeMs"
-"""The BrokerChange event's timer (Kafka kept the historical name)."""
-FAILOVER_METRIC = STATS + "ControllerChangeRateAndTimeMs"
+ELECTION_METRIC = LEADER_ELECTION_RATE_AND_TIME
+"""The BrokerChange event's timer, LeaderElectionRateAndTimeMs (Kafka kept the historical name)."""
+FAILOVER_METRIC = CONTROLLER_CHANGE_RATE_AND_TIME
 """A ZK-mode failover (load and first requests) or resignation."""
 TOPIC_PREFIX = "fo"
 SHUTDOWN_DONE = ("controlled shutdown succeeded", "controlled shutdown allowed by the controller")

@@ -585,10 +585,11 @@ class ReplicaFetcherManager:
         for key in [k for k, f in self.fetchers.items() if not f.states]:
             self.fetchers.pop(key).cancel_scope.cancel()
 
-    def lags(self) -> list[tuple[TopicPartition, int]]:
-        """(partition, ConsumerLag) of every followed partition that had a fetch answer."""
+    def lags(self) -> list[tuple[str, TopicPartition, int]]:
+        """(clientId, partition, ConsumerLag) of every followed partition that had a fetch
+        answer; clientId is Kafka's name of the fetcher, `ReplicaFetcherThread-<id>-<leader>`."""
         return [
-            (tp, lag)
+            (f"ReplicaFetcherThread-{fetcher.fetcher_id}-{fetcher.source.broker_id}", tp, lag)
             for fetcher in list(self.fetchers.values())
             for tp, lag in list(fetcher.lags.items())
             if tp in fetcher.states

@@ -20,7 +20,7 @@ import trio
 
 from broker.alter_partition import AlterPartitionManager
 from broker.authorization import request_authorization
-from broker.config import BrokerConfig
+from broker.config import SASL_PROTOCOLS, BrokerConfig
 from broker.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.group.driver import GroupCoordinatorDriver
 from broker.group.factory import make_group_coordinator
@@ -37,7 +37,7 @@ from broker.handlers.router import ApiFamily, ApiRouter, request_client_id
 from broker.handlers.security import SecurityHandler
 from broker.log_cleaner import CleanerConfig, LogCleaner
 from broker.metadata_publisher import MetadataPublisher
-from broker.metrics import BrokerMetrics, BrokerView, default_metrics
+from broker.metrics import BrokerMetrics, BrokerView, GroupOffsetsView, default_metrics
 from broker.partitions import PartitionManager
 from broker.ports import BrokerCore, ControllerChannel, Failpoints, MetadataFeed, Transport
 from broker.producer_ids import ProducerIdManager
@@ -85,6 +85,13 @@ def fetcher_config(config: BrokerConfig) -> FetcherConfig:
     )
 
 
+def _checks_principals(config: BrokerConfig) -> bool:
+    """ACLs or SCRAM users decide what a connection may do: both live in the metadata."""
+    protocols = config.listener_security_protocol_map
+    sasl = any(protocols.get(listener.name) in SASL_PROTOCOLS for listener in config.listeners)
+    return bool(config["authorizer.class.name"]) or sasl
+
+
 def internal_listeners(config: BrokerConfig) -> frozenset[str] | None:
     """Where the inter-broker APIs are served: the inter-broker listener when the broker has
     others for its clients; None (everywhere) when one listener carries everything."""
@@ -122,7 +129,10 @@ class Broker:
         metrics: BrokerMetrics | None = None,
         failpoints: Failpoints | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        hold_requests: bool = False,
     ) -> None:
+        """`hold_requests`: the mode's driver calls `self.server.enable_requests()` once the
+        metadata has caught up (it then matters only with an authorizer or SASL listeners)."""
         self.config = config
         self.clock = clock
         """The process's clock (protocol.clock), shared by the partitions, fetchers and waits."""
@@ -133,7 +143,8 @@ class Broker:
         self.feed = feed
         self.cluster_id = cluster_id
         self.metrics = metrics if metrics is not None else default_metrics()
-        """BrokerTopicMetrics and the ReplicaManager gauges (bound while `run` runs)."""
+        """BrokerTopicMetrics, the ReplicaManager gauges and the consumer group lag (the last
+        two bound while `run` runs)."""
         self.broker_epoch = -1
         """This broker's epoch (ZK: the czxid of /brokers/ids/<id>); see `broker_epoch_fn`."""
         self.broker_epoch_fn: Callable[[], int] = broker_epoch or (lambda: self.broker_epoch)
@@ -169,6 +180,7 @@ class Broker:
                 config.broker_listeners,
                 lambda m, user: self._image().scram.credential(m, user),
             ),
+            hold_requests=hold_requests and _checks_principals(config),
         )
         self.log_cleaner = LogCleaner(
             CleanerConfig.from_broker_config(config),
@@ -365,9 +377,11 @@ class Broker:
         log.info("broker starting", node_id=self.config.node_id, log_dirs=self.log_manager_dirs())
         self._start_storage()
         self.metrics.replica_manager.bind(self, self._metrics_view())
+        self.metrics.consumer_groups.bind(self, self._group_offsets_view())
         try:
             await self._run(task_status)
         finally:
+            self.metrics.consumer_groups.unbind(self)
             self.metrics.replica_manager.unbind(self)
 
     def _metrics_view(self) -> BrokerView:
@@ -380,6 +394,17 @@ class Broker:
             },
             fetcher_lags=fetchers.lags if fetchers is not None else list,
         )
+
+    def _group_offsets_view(self) -> GroupOffsetsView:
+        """The commits of the groups coordinated here, measured against the high watermark of
+        the partitions hosted here (led: exact; followed: as of the last fetch answer)."""
+        hosted = self.partitions.partitions
+
+        def high_watermark(tp: TopicPartition) -> int | None:
+            partition = hosted.get(tp)
+            return None if partition is None else partition.state.high_watermark
+
+        return GroupOffsetsView(self.group_coordinator.core.committed_offsets, high_watermark)
 
     async def _run(self, task_status: trio.TaskStatus[list[BoundListener]]) -> None:
         async with trio.open_nursery() as nursery:

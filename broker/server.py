@@ -19,11 +19,14 @@ handshake (broker.tls); a SASL_PLAINTEXT or SASL_SSL listener's then runs the SA
 (broker.sasl), one request at a time, before any other request is read: the principal it proves
 is on every request's ConnectionInfo.
 
-Bad input never takes the process down: an oversized or unparsable frame closes that connection
-with a warning naming the peer; a request whose header is readable but whose body is not gets
-INVALID_REQUEST naming the field; an unknown API key or version gets UNSUPPORTED_VERSION; a bug
-in a handler gets UNKNOWN_SERVER_ERROR and a logged traceback. Connections with no traffic and
-nothing in flight for `connections.max.idle.ms` are closed.
+Bad input never takes the process down: a peer that speaks another protocol (a Kafka client,
+HTTP, TLS on a plaintext port; protocol.foreign tells from its first bytes) gets one warning
+saying what it speaks, the answer it understands and a closed connection; an oversized or
+unparsable frame closes that connection with a warning naming the peer; a request whose header
+is readable but whose body is not gets INVALID_REQUEST naming the field; an unknown API key or
+version gets UNSUPPORTED_VERSION; a bug in a handler gets UNKNOWN_SERVER_ERROR and a logged
+traceback. Connections with no traffic and nothing in flight for `connections.max.idle.ms` are
+closed.
 
 Every decoded request is timed and counted (Kafka's RequestMetrics, broker.metrics.requests):
 received when its frame is complete, dequeued when its handler starts, parked when the handler
@@ -67,6 +70,16 @@ from protocol.codec import (
     encode_response,
 )
 from protocol.errors import ErrorCode, FrameTooLargeError, RemoteProtocolError
+from protocol.foreign import (
+    KAFKA_API_VERSIONS_KEY,
+    SNIFF_BYTES,
+    TRIOKA_PROTOCOL,
+    ForeignProtocol,
+    Verdict,
+    kafka_api_versions_refusal,
+    kafka_request_header,
+    sniff,
+)
 from protocol.framing import NEED_DATA, FrameDecoder
 from protocol.messages import ApiKey, Response, error_response
 from protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -84,6 +97,11 @@ SASL_AUTHENTICATION_TIMEOUT_S = 10.0
 """A SASL listener's connection that has not authenticated by then is closed."""
 MAX_LOGGED_TEXT = 300
 """Characters of an error text logged: a bad request's text may quote what the client sent."""
+FOREIGN_LINGER_S = 2.0
+"""How long a connection that speaks another protocol is kept for its answers (a Kafka
+client asks ApiVersions again at version 0; an HTTP client reads the 400 before we close)."""
+MAX_KAFKA_ANSWERS = 3
+"""ApiVersions requests of a Kafka client answered UNSUPPORTED_VERSION on one connection."""
 
 
 class LogBudget:
@@ -210,6 +228,9 @@ class _Connection:
         self.scope = trio.CancelScope()
         self.idle_closed = False
         self.peer_gone = False
+        self.head: bytes | None = b""
+        """The connection's first bytes while they do not yet tell whether it speaks trioka's
+        protocol (protocol.foreign); None once they did."""
 
     def release(self, slot: _Slot) -> None:
         if not slot.released:
@@ -253,6 +274,7 @@ class _Connection:
                     nursery.start_soon(self._reap_idle)
                     async with send:
                         with self.read_scope:
+                            await self.server.requests_enabled.wait()
                             if await self._authenticated():
                                 await self._read(send, nursery)
                     # Reader done (peer EOF, fatal frame or drain): the writer finishes what
@@ -306,6 +328,7 @@ class _Connection:
                 self.scope.cancel()
                 return None
             if frame is not NEED_DATA:
+                self.head = None
                 return frame  # type: ignore[return-value]
             try:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
@@ -320,7 +343,75 @@ class _Connection:
                 self._peer_closed()
                 return None
             self.last_activity = trio.current_time()
+            if self.head is not None:
+                foreign = self._sniff(data)
+                if foreign is not None:
+                    await self._refuse_foreign(foreign, data)
+                    return None
             decoder.feed(data)
+
+    def _sniff(self, data: bytes) -> ForeignProtocol | None:
+        """Add `data` to the connection's first bytes; what they speak when it is not trioka's
+        protocol (None: trioka's, or not known yet)."""
+        assert self.head is not None
+        self.head += data[: SNIFF_BYTES - len(self.head)]
+        verdict = sniff(self.head, self.decoder.max_frame_bytes)
+        if isinstance(verdict, ForeignProtocol):
+            return verdict
+        if verdict is Verdict.NATIVE:
+            self.head = None
+        return None
+
+    async def _refuse_foreign(self, foreign: ForeignProtocol, data: bytes) -> None:
+        """A peer speaking another protocol (Kafka's, HTTP, TLS): one warning within the
+        bad-input budget, the answer it can understand (protocol.foreign), then the connection
+        ends. A Kafka client's ApiVersions retries on it are answered the same way."""
+        self._bad_input(
+            log.warning,
+            f"peer speaks another protocol; this port speaks {TRIOKA_PROTOCOL}",
+            speaks=foreign.description,
+            listener=self.info.listener,
+            security_protocol=self.info.security_protocol,
+        )
+        self.head = None
+        try:
+            with trio.move_on_after(FOREIGN_LINGER_S):
+                if foreign.protocol == "kafka":
+                    self.decoder.feed(data)
+                    await self._answer_kafka()
+                elif (answer := foreign.answer()) is not None and await self._send_raw(answer):
+                    await self._linger()
+        finally:
+            self.scope.cancel()
+
+    async def _answer_kafka(self) -> None:
+        for _ in range(MAX_KAFKA_ANSWERS):
+            frame = await self._next_frame()
+            header = None if frame is None else kafka_request_header(frame)
+            if header is None or header[0] != KAFKA_API_VERSIONS_KEY:
+                return
+            if not await self._send_raw(kafka_api_versions_refusal(header[2])):
+                return
+
+    async def _send_raw(self, data: bytes) -> bool:
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    async def _linger(self) -> None:
+        """After an answer to a peer that still has bytes on the way: our end of the stream
+        closed, read until the peer closes its own, so that closing with unread bytes does
+        not reset the connection before the peer read the answer."""
+        stream = self.stream
+        try:
+            if isinstance(stream, trio.abc.HalfCloseableStream):
+                await stream.send_eof()
+            while await stream.receive_some(RECEIVE_SIZE):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
     async def _authenticated(self) -> bool:
         """A SASL listener's exchange, one request at a time, within
@@ -516,8 +607,16 @@ class BrokerServer:
         on_connection_closed: Callable[[ConnectionInfo], None] | None = None,
         tls: Mapping[str, ssl.SSLContext] | None = None,
         sasl: Mapping[str, SaslSettings] | None = None,
+        hold_requests: bool = False,
     ) -> None:
         self.handler = handler
+        self.requests_enabled = trio.Event()
+        """Kafka's enableRequestProcessing: with `hold_requests`, connections are accepted but
+        nothing they send is read (nor their TLS or SASL exchange begun) until
+        `enable_requests()`, which the node calls once its metadata (ACLs, SCRAM users) has
+        caught up; so a restarted broker never authorizes from what it knew before."""
+        if not hold_requests:
+            self.requests_enabled.set()
         self.tls = dict(tls or {})
         """Listener name -> the SSLContext its connections are wrapped in (broker.tls)."""
         self.sasl = dict(sasl or {})
@@ -545,6 +644,9 @@ class BrokerServer:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    def enable_requests(self) -> None:
+        self.requests_enabled.set()
 
     async def serve(self, *, task_status: trio.TaskStatus[list[BoundListener]]) -> None:
         """Open every listener, report them as started, and accept until `stop_accepting()`.

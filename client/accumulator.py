@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from client.futures import BatchResult, RecordFuture
 from client.idempotence import IdempotenceManager
@@ -52,6 +52,7 @@ class ProducerBatch:
         "closed",
         "count",
         "created_ms",
+        "outcome_unknown",
         "payload",
         "producer_epoch",
         "producer_id",
@@ -82,6 +83,10 @@ class ProducerBatch:
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
         """Given once, at the first drain of an idempotent producer; kept by every retry."""
+        self.outcome_unknown = False
+        """An attempt ended without an answer saying whether the leader wrote the batch (no
+        response within request.timeout.ms, a connection that broke once the request was
+        out, the leader's REQUEST_TIMED_OUT): it may be in the log."""
 
     @property
     def record_count(self) -> int:
@@ -133,9 +138,11 @@ class ReadyCheck:
     ready_nodes: set[int]
     """Brokers with at least one sendable batch."""
     next_check_ms: float
-    """How long until some batch may become ready (linger or backoff)."""
+    """How long until some batch may become ready (linger or backoff) or expires."""
     unknown_leaders: set[str]
     """Topics with batches whose partition has no known leader (refresh metadata)."""
+    leaderless: set[TopicPartition] = field(default_factory=set)
+    """The partitions of those batches."""
 
 
 class RecordAccumulator:
@@ -200,15 +207,20 @@ class RecordAccumulator:
     def ready(self, leader_for: Callable[[str, int], int | None], now_ms: float) -> ReadyCheck:
         nodes: set[int] = set()
         unknown: set[str] = set()
+        leaderless: set[TopicPartition] = set()
         next_check = float("inf")
         send_all = self.flushing or self.closing
         for tp, queue in self._queues.items():
             if not queue:
                 continue
             first = queue[0]
+            # Wake up for the first batch's delivery.timeout.ms too (Kafka's
+            # nextBatchExpiryTimeMs): a batch waiting for a leader expires on time.
+            next_check = min(next_check, first.created_ms + self.delivery_timeout_ms - now_ms)
             leader = leader_for(tp.topic, tp.partition)
             if leader is None:
                 unknown.add(tp.topic)
+                leaderless.add(tp)
                 continue
             if leader in nodes:
                 continue
@@ -223,7 +235,7 @@ class RecordAccumulator:
                 nodes.add(leader)
             else:
                 next_check = min(next_check, self.linger_ms - waited)
-        return ReadyCheck(nodes, next_check, unknown)
+        return ReadyCheck(nodes, next_check, unknown, leaderless)
 
     def drain(
         self,

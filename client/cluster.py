@@ -55,9 +55,15 @@ class ClusterClient:
         self._refresh_lock = trio.Lock()
         self._refresh_done = trio.Event()
         self._refresh_wanted = False
-        self._last_refresh_ms = -float("inf")
         self._fruitless_refreshes = 0
-        """Consecutive refreshes that failed or still lacked a tracked topic or leader."""
+        """Consecutive refreshes that failed, or that did not give what the client waits for
+        (a tracked topic or leader still missing, or nothing changed after an update was
+        asked for): Kafka's Metadata `attempts` and `equivalentResponseCount`."""
+        self._next_refresh_ms = -float("inf")
+        """When the next refresh of the tracked topics may start (drawn once per refresh)."""
+        self._asked_topics: set[str] = set()
+        """Tracked topics a refresh has asked for; one never asked for is fetched at once
+        (Kafka's requestUpdateForNewTopics)."""
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         """Topics to keep metadata for (those the producer or consumer uses)."""
@@ -217,6 +223,7 @@ class ClusterClient:
     async def refresh_metadata(self, topics: Iterable[str] | None = None) -> MetadataResponse:
         """Fetch metadata for `topics` (None: every topic) and update the cache."""
         wanted = None if topics is None else tuple(sorted(set(topics)))
+        self._asked_topics.update(wanted or ())
         response: MetadataResponse = await self.send_any(
             MetadataRequest(
                 topics=wanted,
@@ -256,48 +263,83 @@ class ClusterClient:
         )
 
     def request_update(self) -> None:
-        """Ask for a refresh of the tracked topics soon (after a leadership error)."""
+        """Ask for a refresh of the tracked topics (after a leadership error, or to find a
+        leader): it starts once the refresh backoff allows (`refresh_delay_ms`)."""
         self._refresh_wanted = True
 
+    def update_requested(self) -> bool:
+        """Whether a refresh was asked for and has not started yet (it may be backing off)."""
+        return self._refresh_wanted
+
     def needs_update(self) -> bool:
+        """Whether `maybe_refresh` would refresh now: a tracked topic never asked for, or an
+        update asked for or metadata.max.age.ms passed, once the refresh backoff allows;
+        never while one is under way."""
+        if self._refresh_lock.locked():
+            return False
+        if not self.topics <= self._asked_topics:
+            return True
         now = now_ms()
-        if now < self._next_refresh_allowed_ms():
+        if now < self._next_refresh_ms:
             return False
         return self._refresh_wanted or (self.metadata.age_ms(now) >= self.metadata_max_age_ms)
 
-    def _leaders_of_tracked(self) -> dict[tuple[str, int], tuple[int, int]]:
-        """(leader, leader epoch) of every known partition of the tracked topics."""
+    def refresh_delay_ms(self) -> float:
+        """How long before the refresh backoff lets the next refresh start (0: now)."""
+        if not self.topics <= self._asked_topics:
+            return 0.0
+        return max(0.0, self._next_refresh_ms - now_ms())
+
+    async def refresh_when_allowed(self) -> None:
+        """Wait for the refresh under way, or refresh the tracked topics once the refresh
+        backoff allows (if a refresh is still wanted then). For a caller that cannot go on
+        without fresh metadata: returning at once would have it ask again in a loop."""
+        if self._refresh_lock.locked():
+            await self._refresh_done.wait()
+            return
+        delay = self.refresh_delay_ms()
+        if delay > 0:
+            await trio.sleep(delay / 1000)
+        await self.maybe_refresh()
+
+    def _tracked_view(
+        self,
+    ) -> tuple[dict[tuple[str, int], tuple[int, int, bool]], frozenset[BrokerInfo]]:
+        """What a refresh may change for the client: (leader, leader epoch, whether the leader
+        is a live broker) of every known partition of the tracked topics, and the brokers.
+        Taken from the responses, not from leaders the client set aside after a
+        NOT_LEADER_OR_FOLLOWER answer (a refresh that names the same leader again changed
+        nothing)."""
+        brokers = self.metadata.brokers
         out = {}
         for topic in self.topics:
             info = self.metadata.topics.get(topic)
             if info is not None:
                 for p in info.partitions:
-                    live = (
-                        p.leader if self.metadata.leader_for(topic, p.partition) is not None else -1
-                    )
-                    out[(topic, p.partition)] = (live, p.leader_epoch)
-        return out
-
-    def _next_refresh_allowed_ms(self) -> float:
-        """After a refresh that failed, or succeeded without what the client waits for (a
-        tracked topic unknown, a partition without a leader), Kafka's exponential refresh
-        backoff (KIP-580: retry.backoff.ms up to retry.backoff.max.ms), growing while the
-        answers do not change and back to retry.backoff.ms when one did. Without it a client
-        with every broker down, or a partition without a leader, asks again at once, forever."""
-        if not self._fruitless_refreshes:
-            return -float("inf")
-        return self._last_refresh_ms + backoff_ms(
-            self._fruitless_refreshes, self.retry_backoff_ms, self.retry_backoff_max_ms
-        )
+                    out[(topic, p.partition)] = (p.leader, p.leader_epoch, p.leader in brokers)
+        return out, frozenset(brokers.values())
 
     async def maybe_refresh(self) -> None:
-        """Refresh the tracked topics if wanted or stale; errors are logged, not raised."""
+        """Refresh the tracked topics if wanted or stale, once the refresh backoff allows;
+        errors are logged, not raised.
+
+        The backoff is Kafka's Metadata.timeToAllowUpdate (KIP-580): after every refresh the
+        next waits retry.backoff.ms (20% jitter), doubling up to retry.backoff.max.ms per
+        refresh in a row that failed, or that did not give what the client waits for: one
+        that still lacks a tracked topic or a partition leader, or one that was asked for
+        (`request_update`: a NOT_LEADER_OR_FOLLOWER answer, a partition without a leader)
+        and changed nothing (Kafka's equivalent responses). A refresh that changed a tracked
+        partition's leader or epoch, a topic or the brokers (a failover's changes landing
+        step by step) sets it back to retry.backoff.ms; a topic never asked for is fetched at
+        once. Without it a client with every broker down, a partition without a leader, or a
+        broker that keeps answering NOT_LEADER_OR_FOLLOWER while the metadata names it,
+        asked again at once, forever (~900 Metadata requests a second)."""
         if not self.needs_update() or self._refresh_lock.locked():
             return
         async with self._refresh_lock:
+            asked_for = self._refresh_wanted
             self._refresh_wanted = False
-            self._last_refresh_ms = now_ms()
-            before = self._leaders_of_tracked()
+            before = self._tracked_view()
             try:
                 await self.refresh_metadata(self.topics)
             except KafkaError as exc:
@@ -307,16 +349,18 @@ class ClusterClient:
                     "metadata refresh failed", error=str(exc), attempt=self._fruitless_refreshes
                 )
             else:
-                if self.metadata.complete_for(self.topics):
-                    self._fruitless_refreshes = 0
-                elif self._leaders_of_tracked() != before:
-                    # Progress (new leaders while a failover's changes land): the next
-                    # refresh one retry.backoff.ms later, as Kafka's Metadata resets its
-                    # equivalent-response backoff when a response changed something.
-                    self._fruitless_refreshes = 1
+                if self._tracked_view() != before:
+                    self._fruitless_refreshes = 0  # progress
+                elif asked_for or not self.metadata.complete_for(self.topics):
+                    self._fruitless_refreshes += 1  # nothing new for whoever waits
                 else:
-                    self._fruitless_refreshes += 1
+                    self._fruitless_refreshes = 0  # a periodic refresh (metadata.max.age.ms)
             finally:
+                self._next_refresh_ms = now_ms() + backoff_ms(
+                    max(self._fruitless_refreshes, 1),
+                    self.retry_backoff_ms,
+                    self.retry_backoff_max_ms,
+                )
                 done, self._refresh_done = self._refresh_done, trio.Event()
                 done.set()
 

@@ -35,9 +35,10 @@ class ClientClosedError(KafkaError):
 
 
 class OutOfOrderSequenceError(KafkaError):
-    """The leader found a gap in an idempotent producer's sequences, or the batch was stamped
-    with a producer id the producer has since dropped (Kafka's OutOfOrderSequenceException):
-    the batch failed and the producer took a new producer id."""
+    """The leader found a gap in an idempotent producer's sequences and refused the batch, so
+    it is not written (Kafka's OutOfOrderSequenceException); the producer takes a new producer
+    id. A batch whose outcome is unknown never fails with it: it is retried, and fails with
+    KafkaTimeoutError at delivery.timeout.ms."""
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message)

@@ -55,6 +55,8 @@ class Fetcher:
     _nursery: trio.Nursery | None
     _cluster: ClusterClient | None
     _closed: bool
+    _refresh_pending: bool = False
+    """A `_refresh_metadata` task is waiting or refreshing."""
 
     def _wake_poll(self) -> None:
         raise NotImplementedError
@@ -104,16 +106,23 @@ class Fetcher:
                 continue
             if leader not in self._fetching_nodes:
                 by_node.setdefault(leader, {})[tp] = (state.position, state.current_leader.epoch)
-        if unknown or cluster.needs_update():
-            if unknown:
-                cluster.request_update()
+        if unknown:
+            cluster.request_update()
+        wanted = unknown or cluster.update_requested() or cluster.needs_update()
+        if wanted and not self._refresh_pending:
+            # One refresh task at a time, waiting out the refresh backoff: poll() would
+            # otherwise start one per wake-up, each returning at once and waking it again.
+            self._refresh_pending = True
             self._nursery.start_soon(self._refresh_metadata, cluster)
         for node, parts in by_node.items():
             self._fetching_nodes.add(node)
             self._nursery.start_soon(self._fetch, node, parts, self._generation)
 
     async def _refresh_metadata(self, cluster: ClusterClient) -> None:
-        await cluster.maybe_refresh()
+        try:
+            await cluster.refresh_when_allowed()
+        finally:
+            self._refresh_pending = False
         self._wake_poll()
 
     def _drop_buffered(self, which: Any) -> None:

@@ -1,27 +1,35 @@
 """The idempotent producer's state, without I/O (the idempotence half of Kafka's
 TransactionManager; trioka has no transactions).
 
-The producer holds one producer id and epoch (from InitProducerId) and, per partition, the next
-sequence to give and the batches sent and not yet completed, in sequence order. A batch gets
-its partition's next sequence when it is first drained and keeps its producer id, epoch and
-sequence on every retry, so the leader can recognise a retry of a batch it already appended.
+The producer holds one producer id and epoch (from InitProducerId) and, per partition, the id
+and epoch its sequences run under, the next sequence to give and the batches sent and not yet
+completed, in sequence order. A batch gets its partition's next sequence when it is first
+drained and keeps its producer id, epoch and sequence on every retry, so the leader can
+recognise a retry of a batch it already appended.
 
 Ordering with up to five requests in flight per connection (Kafka's rules):
 - sequences are given in queue order, and a retried batch goes back into its queue in
   sequence order (the accumulator keeps creation order, which is the same);
 - a retried batch is drained only when it is the first unacknowledged batch of its partition,
   so retries go out one at a time, oldest first, and never overtake each other;
-- an OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next one the partition expects
-  means an earlier batch failed on the way: retry it, it resolves once the earlier one lands.
-  For the next expected batch it is a real gap (the broker lost state): fail the batch and
-  reset the producer id, as Kafka's idempotent producer without epoch bumps (KIP-360 is not
-  served: InitProducerId takes no current id), likewise UNKNOWN_PRODUCER_ID and
-  INVALID_PRODUCER_EPOCH. A batch stamped with an older producer id is never re-stamped with
-  the new one (it may already be in the log): a retry it was waiting for is sent as it was,
-  a failed attempt after the reset fails it with OutOfOrderSequence (as Kafka's Sender).
-- Simpler than Kafka: any sequenced batch that fails for good (refused, expired, retries
-  spent) resets the producer id, where Kafka shifts the later sequences down after a batch
-  the broker surely did not write. A few batches in flight behind it may fail with it.
+- an OUT_OF_ORDER_SEQUENCE_NUMBER for a batch while an earlier batch of its partition is still
+  unresolved (in flight, or waiting for its retry) means that earlier one failed on the way:
+  retry it, it resolves once the earlier one lands. With nothing unresolved before it, it is a
+  real gap (the broker lost state, or an earlier batch failed for good): the batch fails (the
+  broker refused it: it is not written) and, under the current id, the producer id is reset,
+  as Kafka's idempotent producer without epoch bumps (KIP-360 is not served: InitProducerId
+  takes no current id); likewise UNKNOWN_PRODUCER_ID and INVALID_PRODUCER_EPOCH.
+- A reset keeps, as Kafka's per-partition producer id and epoch (`hasStaleProducerIdAndEpoch`),
+  the partitions that still have batches in flight under the dropped id: those batches are
+  never re-stamped (they may be in the log already) and go on being retried as they were,
+  until they are answered or delivery.timeout.ms expires them, so a batch whose outcome is
+  unknown is reported as written or as a timeout, never as OUT_OF_ORDER_SEQUENCE_NUMBER;
+  the partition's new batches wait until they are resolved and then start at sequence 0
+  under the new id (a new batch overtaking them could be written first).
+- Simpler than Kafka: any sequenced batch that fails for good under the current id (refused,
+  expired, retries spent) resets the producer id, where Kafka bumps the epoch of that
+  partition once its in-flight batches are resolved, and shifts the later sequences down
+  after a batch the broker surely did not write.
 """
 
 from __future__ import annotations
@@ -67,6 +75,9 @@ NO_PRODUCER = ProducerIdAndEpoch()
 
 @dataclass(slots=True)
 class PartitionSequences:
+    producer: ProducerIdAndEpoch = NO_PRODUCER
+    """The producer id and epoch this partition's sequences run under: the producer's own, or
+    (after a reset, while `in_flight` holds batches stamped with it) the dropped one."""
     next_sequence: int = 0
     last_acked_sequence: int = NO_SEQUENCE
     in_flight: list[SequencedBatch] = field(default_factory=list)
@@ -90,10 +101,12 @@ class IdempotenceManager:
         self.producer = ProducerIdAndEpoch(producer_id, epoch)
 
     def reset_producer_id(self) -> None:
-        """Forget the id and every sequence: the sender asks InitProducerId again and the next
-        batches start at sequence 0 under the new id."""
+        """Forget the id: the sender asks InitProducerId again and the next batches start at
+        sequence 0 under the new id. A partition with batches in flight under the dropped id
+        keeps its sequences until they are resolved (retried as they were, never re-stamped);
+        its new batches wait for that."""
         self.producer = NO_PRODUCER
-        self._partitions.clear()
+        self._partitions = {tp: state for tp, state in self._partitions.items() if state.in_flight}
         self.resets += 1
 
     def _state(self, tp: TopicPartition) -> PartitionSequences:
@@ -108,13 +121,13 @@ class IdempotenceManager:
         """Whether the batch at the head of its queue may be sent now."""
         if not self.has_producer_id:
             return False
-        if batch.base_sequence == NO_SEQUENCE:
-            return True
-        if not self.is_current(batch):
-            # Stamped under a dropped id: it goes out as it is (never re-stamped, so the leader
-            # still sees it as what it was); the sender fails it if it is refused again.
-            return True
         state = self._partitions.get(batch.tp)
+        if batch.base_sequence == NO_SEQUENCE:
+            # A new batch waits while its partition still has batches in flight under a dropped
+            # id (Kafka's RecordAccumulator.shouldStopDrainBatchesForPartition).
+            return state is None or not state.in_flight or state.producer == self.producer
+        # A retry (under the current id or a dropped one: it goes out as it was, so the leader
+        # still sees it as what it was) goes when it is its partition's oldest unresolved batch.
         return state is None or not state.in_flight or state.in_flight[0] is batch
 
     def assign(self, batch: SequencedBatch) -> None:
@@ -123,6 +136,13 @@ class IdempotenceManager:
         if batch.base_sequence != NO_SEQUENCE:
             return
         state = self._state(batch.tp)
+        if state.producer != self.producer:
+            # The partition's batches under a dropped id are all resolved (may_drain): its
+            # sequences start over under the current id.
+            state.producer = self.producer
+            state.next_sequence = 0
+            state.last_acked_sequence = NO_SEQUENCE
+            state.in_flight.clear()
         batch.producer_id = self.producer.producer_id
         batch.producer_epoch = self.producer.epoch
         batch.base_sequence = state.next_sequence
@@ -137,10 +157,20 @@ class IdempotenceManager:
 
     # -- completion ----------------------------------------------------------------------------
 
+    def _owner(self, batch: SequencedBatch) -> PartitionSequences | None:
+        """The partition's sequences the batch belongs to (same producer id and epoch)."""
+        state = self._partitions.get(batch.tp)
+        if state is None or (batch.producer_id, batch.producer_epoch) != (
+            state.producer.producer_id,
+            state.producer.epoch,
+        ):
+            return None
+        return state
+
     def is_next_sequence(self, batch: SequencedBatch) -> bool:
         """Whether the batch is the one its partition's leader expects next (the first after
         the last acknowledged)."""
-        state = self._partitions.get(batch.tp)
+        state = self._owner(batch)
         if state is None:
             return True
         expected = (
@@ -150,9 +180,16 @@ class IdempotenceManager:
         )
         return batch.base_sequence == expected
 
+    def has_unresolved_before(self, batch: SequencedBatch) -> bool:
+        """Whether an earlier batch of the same partition and producer id is still unresolved
+        (in flight or waiting for its retry): an OUT_OF_ORDER_SEQUENCE_NUMBER answer to this
+        batch may then be that earlier batch's doing."""
+        state = self._owner(batch)
+        return state is not None and bool(state.in_flight) and state.in_flight[0] is not batch
+
     def acknowledged(self, batch: SequencedBatch) -> None:
-        state = self._partitions.get(batch.tp)
-        if state is None or not self.is_current(batch):
+        state = self._owner(batch)
+        if state is None:
             return
         last = increment_sequence(batch.base_sequence, batch.record_count - 1)
         if state.last_acked_sequence == NO_SEQUENCE or _after(last, state.last_acked_sequence):
@@ -160,8 +197,8 @@ class IdempotenceManager:
         self._remove(state, batch)
 
     def failed(self, batch: SequencedBatch) -> None:
-        state = self._partitions.get(batch.tp)
-        if state is not None and self.is_current(batch):
+        state = self._owner(batch)
+        if state is not None:
             self._remove(state, batch)
 
     @staticmethod
@@ -177,7 +214,15 @@ class IdempotenceManager:
 
     def next_sequence(self, tp: TopicPartition) -> int:
         state = self._partitions.get(tp)
-        return state.next_sequence if state else 0
+        return state.next_sequence if state and state.producer == self.producer else 0
+
+    def stale_partitions(self) -> list[TopicPartition]:
+        """Partitions whose in-flight batches run under a dropped producer id."""
+        return [
+            tp
+            for tp, state in self._partitions.items()
+            if state.in_flight and state.producer != self.producer
+        ]
 
 
 def _after(a: int, b: int) -> bool:

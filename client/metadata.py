@@ -126,6 +126,36 @@ class ClusterMetadata:
             p.partition for p in info.partitions if (topic, p.partition) not in self._leaders
         )
 
+    def no_leader_reason(self, topic: str, partition: int) -> str:
+        """Why the metadata gives `topic`-`partition` no live leader, for a person."""
+        info = self.topics.get(topic)
+        if info is None:
+            error = self.topic_errors.get(topic)
+            return "the topic is not in the metadata" + (
+                f" ({error[0].name}: {error[1]})" if error else ""
+            )
+        if not 0 <= partition < len(info.partitions):
+            return f"the topic has {len(info.partitions)} partition(s) in the metadata"
+        p = info.partitions[partition]
+        code = ErrorCode.from_wire(p.error_code) if p.error_code else None
+        replicas = (
+            f"replicas {list(p.replicas)}, in-sync {list(p.isr)}, "
+            f"offline {list(p.offline_replicas)}"
+        )
+        if p.leader < 0:
+            return f"{(code or ErrorCode.LEADER_NOT_AVAILABLE).name}: no leader elected; {replicas}"
+        if p.leader not in self.brokers:
+            return (
+                f"{(code or ErrorCode.LEADER_NOT_AVAILABLE).name}: its leader, broker "
+                f"{p.leader}, is not among the live brokers; {replicas}"
+            )
+        if (topic, partition) not in self._leaders:
+            return (
+                f"broker {p.leader} answered that it no longer leads it; waiting for metadata "
+                "that names the new leader"
+            )
+        return f"broker {p.leader} leads it"
+
     def complete_for(self, topics: Iterable[str]) -> bool:
         """Every topic of `topics` known, with a live leader for each of its partitions."""
         return all(self.leaderless(t) == () for t in topics)

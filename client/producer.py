@@ -33,6 +33,7 @@ from client.errors import (
     KafkaTimeoutError,
     OutOfOrderSequenceError,
 )
+from client.failpoints import LOSE_PRODUCE_RESPONSE, Failpoints
 from client.futures import RecordFuture, RecordMetadata
 from client.idempotence import IdempotenceManager
 from client.lifecycle import ClientBase
@@ -69,6 +70,16 @@ _SEQUENCE_ERRORS = frozenset(
 )
 """The leader's producer state does not match ours: the batch fails and the id is reset."""
 
+_MAYBE_WRITTEN = frozenset(
+    {
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.NETWORK_EXCEPTION,
+    }
+)
+"""Partition answers after which the batch may be in the leader's log (appended, then not
+replicated in time): its outcome is unknown until a retry is answered."""
+
 
 class Producer(ClientBase):
     """A Kafka-style producer. Use as `async with Producer(...) as p:` (or `await start()` /
@@ -78,8 +89,16 @@ class Producer(ClientBase):
     # auto.create.topics.enable).
     _auto_create_topics = True
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        failpoints: Failpoints | None = None,
+        **overrides: Any,
+    ) -> None:
         super().__init__(producer_config(config, **overrides))
+        self._failpoints = failpoints
+        """client.failpoints (None: all off, as always outside tests)."""
         c = self.config
         self._acks: int = c["acks"]
         self._batch_size: int = c["batch.size"]
@@ -92,7 +111,7 @@ class Producer(ClientBase):
         self._ignore_keys: bool = c["partitioner.ignore.keys"]
         self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
         self._producer_id_pending = False
-        self._leaderless_warned: set[str] = set()
+        self._leaderless_warned: set[TopicPartition] = set()
         self._connecting: set[int] = set()
         """Nodes a `_connect` task is connecting to (one at a time per node)."""
         self._fatal_error: KafkaError | None = None
@@ -102,6 +121,7 @@ class Producer(ClientBase):
             linger_ms=c["linger.ms"],
             compression=Compression.from_name(c["compression.type"]),
             delivery_timeout_ms=self._delivery_timeout_ms,
+            clock_ms=lambda: now_ms(),  # the producer's one clock (tests move it)
             idempotence=self._idempotence,
         )
         self._sticky = StickyPartitioner(
@@ -296,7 +316,7 @@ class Producer(ClientBase):
                     self._producer_id_pending = True
                     self._nursery.start_soon(self._init_producer_id)
             check = acc.ready(cluster.metadata.leader_for, now)
-            self._warn_leaderless(check.unknown_leaders)
+            self._warn_leaderless(check.leaderless)
             if check.unknown_leaders:
                 cluster.topics.update(check.unknown_leaders)
                 cluster.request_update()
@@ -326,26 +346,32 @@ class Producer(ClientBase):
                     await trio.lowlevel.checkpoint()
                     continue
             delay = min(check.next_check_ms, reconnect_ms)
-            if check.unknown_leaders:
-                delay = min(delay, cluster.retry_backoff_ms)
+            if cluster.update_requested():
+                # Until the refresh backoff lets the wanted refresh start (one under way wakes
+                # the sender when it ends).
+                delay = min(delay, cluster.refresh_delay_ms() or cluster.retry_backoff_ms)
             self._wakeup = trio.Event()
             with trio.move_on_after(max(delay, 0.0) / 1000 if delay != float("inf") else 1.0):
                 await self._wakeup.wait()
 
-    def _warn_leaderless(self, topics: set[str]) -> None:
-        """Warn once per topic whose batches wait for a partition leader (again only after
-        its leaders were all known once more)."""
-        self._leaderless_warned &= topics
+    def _warn_leaderless(self, partitions: set[TopicPartition]) -> None:
+        """Warn once per partition whose batches wait for a leader, saying why it has none
+        (again only after it had a leader once more)."""
         assert self._cluster is not None
-        for topic in topics - self._leaderless_warned:
-            partitions = self._cluster.metadata.leaderless(topic)
-            if not partitions:
+        metadata = self._cluster.metadata
+        if self._leaderless_warned:
+            self._leaderless_warned = {
+                tp for tp in self._leaderless_warned if metadata.leader_for(*tp) is None
+            }
+        for tp in partitions - self._leaderless_warned:
+            if metadata.num_partitions(tp.topic) is None:
                 continue  # not in metadata yet: the first refresh is still under way
-            self._leaderless_warned.add(topic)
+            self._leaderless_warned.add(tp)
             log.warning(
-                "partitions have no leader; their records wait (up to delivery.timeout.ms)",
-                topic=topic,
-                partitions=list(partitions),
+                "partition has no leader; its records wait for one (up to delivery.timeout.ms)",
+                tp=str(tp),
+                reason=metadata.no_leader_reason(tp.topic, tp.partition),
+                delivery_timeout_ms=self._delivery_timeout_ms,
             )
 
     async def _init_producer_id(self) -> None:
@@ -439,17 +465,33 @@ class Producer(ClientBase):
             )
             try:
                 conn = await cluster.connection(node)
+            except KafkaError as exc:
+                # No connection: nothing was sent, every batch may be retried.
+                cluster.request_update()
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                return
+            try:
                 if self._acks == 0:
                     await conn.send_only(request)
                     for batch in batches:
                         self._accumulator.complete(batch, -1, None)
                     return
                 response = await conn.request(request)
+                if self._failpoint(LOSE_PRODUCE_RESPONSE):
+                    log.warning("failpoint: the Produce response is dropped", node=node)
+                    raise KafkaTimeoutError(
+                        f"ProduceRequest to broker {conn.address} got no response within "
+                        f"{self._request_timeout_ms:.0f} ms (request.timeout.ms); connection "
+                        f"closed (failpoint {LOSE_PRODUCE_RESPONSE})"
+                    )
             except KafkaError as exc:
-                # Connection broke or the request timed out: every batch may be retried.
+                # The connection broke or the request timed out once it was out: the leader
+                # may have written the batches (outcome unknown); each may be retried.
                 cluster.drop(node)
                 cluster.request_update()
                 for batch in batches:
+                    batch.outcome_unknown = True
                     self._retry_or_fail(batch, exc)
                 return
             if response.error_code:
@@ -493,6 +535,8 @@ class Producer(ClientBase):
                         cluster.request_update()
                 error = KafkaError(code, part.error_message or f"producing to {tp} failed")
                 for batch in group:
+                    if code in _MAYBE_WRITTEN:
+                        batch.outcome_unknown = True
                     # To a leader the answer named: at once (KIP-951), no backoff.
                     self._retry_or_fail(batch, error, backoff=not moved)
         finally:
@@ -507,29 +551,32 @@ class Producer(ClientBase):
 
     def _sequence_error(self, batch: ProducerBatch, code: ErrorCode, message: str | None) -> None:
         """Kafka's idempotent producer without transactions: an out-of-order answer for a batch
-        that is not the next expected one means an earlier batch is still unresolved, so retry;
-        otherwise the leader's state and ours disagree: fail the batch and take a new id."""
+        behind an earlier batch of its partition that is still unresolved (in flight or
+        waiting for its retry) may be that one's doing, so retry; otherwise the leader's state
+        and ours disagree: it refused the batch (not written), which fails, and a batch under
+        the current id makes the producer take a new id."""
         idem = self._idempotence
         assert idem is not None
         detail = message or code.name
-        if (
-            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-            and idem.is_current(batch)
-            and not idem.is_next_sequence(batch)
-        ):
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and idem.has_unresolved_before(batch):
             self._retry_or_fail(batch, KafkaError(code, detail), retriable=True)
             return
         error: KafkaError
+        then = (
+            "the producer takes a new producer id"
+            if idem.is_current(batch)
+            else "the producer had already taken a new producer id"
+        )
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             error = OutOfOrderSequenceError(
                 f"{batch.tp}: the leader found a gap before sequence {batch.base_sequence} of "
-                f"producer {batch.producer_id}: {detail}; the producer takes a new producer id"
+                f"producer {batch.producer_id} and did not write the batch: {detail}; {then}"
             )
         else:
             error = KafkaError(
                 code,
                 f"{batch.tp}: the leader refused producer {batch.producer_id} epoch "
-                f"{batch.producer_epoch}: {detail}; the producer takes a new producer id",
+                f"{batch.producer_epoch}: {detail}; {then}",
             )
         self._fail(batch, error)
 
@@ -542,24 +589,11 @@ class Producer(ClientBase):
         backoff: bool = True,
     ) -> None:
         now = now_ms()
-        idem = self._idempotence
         retriable = error.retriable if retriable is None else retriable
-        if (
-            idem is not None
-            and batch.base_sequence != NO_SEQUENCE
-            and not idem.is_current(batch)
-            and retriable
-        ):
-            # Sent under an id since dropped: it may be in the log already, and a new id would
-            # make the broker append it again. Kafka drops it the same way.
-            self._fail(
-                batch,
-                OutOfOrderSequenceError(
-                    f"{batch.tp}: not retried: the batch was sent with producer id "
-                    f"{batch.producer_id}, which was reset since (last error: {error})"
-                ),
-            )
-            return
+        # A batch sent under a producer id dropped since is retried as it was (never
+        # re-stamped: it may be in the log already, and the leader answers its retry with its
+        # original offsets), as Kafka retries an in-flight batch of a stale epoch; its
+        # partition's new batches wait for it (client.idempotence).
         if (
             retriable
             and batch.attempts <= self._retries
@@ -576,7 +610,13 @@ class Producer(ClientBase):
                 if backoff
                 else 0.0
             )
-            log.info("retrying batch", tp=str(batch.tp), attempt=batch.attempts, error=str(error))
+            log.info(
+                "retrying batch",
+                tp=str(batch.tp),
+                attempt=batch.attempts,
+                producer_id=batch.producer_id,
+                error=str(error),
+            )
             self._accumulator.reenqueue(batch, now + delay)
             return
         if retriable and now - batch.created_ms >= self._delivery_timeout_ms:
@@ -587,27 +627,47 @@ class Producer(ClientBase):
     def _expiry_error(
         self, batch: ProducerBatch, now: float, cause: KafkaError | None = None
     ) -> KafkaTimeoutError:
-        return KafkaTimeoutError(
-            f"expiring {batch.record_count} record(s) for {batch.tp}: "
+        """Kafka's TimeoutException for a batch past delivery.timeout.ms (Sender's text), and
+        what is known of it: sent and maybe written (outcome unknown), or never sent."""
+        text = (
+            f"Expiring {batch.record_count} record(s) for {batch.tp}:"
             f"{now - batch.created_ms:.0f} ms has passed since batch creation "
-            f"(delivery.timeout.ms {self._delivery_timeout_ms:.0f})"
-            + (f"; last error: {cause}" if cause else "")
+            f"(delivery.timeout.ms={self._delivery_timeout_ms:.0f})"
         )
+        if batch.outcome_unknown:
+            text += "; outcome unknown: an attempt got no answer, the records may have been written"
+        elif batch.attempts == 0:
+            assert self._cluster is not None
+            metadata = self._cluster.metadata
+            text += "; never sent"
+            if metadata.leader_for(batch.tp.topic, batch.tp.partition) is None:
+                reason = metadata.no_leader_reason(batch.tp.topic, batch.tp.partition)
+                text += f": {batch.tp} has no leader ({reason})"
+        if cause is not None:
+            text += f"; last error: {cause}"
+        return KafkaTimeoutError(text)
+
+    def _failpoint(self, name: str) -> bool:
+        return self._failpoints is not None and self._failpoints.eval(name) is not None
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         idem = self._idempotence
-        if idem is not None and batch.base_sequence != NO_SEQUENCE and idem.is_current(batch):
-            # A sequenced batch that failed leaves a gap or an unknown in the partition's
-            # sequences; later batches would be refused, so start over with a new producer id
-            # (simpler than Kafka's sequence adjustment after a batch known not to be written).
-            log.warning(
-                "resetting the producer id",
-                tp=str(batch.tp),
-                producer_id=batch.producer_id,
-                error=str(error),
-            )
+        if idem is not None and batch.base_sequence != NO_SEQUENCE:
+            current = idem.is_current(batch)
             idem.failed(batch)
-            idem.reset_producer_id()
+            if current:
+                # A sequenced batch that failed leaves a gap or an unknown in the partition's
+                # sequences; later batches would be refused, so start over with a new producer
+                # id (simpler than Kafka's epoch bump per partition). Batches in flight under
+                # the old id go on as they are (client.idempotence).
+                idem.reset_producer_id()
+                log.warning(
+                    "resetting the producer id",
+                    tp=str(batch.tp),
+                    producer_id=batch.producer_id,
+                    error=str(error),
+                    still_in_flight_under_it=[str(tp) for tp in idem.stale_partitions()],
+                )
         self._accumulator.complete(batch, -1, error)
         self._memory_freed.set()
         self._memory_freed = trio.Event()

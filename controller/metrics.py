@@ -1,4 +1,8 @@
-"""The controller's metrics, with Kafka's names.
+"""The controller's metrics, with Kafka's names, exported under the jmx_exporter names Kafka
+dashboards read (protocol.metric_names: `ActiveControllerCount` is
+`kafka_controller_kafkacontroller_activecontrollercount`, `LeaderElectionRateAndTimeMs` the
+histogram `kafka_controller_controllerstats_leaderelectionrateandtimems`, whose `_count` is
+jmx_exporter's).
 
 - kafka.controller:type=ControllerEventManager: `EventQueueSize`, `EventQueueTimeMs`,
   `EventQueueProcessingTimeMs`.
@@ -42,11 +46,20 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from controller.state_machines import Liveness, PartitionState, partition_state
 from controller.unclean_enable import enables_unclean_election
 from protocol.metadata.image import MetadataImage
+from protocol.metric_names import (
+    ACTIVE_CONTROLLER_COUNT,
+    EVENT_QUEUE_PROCESSING_TIME,
+    EVENT_QUEUE_SIZE,
+    EVENT_QUEUE_TIME,
+    GLOBAL_PARTITION_COUNT,
+    GLOBAL_TOPIC_COUNT,
+    OFFLINE_PARTITIONS_COUNT,
+    PREFERRED_REPLICA_IMBALANCE_COUNT,
+    UNCLEAN_LEADER_ELECTIONS,
+    controller_stats_name,
+)
 
 _MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
-PREFIX = "kafka_controller_ControllerEventManager_"
-STATS_PREFIX = "kafka_controller_ControllerStats_"
-CONTROLLER_PREFIX = "kafka_controller_KafkaController_"
 
 
 class ControllerStateName(Enum):
@@ -110,18 +123,18 @@ def state_for_request(request: object) -> ControllerStateName | None:
 class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         self.event_queue_size = Gauge(
-            PREFIX + "EventQueueSize",
+            EVENT_QUEUE_SIZE,
             "Events waiting in the controller's queue (EventQueueSize).",
             registry=registry,
         )
         self.event_queue_time_ms = Histogram(
-            PREFIX + "EventQueueTimeMs",
+            EVENT_QUEUE_TIME,
             "Time events waited in the controller's queue, ms (EventQueueTimeMs).",
             buckets=_MS_BUCKETS,
             registry=registry,
         )
         self.event_queue_processing_time_ms = Histogram(
-            PREFIX + "EventQueueProcessingTimeMs",
+            EVENT_QUEUE_PROCESSING_TIME,
             "Time the controller took to process an event, including the wait for its records "
             "to commit, ms (EventQueueProcessingTimeMs).",
             buckets=_MS_BUCKETS,
@@ -129,7 +142,7 @@ class ControllerMetrics:
         )
         self.rate_and_time_ms: dict[ControllerStateName, Histogram] = {
             state: Histogram(
-                STATS_PREFIX + state.value,
+                controller_stats_name(state.value),
                 f"Time the controller took to process a {state.name} event, from its start to "
                 f"the commit of its records, ms; the count gives the rate ({state.value}).",
                 buckets=_MS_BUCKETS,
@@ -142,7 +155,7 @@ class ControllerMetrics:
         ]
         """BrokerChange events (LeaderElectionRateAndTimeMs, Kafka's name for them)."""
         self.unclean_leader_elections = Counter(
-            STATS_PREFIX + "UncleanLeaderElectionsPerSec",
+            UNCLEAN_LEADER_ELECTIONS,
             "Leaders elected out of the ISR (UncleanLeaderElectionsPerSec; the rate is "
             "Prometheus' rate() of this counter).",
             registry=registry,
@@ -152,25 +165,25 @@ class ControllerMetrics:
         self._excluded: Callable[[], Collection[str]] = frozenset
         self._owner: object | None = None
         gauges = {
-            "ActiveControllerCount": (
-                "1 on the active controller, else 0.",
+            ACTIVE_CONTROLLER_COUNT: (
+                "1 on the active controller, else 0 (ActiveControllerCount).",
                 lambda: 0 if self._bound() is None else 1,
             ),
-            "OfflinePartitionsCount": (
+            OFFLINE_PARTITIONS_COUNT: (
                 "Partitions whose leader is not live, topics queued for deletion left out "
                 "(OfflinePartitionsCount).",
                 lambda: self._count(_offline),
             ),
-            "PreferredReplicaImbalanceCount": (
+            PREFERRED_REPLICA_IMBALANCE_COUNT: (
                 "Partitions not led by their preferred replica, topics queued for deletion "
                 "left out (PreferredReplicaImbalanceCount).",
                 lambda: self._count(_imbalanced),
             ),
-            "GlobalTopicCount": (
+            GLOBAL_TOPIC_COUNT: (
                 "Topics in the cluster (GlobalTopicCount).",
                 lambda: self._count(lambda image, _: len(image.topics.by_id)),
             ),
-            "GlobalPartitionCount": (
+            GLOBAL_PARTITION_COUNT: (
                 "Partitions in the cluster, led or not (GlobalPartitionCount, as KRaft's).",
                 lambda: self._count(
                     lambda image, _: sum(len(t.partitions) for t in image.topics.by_id.values())
@@ -179,7 +192,7 @@ class ControllerMetrics:
         }
         self.gauges: dict[str, Gauge] = {}
         for name, (doc, fn) in gauges.items():
-            gauge = Gauge(CONTROLLER_PREFIX + name, doc, registry=registry)
+            gauge = Gauge(name, doc, registry=registry)
             gauge.set_function(fn)
             self.gauges[name] = gauge
 

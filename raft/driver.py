@@ -216,6 +216,14 @@ class RaftDriver:
         return self.core.leader_id
 
     @property
+    def voted_for(self) -> int:
+        return self.core.voted_for
+
+    @property
+    def is_voter(self) -> bool:
+        return self.config.is_voter
+
+    @property
     def high_watermark(self) -> int:
         return self.core.high_watermark
 
@@ -539,7 +547,7 @@ class RaftDriver:
                     epoch=self.core.epoch,
                 )
             else:
-                self.metrics.commit_latency_ms.observe((now - waiter.accepted_at) * 1000)
+                self.metrics.observe_commit((now - waiter.accepted_at) * 1000)
             waiter.done.set()
         self._waiters = keep
 

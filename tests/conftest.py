@@ -14,8 +14,11 @@ Both are sync fixtures, so sync tests (CLI via subprocess) and trio tests can us
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,17 @@ import pytest
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+# `trioka cluster up` listens on 9092, 9093, ... by default; the tests' clusters (the CLI's and
+# the demo script's, in subprocesses) take free ports, so that a cluster a developer runs, or
+# another test's, never collides with them. tests/integration/cli/test_cli_cluster.py tests the
+# fixed ports with an explicit --base-port.
+os.environ.setdefault("TRIOKA_BASE_PORT", "0")
+# The profiles `cluster up` saves (deploy.cli.profiles) go to a directory of this run's, never
+# to the developer's ~/.config/trioka.
+if "TRIOKA_CONFIG_DIR" not in os.environ:
+    os.environ["TRIOKA_CONFIG_DIR"] = tempfile.mkdtemp(prefix="trioka-test-config-")
+    atexit.register(shutil.rmtree, os.environ["TRIOKA_CONFIG_DIR"], ignore_errors=True)
 
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 

@@ -22,12 +22,11 @@ from analytics.transforms.histograms import (
     quantiles,
 )
 from analytics.transforms.series import gauge_series
+from protocol.metric_names import EVENT_QUEUE_SIZE, EVENT_QUEUE_TIME, LEADER_ELECTION_RATE_AND_TIME
 
-STATS = "kafka_controller_ControllerStats_"
-ELECTION_TIME = STATS + "LeaderElectionRateAndTimeMs"
-EVENT_MANAGER = "kafka_controller_ControllerEventManager_"
-QUEUE_SIZE = EVENT_MANAGER + "EventQueueSize"
-QUEUE_TIME = EVENT_MANAGER + "EventQueueTimeMs"
+ELECTION_TIME = LEADER_ELECTION_RATE_AND_TIME
+QUEUE_SIZE = EVENT_QUEUE_SIZE
+QUEUE_TIME = EVENT_QUEUE_TIME
 
 
 def leader_elections(events: DataFrame) -> DataFrame:

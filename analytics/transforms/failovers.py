@@ -80,6 +80,7 @@ from pyspark.sql.types import (
 )
 
 from analytics.transforms.history import with_wall_clock
+from protocol.metric_names import GLOBAL_PARTITION_COUNT, LEADER_COUNT
 
 OPS_SCHEMA = StructType(
     [
@@ -110,8 +111,7 @@ ELECTION_HORIZON_MS = 60_000
 # The brokers' one event per applied change set (protocol.telemetry), both metadata modes.
 CHANGE_SET_EVENTS = ("applied metadata changes", "applied LeaderAndIsr")
 CHANGE_SET_HORIZON_MS = 60_000
-GLOBAL_PARTITIONS = "kafka_controller_KafkaController_GlobalPartitionCount"
-LEADER_COUNT = "kafka_server_ReplicaManager_LeaderCount"
+GLOBAL_PARTITIONS = GLOBAL_PARTITION_COUNT
 
 
 def detections(events: DataFrame, *, merge_ms: int = MERGE_MS) -> DataFrame:

@@ -19,9 +19,10 @@ from analytics.transforms.histograms import (
     bucket_totals,
     quantiles,
 )
+from protocol.metric_names import REQUEST_TIME_NAMES
 
-PREFIX = "kafka_network_RequestMetrics_"
 TIMES = ("TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseSendTimeMs")
+"""The `metric` column (Kafka's MBean names); REQUEST_TIME_NAMES gives their histograms."""
 GROUP = ("source", "request", "metric")
 
 
@@ -29,7 +30,9 @@ def request_buckets(samples: DataFrame, *, first_from_zero: bool = True) -> Data
     """Bucket increases of every request-time histogram: ts_ms, source, request, metric, le,
     increase."""
     frames = [
-        bucket_increases(samples, PREFIX + metric, first_from_zero=first_from_zero).select(
+        bucket_increases(
+            samples, REQUEST_TIME_NAMES[metric], first_from_zero=first_from_zero
+        ).select(
             "ts_ms",
             "source",
             F.col("labels").getItem("request").alias("request"),

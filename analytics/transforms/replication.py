@@ -7,16 +7,20 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analytics.transforms.series import counter_increases, gauge_series
+from protocol.metric_names import (
+    ISR_EXPANDS,
+    ISR_SHRINKS,
+    OFFLINE_PARTITIONS_COUNT,
+    UNDER_MIN_ISR_PARTITION_COUNT,
+    UNDER_REPLICATED_PARTITIONS,
+)
 
 GAUGES = {
-    "kafka_server_ReplicaManager_UnderReplicatedPartitions": "UnderReplicatedPartitions",
-    "kafka_server_ReplicaManager_UnderMinIsrPartitionCount": "UnderMinIsrPartitionCount",
-    "kafka_controller_KafkaController_OfflinePartitionsCount": "OfflinePartitionsCount",
+    UNDER_REPLICATED_PARTITIONS: "UnderReplicatedPartitions",
+    UNDER_MIN_ISR_PARTITION_COUNT: "UnderMinIsrPartitionCount",
+    OFFLINE_PARTITIONS_COUNT: "OfflinePartitionsCount",
 }
-COUNTERS = {
-    "kafka_server_ReplicaManager_IsrShrinksPerSec_total": "shrink",
-    "kafka_server_ReplicaManager_IsrExpandsPerSec_total": "expand",
-}
+COUNTERS = {ISR_SHRINKS: "shrink", ISR_EXPANDS: "expand"}
 EVENTS = {"isr shrink": "shrink", "isr expand": "expand"}
 
 

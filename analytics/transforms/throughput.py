@@ -11,10 +11,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analytics.transforms.series import counter_increases, label
+from protocol.metric_names import BYTES_IN, BYTES_OUT, MESSAGES_IN
 
-PREFIX = "kafka_server_BrokerTopicMetrics_"
-METRICS = ("MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec")
-COUNTERS = {PREFIX + m + "_total": m for m in METRICS}
+COUNTERS = {MESSAGES_IN: "MessagesInPerSec", BYTES_IN: "BytesInPerSec", BYTES_OUT: "BytesOutPerSec"}
+"""Prometheus sample name -> the `metric` column (Kafka's MBean name)."""
+METRICS = tuple(COUNTERS.values())
 
 
 def throughput(samples: DataFrame, *, first_from_zero: bool = True) -> DataFrame:

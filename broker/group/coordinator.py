@@ -15,7 +15,7 @@ unless a newer election or a resignation came meanwhile, `unload` on resignation
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from broker.group.effects import (
     Delivery,
@@ -540,6 +540,13 @@ class GroupCoordinatorCore:
         if partitions is None:
             return dict(sorted(offsets.items()))
         return {tp: offsets.get(tp) for tp in partitions}
+
+    def committed_offsets(self) -> Iterator[tuple[str, TopicPartition, int]]:
+        """(group, partition, offset) of every commit of the groups served here (for the
+        consumer group lag metrics: a scrape, in another thread, copies each dict first)."""
+        for group_id, group in list(self.groups.items()):
+            for tp, value in list(group.offsets.items()):
+                yield group_id, tp, value.offset
 
     def expire_offsets(self, now_ms: int) -> dict[int, list[tuple[OffsetKey | GroupKey, None]]]:
         """Kafka's cleanupGroupMetadata: offsets of Empty groups older than

@@ -1,7 +1,8 @@
-"""The broker's metrics, with Kafka's names (prometheus_client; see docs/internals.md,
-"Metrics"): `BrokerMetrics` groups BrokerTopicMetrics and the ReplicaManager / purgatory /
-fetcher-lag metrics of one broker; RequestMetrics belong to the server (every process that
-serves requests, dedicated controllers included).
+"""The broker's metrics, Kafka's, under the jmx_exporter names Kafka dashboards read
+(prometheus_client, names from protocol.metric_names; see docs/internals.md, "Metrics"):
+`BrokerMetrics` groups BrokerTopicMetrics, the ReplicaManager / purgatory / fetcher-lag metrics
+and the consumer group lag of one broker; RequestMetrics belong to the server (every process
+that serves requests, dedicated controllers included).
 
 As controller.metrics: one process-wide instance on the global registry (`default_metrics()`,
 served on /metrics by deploy.telemetry.metrics_server); tests pass their own CollectorRegistry.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from broker.metrics.consumer_groups import ConsumerGroupMetrics, GroupOffsetsView
 from broker.metrics.replica_manager import BrokerView, ReplicaManagerMetrics
 from broker.metrics.requests import (
     RequestMetrics,
@@ -27,6 +29,8 @@ __all__ = [
     "BrokerMetrics",
     "BrokerTopicMetrics",
     "BrokerView",
+    "ConsumerGroupMetrics",
+    "GroupOffsetsView",
     "ReplicaManagerMetrics",
     "RequestMetrics",
     "RequestTiming",
@@ -40,10 +44,15 @@ __all__ = [
 class BrokerMetrics:
     topics: BrokerTopicMetrics
     replica_manager: ReplicaManagerMetrics
+    consumer_groups: ConsumerGroupMetrics
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = REGISTRY) -> BrokerMetrics:
-        return cls(BrokerTopicMetrics(registry), ReplicaManagerMetrics(registry))
+        return cls(
+            BrokerTopicMetrics(registry),
+            ReplicaManagerMetrics(registry),
+            ConsumerGroupMetrics(registry),
+        )
 
 
 @functools.cache  # the process-wide default pattern: docs/internals.md, "Metrics"

@@ -1,4 +1,7 @@
-"""Kafka's ReplicaManager, DelayedOperationPurgatory and FetcherLagMetrics metrics.
+"""Kafka's ReplicaManager, DelayedOperationPurgatory and FetcherLagMetrics metrics, under the
+jmx_exporter names Kafka dashboards read (protocol.metric_names: `UnderReplicatedPartitions` is
+`kafka_server_replicamanager_underreplicatedpartitions`, `IsrShrinksPerSec` is
+`kafka_server_replicamanager_isrshrinks_total`).
 
 Gauges are computed at scrape time (no cost on the request path) from what the running broker
 `bind`s: its partitions' states, its purgatories' sizes and its replica fetchers' lags. A scrape
@@ -14,8 +17,9 @@ again.
   controller changes by itself, e.g. when it fences a dead broker, is not counted here).
 - kafka.server:type=DelayedOperationPurgatory: `PurgatorySize{delayedOperation}`: requests
   parked (Produce: acks=all and the group coordinator's offset commits; Fetch: long polls).
-- kafka.server:type=FetcherLagMetrics: `ConsumerLag{topic,partition}`: per followed partition,
-  the leader's high watermark minus this follower's log end offset at its last fetch answer.
+- kafka.server:type=FetcherLagMetrics: `ConsumerLag{clientId,topic,partition}`: per followed
+  partition, the leader's high watermark minus this follower's log end offset at its last fetch
+  answer; clientId is Kafka's name of the fetcher (`ReplicaFetcherThread-<fetcher>-<leader>`).
 """
 
 from __future__ import annotations
@@ -29,11 +33,18 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from protocol.metric_names import (
+    AT_MIN_ISR_PARTITION_COUNT,
+    FETCHER_CONSUMER_LAG,
+    ISR_EXPANDS,
+    ISR_SHRINKS,
+    LEADER_COUNT,
+    PARTITION_COUNT,
+    PURGATORY_SIZE,
+    UNDER_MIN_ISR_PARTITION_COUNT,
+    UNDER_REPLICATED_PARTITIONS,
+)
 from protocol.names import TopicPartition
-
-RM_PREFIX = "kafka_server_ReplicaManager_"
-PURGATORY_SIZE = "kafka_server_DelayedOperationPurgatory_PurgatorySize"
-CONSUMER_LAG = "kafka_server_FetcherLagMetrics_ConsumerLag"
 
 T = TypeVar("T")
 
@@ -57,7 +68,8 @@ class BrokerView:
 
     partitions: Callable[[], Iterable[PartitionView]]
     purgatory_sizes: Mapping[str, Callable[[], int]]
-    fetcher_lags: Callable[[], Iterable[tuple[TopicPartition, int]]]
+    fetcher_lags: Callable[[], Iterable[tuple[str, TopicPartition, int]]]
+    """(clientId, partition, lag) per followed partition (broker.fetcher's `lags`)."""
 
 
 def snapshot(fn: Callable[[], Iterable[T]], attempts: int = 5) -> list[T]:
@@ -76,6 +88,13 @@ _GAUGES = {
     "AtMinIsrPartitionCount": "Partitions led here whose ISR is exactly min.insync.replicas.",
     "LeaderCount": "Partitions led by this broker.",
     "PartitionCount": "Partitions hosted by this broker (led or followed).",
+}
+_GAUGE_NAMES = {
+    "UnderReplicatedPartitions": UNDER_REPLICATED_PARTITIONS,
+    "UnderMinIsrPartitionCount": UNDER_MIN_ISR_PARTITION_COUNT,
+    "AtMinIsrPartitionCount": AT_MIN_ISR_PARTITION_COUNT,
+    "LeaderCount": LEADER_COUNT,
+    "PartitionCount": PARTITION_COUNT,
 }
 
 
@@ -101,23 +120,23 @@ class _Collector(Collector):
                 counts["UnderMinIsrPartitionCount"] += state.is_under_min_isr
                 counts["AtMinIsrPartitionCount"] += state.is_at_min_isr
         for name, doc in _GAUGES.items():
-            yield GaugeMetricFamily(RM_PREFIX + name, f"{doc} ({name})", value=counts[name])
+            yield GaugeMetricFamily(_GAUGE_NAMES[name], f"{doc} ({name})", value=counts[name])
         purgatory = GaugeMetricFamily(
             PURGATORY_SIZE,
             "Requests parked in the purgatory (PurgatorySize).",
             labels=["delayedOperation"],
         )
         lag = GaugeMetricFamily(
-            CONSUMER_LAG,
+            FETCHER_CONSUMER_LAG,
             "Leader's high watermark minus this follower's log end offset, per followed "
             "partition, at the last fetch (FetcherLagMetrics ConsumerLag).",
-            labels=["topic", "partition"],
+            labels=["clientId", "topic", "partition"],
         )
         if view is not None:
             for operation, size in view.purgatory_sizes.items():
                 purgatory.add_metric([operation], size())
-            for tp, value in snapshot(view.fetcher_lags):
-                lag.add_metric([tp.topic, str(tp.partition)], value)
+            for client_id, tp, value in snapshot(view.fetcher_lags):
+                lag.add_metric([client_id, tp.topic, str(tp.partition)], value)
         yield purgatory
         yield lag
 
@@ -125,13 +144,13 @@ class _Collector(Collector):
 class ReplicaManagerMetrics:
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         self.isr_shrinks = Counter(
-            RM_PREFIX + "IsrShrinksPerSec",
+            ISR_SHRINKS,
             "ISR shrinks this broker proposed as leader and the controller committed "
             "(IsrShrinksPerSec).",
             registry=registry,
         )
         self.isr_expands = Counter(
-            RM_PREFIX + "IsrExpandsPerSec",
+            ISR_EXPANDS,
             "ISR expansions this broker proposed as leader and the controller committed "
             "(IsrExpandsPerSec).",
             registry=registry,

@@ -1,4 +1,8 @@
-"""Kafka's RequestMetrics (kafka.network:type=RequestMetrics), per API, fed by broker.server.
+"""Kafka's RequestMetrics (kafka.network:type=RequestMetrics), per API, fed by broker.server,
+under the jmx_exporter names Kafka dashboards read (protocol.metric_names: `RequestsPerSec` is
+`kafka_network_requestmetrics_requests_total`, `TotalTimeMs` the histogram
+`kafka_network_requestmetrics_totaltimems`). Labels as Kafka's MBean keys: `request`, and
+`error` on the errors; Kafka's `version` key (the request's API version) is left out.
 
 Each request's life is split as Kafka's RequestChannel splits it (all in milliseconds):
 
@@ -37,19 +41,13 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
+from protocol.metric_names import ERRORS, REQUEST_TIME_NAMES, REQUEST_TIMES, REQUESTS
 
-PREFIX = "kafka_network_RequestMetrics_"
 MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 """Milliseconds, from a fast in-memory answer to a long poll or a request timeout."""
 
-TIME_METRICS = (
-    "TotalTimeMs",
-    "RequestQueueTimeMs",
-    "LocalTimeMs",
-    "RemoteTimeMs",
-    "ResponseQueueTimeMs",
-    "ResponseSendTimeMs",
-)
+TIME_METRICS = REQUEST_TIMES
+"""Kafka's names of the request time histograms, in the order a request lives them."""
 
 
 def request_name(api_key: ApiKey) -> str:
@@ -176,13 +174,13 @@ class _ApiChildren:
 class RequestMetrics:
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         self.requests = Counter(
-            PREFIX + "RequestsPerSec",
+            REQUESTS,
             "Requests answered, per API (RequestsPerSec; rate() gives Kafka's meter).",
             ["request"],
             registry=registry,
         )
         self.errors = Counter(
-            PREFIX + "ErrorsPerSec",
+            ERRORS,
             "Error codes in responses, per API and error name, error=NONE included; every "
             "partition's error counts (ErrorsPerSec).",
             ["request", "error"],
@@ -198,7 +196,7 @@ class RequestMetrics:
         }
         self.times = {
             name: Histogram(
-                PREFIX + name,
+                REQUEST_TIME_NAMES[name],
                 f"Per API, ms {doc} ({name}).",
                 ["request"],
                 buckets=MS_BUCKETS,

@@ -1,4 +1,6 @@
-"""Kafka's BrokerTopicMetrics (kafka.server:type=BrokerTopicMetrics), per topic.
+"""Kafka's BrokerTopicMetrics (kafka.server:type=BrokerTopicMetrics), per topic, under the
+jmx_exporter names Kafka dashboards read (protocol.metric_names: `BytesInPerSec` is
+`kafka_server_brokertopicmetrics_bytesin_total`).
 
 - `BytesInPerSec{topic}`, `MessagesInPerSec{topic}`: record batches a leader appended for
   producers (the batches' bytes as sent, their records_count headers: never decoded).
@@ -16,36 +18,42 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-PREFIX = "kafka_server_BrokerTopicMetrics_"
+from protocol.metric_names import (
+    BYTES_IN,
+    BYTES_OUT,
+    MESSAGES_IN,
+    REPLICATION_BYTES_IN,
+    REPLICATION_BYTES_OUT,
+)
 
 
 class BrokerTopicMetrics:
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         self.bytes_in = Counter(
-            PREFIX + "BytesInPerSec",
+            BYTES_IN,
             "Bytes of record batches appended by this leader for producers (BytesInPerSec).",
             ["topic"],
             registry=registry,
         )
         self.messages_in = Counter(
-            PREFIX + "MessagesInPerSec",
+            MESSAGES_IN,
             "Records appended by this leader for producers (MessagesInPerSec).",
             ["topic"],
             registry=registry,
         )
         self.bytes_out = Counter(
-            PREFIX + "BytesOutPerSec",
+            BYTES_OUT,
             "Record bytes sent to consumers (BytesOutPerSec; followers not counted).",
             ["topic"],
             registry=registry,
         )
         self.replication_bytes_in = Counter(
-            PREFIX + "ReplicationBytesInPerSec",
+            REPLICATION_BYTES_IN,
             "Record bytes this broker appended as a follower (ReplicationBytesInPerSec).",
             registry=registry,
         )
         self.replication_bytes_out = Counter(
-            PREFIX + "ReplicationBytesOutPerSec",
+            REPLICATION_BYTES_OUT,
             "Record bytes sent to followers (ReplicationBytesOutPerSec).",
             registry=registry,
         )

@@ -154,7 +154,9 @@ _FILTER_PATTERN = click.option(
 @_resource_options
 @_FILTER_PATTERN
 @click.option("--principal", default=None, help="Only this principal's ACLs.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON array on stdout.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON array on stdout, an object per ACL: principal, host, operation, "
+              "permission, resource_type, resource_name, pattern_type.")  # fmt: skip
 @bootstrap_option
 @property_option
 def acl_list(topics: tuple[str, ...], groups: tuple[str, ...], transactional_ids: tuple[str, ...],

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from client import Admin
 from deploy.cli.options import property_option
+from deploy.cli.profiles import DEFAULT_PROFILE, save_profile
 from deploy.cluster import network as cluster_network
 from deploy.cluster import node_logs
 from deploy.cluster import supervisor as sup
@@ -88,8 +89,11 @@ def cluster() -> None:
               help="Raft mode: number of controllers (node ids 3001..).")  # fmt: skip
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address every process listens on.")  # fmt: skip
-@click.option("--base-port", type=int, default=0, show_default="free ports",
-              help="Broker N listens on BASE_PORT+N-1.")  # fmt: skip
+@click.option("--base-port", type=click.IntRange(0, 65535 - 300), default=9092,
+              envvar="TRIOKA_BASE_PORT", show_default=True,
+              help="Broker N's clients listen on BASE_PORT+N-1 (9092, 9093, ...), its INTERNAL "
+              "listener on BASE_PORT+100+N-1, controller 3001+I on BASE_PORT+200+I; 0: free "
+              "ports (env TRIOKA_BASE_PORT).")  # fmt: skip
 @click.option("--zookeeper-port", type=int, default=0, show_default="a free port",
               help="ZK mode: ZooKeeper's client port.")  # fmt: skip
 @click.option("--session-timeout-ms", type=int, default=sup.DEFAULT_SESSION_TIMEOUT_MS,
@@ -105,6 +109,9 @@ def cluster() -> None:
               "ip and iptables), so `trioka cluster partition` can cut nodes apart.")  # fmt: skip
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for the cluster to be ready.")  # fmt: skip
+@click.option("--profile", "profile_name", default=DEFAULT_PROFILE, show_default=True,
+              help="Save the cluster as this profile and make it current: client commands "
+              "without -b then use it (`trioka profile list`).")  # fmt: skip
 @click.option("--secure", is_flag=True,
               help="TLS on every listener (a dev CA in DIR/tls), SCRAM logins for clients, "
               "certificates between nodes, the authorizer on; the admin's login is written to "
@@ -112,7 +119,8 @@ def cluster() -> None:
 def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host: str,
                base_port: int, zookeeper_port: int, session_timeout_ms: int,
                overrides: tuple[str, ...], controller_overrides: tuple[str, ...],
-               use_netns: bool, timeout: float, secure: bool) -> None:  # fmt: skip
+               use_netns: bool, timeout: float, profile_name: str,
+               secure: bool) -> None:  # fmt: skip
     """Start the cluster in the background; prints the bootstrap servers.
 
     A directory holding a stopped cluster starts it again with its mode, ports and data."""
@@ -147,12 +155,17 @@ def cluster_up(cluster_dir: str, mode: str, brokers: int, controllers: int, host
         f"{controller}",
         err=True,
     )
+    properties = Path(state.dir) / "client.properties"
+    save_profile(profile_name, state.bootstrap, Path(state.dir),
+                 properties if state.secure else None)  # fmt: skip
     if state.secure:
         click.echo(
-            f"secure: TLS + SCRAM; clients log in with --command-config "
-            f"{Path(state.dir) / 'client.properties'} (the admin, a super user)",
+            f"secure: TLS + SCRAM; clients log in as the admin (a super user) with "
+            f"--command-config {properties}, or without -b through the profile",
             err=True,
         )
+    click.echo(f"profile {profile_name!r} is current: client commands without -b use it",
+               err=True)  # fmt: skip
     click.echo(state.bootstrap)
 
 
@@ -321,11 +334,14 @@ def _ranges(numbers: Iterable[int]) -> str:
 @click.option("--bootstrap-server", "-b", default=None, metavar="HOST:PORT[,...]",
               help="Broker(s) to ask (default: the brokers of --dir's cluster).")  # fmt: skip
 @cluster_dir_option
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object on stdout: cluster_id, controller_id, brokers (node_id, "
+              "host, port, rack).")  # fmt: skip
 @property_option
-def cluster_describe(bootstrap_server: str | None, cluster_dir: str,
+def cluster_describe(bootstrap_server: str | None, cluster_dir: str, as_json: bool,
                      properties: tuple[str, ...]) -> None:  # fmt: skip
     """The cluster id, the controller and the live brokers."""
-    from deploy.cli.common import admin_props, run, stdout_console
+    from deploy.cli.common import admin_props, emit_json, run, stdout_console
 
     if bootstrap_server is None:
         state = _cluster_call(sup.read_state, Path(cluster_dir))
@@ -338,6 +354,12 @@ def cluster_describe(bootstrap_server: str | None, cluster_dir: str,
             return await admin.describe_cluster()
 
     description = run(go)
+    if as_json:
+        brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                   for b in description.brokers]  # fmt: skip
+        emit_json({"cluster_id": description.cluster_id,
+                   "controller_id": description.controller_id, "brokers": brokers})  # fmt: skip
+        return
     console = stdout_console()
     console.print(f"ClusterId: {description.cluster_id}\tController: {description.controller_id}")
     table = Table("Broker", "Host", "Port", "Rack", "Controller", box=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -10,9 +11,7 @@ import click
 import trio
 from rich.console import Console
 
-from deploy.cli.options import (
-    parse_key_values,
-)
+from deploy.cli.client_config import admin_config
 from protocol.errors import KafkaError, TriokaError
 
 EXIT_ERROR = 1
@@ -42,8 +41,15 @@ def stdout_console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
-def admin_props(bootstrap_server: str, properties: Sequence[str]) -> dict[str, Any]:
-    return {**parse_key_values(properties, "--property"), "bootstrap.servers": bootstrap_server}
+def admin_props(bootstrap_server: str | None, properties: Sequence[str]) -> dict[str, Any]:
+    """An Admin's configs: -X checked with Kafka's texts, --bootstrap-server merged with -X
+    bootstrap.servers (deploy.cli.client_config)."""
+    return admin_config(bootstrap_server, properties)
+
+
+def emit_json(document: Any) -> None:
+    """`--json`: the whole answer as one JSON document on one line of stdout."""
+    click.echo(json.dumps(document))
 
 
 # -- the rest lives in its own modules ---------------------------------------------------------

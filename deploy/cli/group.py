@@ -5,26 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.table import Table
 
 from client import Admin, Consumer, GroupDescription, OffsetAndMetadata, TopicPartition
-from deploy.cli.options import bootstrap_option, parse_key_values, property_option
+from deploy.cli.options import bootstrap_option, property_option
 
 _INACTIVE = ("Empty", "Dead")
-_CLIENT_KEYS = frozenset(
-    {
-        "client.id",
-        "request.timeout.ms",
-        "socket.connection.setup.timeout.ms",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
-        "metadata.max.age.ms",
-        "default.api.timeout.ms",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +36,18 @@ class PartitionRow:
 
 
 def _props(properties: tuple[str, ...], bootstrap: str) -> dict[str, Any]:
-    props = parse_key_values(properties, "--property")
-    return {**{k: v for k, v in props.items() if k in _CLIENT_KEYS}, "bootstrap.servers": bootstrap}
+    """The Admin's configs (-X checked with Kafka's texts), which its Consumer takes too."""
+    from deploy.cli.common import admin_props
+
+    return admin_props(bootstrap, properties)
+
+
+def _does_not_exist(group_id: str) -> NoReturn:
+    """kafka-consumer-groups.sh's answer for a group in state Dead (unknown to its
+    coordinator), whatever was asked of it."""
+    from deploy.cli.common import fail
+
+    fail(f"Consumer group '{group_id}' does not exist.")
 
 
 @click.group("group")
@@ -62,12 +61,15 @@ def group() -> None:
 @group.command("list")
 @bootstrap_option
 @click.option("--state", "states", multiple=True, help="Only groups in this state (repeatable).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON array on stdout, an object per group: group, state, "
+              "protocol_type, coordinator.")  # fmt: skip
 @property_option
 def list_groups(
-    bootstrap_server: str, states: tuple[str, ...], properties: tuple[str, ...]
+    bootstrap_server: str, states: tuple[str, ...], as_json: bool, properties: tuple[str, ...]
 ) -> None:
     """The groups of the cluster, one a line (with --state: a table with their state)."""
-    from deploy.cli.common import run, stdout_console
+    from deploy.cli.common import emit_json, run, stdout_console
 
     props = _props(properties, bootstrap_server)
 
@@ -76,6 +78,13 @@ def list_groups(
             return await admin.list_groups(states)
 
     listings = run(go)
+    if as_json:
+        emit_json([
+            {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type,
+             "coordinator": g.coordinator}
+            for g in listings
+        ])  # fmt: skip
+        return
     if not states:
         for g in listings:
             click.echo(g.group_id)
@@ -95,14 +104,25 @@ def list_groups(
 @click.option("--members", is_flag=True, help="The members and how many partitions each has.")
 @click.option("--verbose", is_flag=True, help="With --members: each member's partitions.")
 @click.option("--state", "show_state", is_flag=True, help="The group's state and coordinator.")
+@click.option("--json", "as_json", is_flag=True,
+              help="All of it (whatever --members, --state) as one JSON object on stdout: "
+              "group, state, coordinator, assignment_strategy, protocol_type, members "
+              "(consumer_id, host, client_id, assignment: topic, partition), offsets (topic, "
+              "partition, current_offset, log_end_offset, lag, consumer_id, host, client_id; "
+              "null: none).")  # fmt: skip
 @property_option
 def describe(group_id: str, bootstrap_server: str, members: bool, verbose: bool,
-             show_state: bool, properties: tuple[str, ...]) -> None:  # fmt: skip
-    """Offsets and lag per partition of GROUP (or --members, --state)."""
-    from deploy.cli.common import run, stdout_console
+             show_state: bool, as_json: bool, properties: tuple[str, ...]) -> None:  # fmt: skip
+    """Offsets and lag per partition of GROUP (or --members, --state). A group unknown to its
+    coordinator (state Dead) is an error: "Consumer group 'G' does not exist."."""
+    from deploy.cli.common import emit_json, run, stdout_console
 
     props = _props(properties, bootstrap_server)
-    description, rows = run(_describe, props, group_id, not (members or show_state))
+    with_offsets = as_json or not (members or show_state)
+    description, rows = run(_describe, props, group_id, with_offsets)
+    if as_json:
+        emit_json(_describe_json(description, rows))
+        return
     console = stdout_console()
     if show_state:
         table = Table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS",
@@ -123,10 +143,6 @@ def describe(group_id: str, bootstrap_server: str, members: bool, verbose: bool,
             table.add_row(*cells)
         console.print(table)
         return
-    if description.state == "Dead" and not rows:
-        from deploy.cli.common import fail
-
-        fail(f"consumer group {group_id!r} does not exist")
     table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                   "CONSUMER-ID", "HOST", "CLIENT-ID", box=None, pad_edge=False)  # fmt: skip
     for r in rows:
@@ -139,11 +155,38 @@ def _num(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+def _describe_json(description: GroupDescription, rows: list[PartitionRow]) -> dict[str, Any]:
+    def dash(text: str) -> str | None:
+        return None if text == "-" else text
+
+    return {
+        "group": description.group_id,
+        "state": description.state,
+        "coordinator": description.coordinator,
+        "assignment_strategy": description.assignor or None,
+        "protocol_type": description.protocol_type or None,
+        "members": [
+            {"consumer_id": m.member_id, "host": m.host, "client_id": m.client_id,
+             "assignment": [{"topic": tp.topic, "partition": tp.partition}
+                            for tp in sorted(m.assignment)]}
+            for m in description.members
+        ],
+        "offsets": [
+            {"topic": r.topic, "partition": r.partition, "current_offset": r.current,
+             "log_end_offset": r.log_end, "lag": r.lag, "consumer_id": dash(r.consumer_id),
+             "host": dash(r.host), "client_id": dash(r.client_id)}
+            for r in rows
+        ],
+    }  # fmt: skip
+
+
 async def _describe(
     props: dict[str, Any], group_id: str, with_offsets: bool
 ) -> tuple[GroupDescription, list[PartitionRow]]:
     async with Admin(props) as admin:
         description = (await admin.describe_groups([group_id]))[group_id]
+        if description.state == "Dead":
+            _does_not_exist(group_id)
         if not with_offsets:
             return description, []
         committed = await admin.list_group_offsets(group_id)

@@ -22,6 +22,7 @@ from deploy.cli.group import group
 from deploy.cli.partitions import leader_election, reassign
 from deploy.cli.perf import perf
 from deploy.cli.produce_consume import consume, produce
+from deploy.cli.profiles import profile
 from deploy.cli.quorum import quorum
 from deploy.cli.report import report
 from deploy.cli.topic import topic
@@ -50,6 +51,7 @@ for command in (
     report,
     user,
     acl,
+    profile,
 ):
     cli.add_command(command)
 

@@ -2,28 +2,51 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 import javaproperties
+from click.core import ParameterSource
+
+from deploy.cli.profiles import current_profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 _COMMAND_CONFIG = "trioka.command_config"
+TYPED_PROPERTIES = "trioka.typed_properties"
+"""ctx.meta key: the -X KEY=VALUE typed on the command line (deploy.cli.client_config)."""
 
 
 def bootstrap_option(fn: F) -> F:
+    # Eager: -X's callback must know whether the servers came from the profile.
     return click.option(
         "--bootstrap-server",
         "-b",
-        default=lambda: os.environ.get("TRIOKA_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP),
-        show_default=DEFAULT_BOOTSTRAP,
+        envvar="TRIOKA_BOOTSTRAP_SERVER",
+        default=_profile_bootstrap,
+        show_default=f"the current profile's, else {DEFAULT_BOOTSTRAP}",
+        is_eager=True,
         metavar="HOST:PORT[,...]",
-        help="Broker(s) to connect to first (env TRIOKA_BOOTSTRAP_SERVER).",
+        help="Broker(s) to connect to first (env TRIOKA_BOOTSTRAP_SERVER; default: the "
+        "current profile's, which `trioka cluster up` saves: `trioka profile list`).",
     )(fn)
+
+
+def _profile_bootstrap() -> str:
+    found = current_profile()
+    return found.bootstrap if found is not None else DEFAULT_BOOTSTRAP
+
+
+def _profile_settings(ctx: click.Context) -> tuple[str, ...]:
+    """The current profile's client.properties when -b came from it."""
+    if ctx.get_parameter_source("bootstrap_server") is not ParameterSource.DEFAULT:
+        return ()
+    found = current_profile()
+    if found is None or not found.command_config:
+        return ()
+    return _properties_file(found.command_config, None)
 
 
 def property_option(fn: F) -> F:
@@ -36,7 +59,9 @@ def property_option(fn: F) -> F:
         multiple=True,
         metavar="KEY=VALUE",
         callback=_after_command_config,
-        help="Client config with Kafka's name, e.g. request.timeout.ms=5000 (repeatable).",
+        help="Client config with Kafka's name, e.g. request.timeout.ms=5000 (repeatable). "
+        "Checked before connecting; wins over an option's default, and must agree with an "
+        "option typed for the same config (--acks and acks).",
     )(fn)
     return click.option(
         "--command-config",
@@ -49,9 +74,7 @@ def property_option(fn: F) -> F:
     )(fn)
 
 
-def _read_command_config(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
-    if path is None:
-        return
+def _properties_file(path: str, param: click.Parameter | None) -> tuple[str, ...]:
     try:
         with open(path, encoding="utf-8") as f:
             loaded = javaproperties.load(f)
@@ -59,13 +82,21 @@ def _read_command_config(ctx: click.Context, param: click.Parameter, path: str |
         raise click.BadParameter(f"{path}: {exc.strerror or exc}", param=param) from None
     except ValueError as exc:
         raise click.BadParameter(f"{path}: not a properties file: {exc}", param=param) from None
-    ctx.meta[_COMMAND_CONFIG] = tuple(f"{k}={v}" for k, v in loaded.items())
+    return tuple(f"{k}={v}" for k, v in loaded.items())
+
+
+def _read_command_config(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
+    if path is not None:
+        ctx.meta[_COMMAND_CONFIG] = _properties_file(path, param)
 
 
 def _after_command_config(
     ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 ) -> tuple[str, ...]:
-    return (*ctx.meta.get(_COMMAND_CONFIG, ()), *value)
+    """The profile's settings, then --command-config's, then -X: the last one of a key wins."""
+    ctx.meta[TYPED_PROPERTIES] = value
+    profile = _profile_settings(ctx) if "bootstrap_server" in ctx.params else ()
+    return (*profile, *ctx.meta.get(_COMMAND_CONFIG, ()), *value)
 
 
 def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:

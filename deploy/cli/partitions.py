@@ -14,7 +14,8 @@ import click
 import trio
 
 from client import Admin, ElectionType, PartitionReassignment, TopicPartition
-from deploy.cli.options import bootstrap_option, parse_key_values, property_option
+from deploy.cli.common import admin_props, emit_json
+from deploy.cli.options import bootstrap_option, property_option
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 
 __all__ = ["leader_election", "reassign"]
@@ -30,9 +31,7 @@ def _run(fn: Callable[[], Any]) -> Any:
 
 
 def _admin(bootstrap_server: str, properties: Sequence[str]) -> Admin:
-    return Admin(
-        {**parse_key_values(properties, "--property"), "bootstrap.servers": bootstrap_server}
-    )
+    return Admin(admin_props(bootstrap_server, properties))
 
 
 def _partition_options(fn: Any) -> Any:
@@ -135,13 +134,18 @@ def _ids(xs: Sequence[int]) -> str:
               help="Is the move done? (with --replicas: are these the replicas now?)")  # fmt: skip
 @_partition_options
 @click.option("--replicas", metavar="ID,ID,...", help="Target replicas, preferred leader first.")
+@click.option("--json", "as_json", is_flag=True,
+              help="With --list: one JSON array on stdout, an object per partition: topic, "
+              "partition, replicas, adding_replicas, removing_replicas.")  # fmt: skip
 @bootstrap_option
 @property_option
 def reassign(action: str | None, topic: str | None, partition: int | None, replicas: str | None,
-             bootstrap_server: str, properties: tuple[str, ...]) -> None:  # fmt: skip
+             as_json: bool, bootstrap_server: str, properties: tuple[str, ...]) -> None:  # fmt: skip
     """Move a partition to other brokers (kafka-reassign-partitions)."""
     if action is None:
         raise click.UsageError("give one of --execute, --cancel, --list, --verify")
+    if as_json and action != "list":
+        raise click.UsageError("--json goes with --list")
     one = _one_partition(topic, partition)
     target = None if replicas is None else _parse_replicas(replicas)
     if action in ("execute", "cancel", "verify") and one is None:
@@ -183,6 +187,15 @@ def reassign(action: str | None, topic: str | None, partition: int | None, repli
 
     ongoing, current = _run(look)
     if action == "list":
+        if as_json:
+            emit_json([
+                {"topic": tp.topic, "partition": tp.partition,
+                 "replicas": list(ongoing[tp].replicas),
+                 "adding_replicas": list(ongoing[tp].adding_replicas),
+                 "removing_replicas": list(ongoing[tp].removing_replicas)}
+                for tp in sorted(ongoing)
+            ])  # fmt: skip
+            return
         if not ongoing:
             click.echo("No partition reassignment is in progress.")
         for tp in sorted(ongoing):

@@ -28,8 +28,10 @@ from rich.progress import (
 )
 
 from client import Consumer, Producer, TopicPartition
+from client.config import CONSUMER_CONFIGS, PRODUCER_CONFIGS
 from client.futures import BatchResult
-from deploy.cli.options import bootstrap_option, parse_key_values
+from deploy.cli.client_config import ACKS, BOOTSTRAP, client_config
+from deploy.cli.options import bootstrap_option
 
 MB = 1024 * 1024
 
@@ -227,14 +229,16 @@ def _emit(result: PerfResult, as_json: bool) -> None:
     show_default=True,
     help="Records/s to aim at; -1 for no limit.",
 )
-@click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="1", show_default=True)
+@click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="1", show_default=True,
+              help="acks (-X acks=... wins over the default).")  # fmt: skip
 @bootstrap_option
 @click.option(
     "--producer-props",
     "-X",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Producer config, e.g. batch.size=65536 linger.ms=10 (repeatable).",
+    help="Producer config, e.g. batch.size=65536 linger.ms=10 (repeatable; checked before "
+    "connecting, as trioka produce's -X).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -245,11 +249,12 @@ def perf_produce(topic: str, num_records: int, record_size: int, throughput: flo
     from deploy.cli.common import run
     from deploy.cli.produce_consume import topic_partitions
 
-    props = parse_key_values(producer_props, "--producer-props")
-    config = {**props, "bootstrap.servers": bootstrap_server, "acks": acks}
+    config = client_config(
+        producer_props, PRODUCER_CONFIGS, {BOOTSTRAP: bootstrap_server, ACKS: acks}
+    )
 
     async def go() -> PerfResult:
-        await topic_partitions(bootstrap_server, topic, {})
+        await topic_partitions(config["bootstrap.servers"], topic, config)
         return await run_produce_perf(config, topic, num_records, record_size, throughput,
                                       show_progress=not no_progress and sys.stderr.isatty())  # fmt: skip
 
@@ -270,7 +275,8 @@ def perf_produce(topic: str, num_records: int, record_size: int, throughput: flo
     "-X",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Consumer config, e.g. max.partition.fetch.bytes=4194304 (repeatable).",
+    help="Consumer config, e.g. max.partition.fetch.bytes=4194304 (repeatable; checked before "
+    "connecting, as trioka consume's -X).",
 )
 @click.option(
     "--timeout-ms",
@@ -288,11 +294,10 @@ def perf_consume(topic: str, messages: int, bootstrap_server: str,
     from deploy.cli.common import run
     from deploy.cli.produce_consume import topic_partitions
 
-    props = parse_key_values(consumer_props, "--consumer-props")
-    config = {**props, "bootstrap.servers": bootstrap_server}
+    config = client_config(consumer_props, CONSUMER_CONFIGS, {BOOTSTRAP: bootstrap_server})
 
     async def go() -> PerfResult:
-        await topic_partitions(bootstrap_server, topic, {})
+        await topic_partitions(config["bootstrap.servers"], topic, config)
         return await run_consume_perf(config, topic, messages, idle_timeout_ms=timeout_ms,
                                       show_progress=not no_progress and sys.stderr.isatty())  # fmt: skip
 

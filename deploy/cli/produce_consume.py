@@ -16,8 +16,15 @@ import trio
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.admin import TopicDescription
-from client.config import ADMIN_CONFIGS
+from client.config import (
+    ADMIN_CONFIGS,
+    CONSUMER_CONFIGS,
+    PRODUCER_CONFIGS,
+    consumer_config,
+    producer_config,
+)
 from client.fetched_records import ConsumerRecord
+from deploy.cli.client_config import ACKS, BOOTSTRAP, OptionKey, client_config
 from deploy.cli.options import bootstrap_option, parse_key_values, property_option
 from protocol.errors import ErrorCode, KafkaError
 
@@ -63,6 +70,10 @@ async def topic_partitions(bootstrap: str, topic: str, props: dict[str, Any]) ->
     return len(description.partitions)
 
 
+COMPRESSION = OptionKey("compression", "compression.type", "--compression")
+GROUP = OptionKey("group_id", "group.id", "--group")
+FROM_BEGINNING = OptionKey("from_beginning", "auto.offset.reset", "--from-beginning", is_flag=True)
+
 _ADMIN_KEYS = frozenset(ADMIN_CONFIGS.defs) - {"bootstrap.servers"}
 """The -X keys the topic lookup's Admin takes too: every setting the clients share (timeouts,
 backoffs, security.protocol and the ssl.* ones)."""
@@ -100,7 +111,7 @@ def _fail(message: str) -> None:
     type=click.Choice(["all", "-1", "0", "1"]),
     default="all",
     show_default=True,
-    help="Acknowledgements the producer waits for.",
+    help="Acknowledgements the producer waits for (acks; -X acks=... wins over the default).",
 )
 @click.option(
     "--format",
@@ -130,7 +141,7 @@ def _fail(message: str) -> None:
     type=click.Choice(["none", "lz4", "zstd"]),
     default="none",
     show_default=True,
-    help="compression.type",
+    help="compression.type (-X compression.type=... wins over the default).",
 )
 @property_option
 def produce(topic: str, bootstrap_server: str, source: IO[bytes], key_separator: str | None,
@@ -139,42 +150,47 @@ def produce(topic: str, bootstrap_server: str, source: IO[bytes], key_separator:
     """Produce lines of stdin (or --file) to TOPIC, one record per line."""
     from deploy.cli.common import run
 
-    props = parse_key_values(properties, "--property")
+    config = client_config(
+        properties,
+        PRODUCER_CONFIGS,
+        {BOOTSTRAP: bootstrap_server, ACKS: acks, COMPRESSION: compression},
+        check=_producer_check,
+    )
     record_headers = tuple(
         (k, v.encode()) for k, v in parse_key_values(headers, "--header").items()
     )
     sep = key_separator.encode() if key_separator else None
     if key_separator == "":
         raise click.UsageError("--key-separator must not be empty")
-    stats = run(_produce, bootstrap_server, topic, source, sep, acks, fmt, partition,
-                record_headers, compression, props)  # fmt: skip
+    stats = run(_produce, topic, source, sep, fmt, partition, record_headers, config)
     sent, failed, first_error = stats
     click.echo(f"Produced {sent} record{'s' if sent != 1 else ''} to {topic}.", err=True)
     if failed:
         _fail(f"{failed} record(s) failed; first error: {first_error}")
 
 
+def _producer_check(config: dict[str, str]) -> None:
+    """client.config's checks across keys (acks and enable.idempotence, ...), before any
+    connection; a client.id so that the producer made later keeps Kafka's producer-1."""
+    producer_config({**config, "client.id": config.get("client.id") or "check"})
+
+
+def _consumer_check(config: dict[str, str]) -> None:
+    consumer_config({**config, "client.id": config.get("client.id") or "check"})
+
+
 async def _produce(
-    bootstrap: str,
     topic: str,
     source: IO[bytes],
     sep: bytes | None,
-    acks: str,
     fmt: str,
     partition: int | None,
     headers: tuple[tuple[str, bytes], ...],
-    compression: str,
-    props: dict[str, Any],
+    config: dict[str, Any],
 ) -> tuple[int, int, str]:
-    count = await topic_partitions(bootstrap, topic, props)
+    count = await topic_partitions(config["bootstrap.servers"], topic, config)
     if partition is not None and not 0 <= partition < count:
         _fail(f"partition {partition} does not exist: topic {topic!r} has {count} partition(s)")
-    config = {
-        **props,
-        "bootstrap.servers": bootstrap,
-        "acks": acks,
-        "compression.type": compression,
-    }
     sent = failed = 0
     first_error = ""
 
@@ -235,7 +251,8 @@ async def _lines(source: IO[bytes]) -> Any:
 @click.option(
     "--from-beginning",
     is_flag=True,
-    help="Start at the earliest offset (with --group: where the group has no commit).",
+    help="Start at the earliest offset (with --group: where the group has no commit); "
+    "auto.offset.reset=earliest. Without it, -X auto.offset.reset=... picks the start.",
 )
 @click.option(
     "--group",
@@ -243,7 +260,7 @@ async def _lines(source: IO[bytes]) -> Any:
     default=None,
     help="Consume as a member of this consumer group: share the partitions with its other "
     "members, start at its committed offsets (else latest, or the beginning with "
-    "--from-beginning) and commit as it goes.",
+    "--from-beginning) and commit as it goes. -X group.id=... does the same.",
 )
 @click.option(
     "--timeout-ms",
@@ -302,17 +319,35 @@ def consume(topic: str, bootstrap_server: str, from_beginning: bool, group_id: s
 
     if from_beginning and offset is not None:
         raise click.UsageError("use either --from-beginning or --offset, not both")
+    props = client_config(
+        properties,
+        CONSUMER_CONFIGS,
+        {
+            BOOTSTRAP: bootstrap_server,
+            GROUP: group_id,
+            FROM_BEGINNING: "earliest" if from_beginning else None,
+        },
+        check=_consumer_check,
+    )
+    bootstrap_server = props["bootstrap.servers"]
+    group_id = props.get("group.id") or None
     if group_id is not None and (offset is not None or partitions):
         # as kafka-console-consumer: a group member's partitions come from the group
-        raise click.UsageError("--group cannot be used with --offset or --partition")
-    props = parse_key_values(properties, "--property")
+        raise click.UsageError(
+            "--group (or -X group.id) cannot be used with --offset or --partition"
+        )
     writer = RecordWriter(sys.stdout.buffer, fmt, print_key, key_separator.encode())
     if group_id is not None:
-        group_run = GroupRun(group_id, from_beginning, max_messages, follow, timeout_ms)
+        group_run = GroupRun(group_id, max_messages, follow, timeout_ms)
         total = run(_consume_group, bootstrap_server, topic, group_run, writer, props)
         click.echo(f"Processed a total of {total} message{'s' if total != 1 else ''}.", err=True)
         return
-    start = "earliest" if from_beginning else (offset or "latest")
+    start = offset or props.get("auto.offset.reset") or "latest"
+    if start == "none":
+        raise click.UsageError(
+            "auto.offset.reset=none: give --offset or --from-beginning (without --group "
+            "there is no committed offset to start at)"
+        )
     if start not in ("earliest", "latest"):
         try:
             int(start)
@@ -443,7 +478,6 @@ class _IdleTimer:
 @dataclass(frozen=True, slots=True)
 class GroupRun:
     group_id: str
-    from_beginning: bool
     max_messages: int | None
     follow: bool
     timeout_ms: int | None
@@ -456,8 +490,8 @@ async def _consume_group(
     Without --follow it exits once its partitions are caught up with their ends as of when
     they were assigned."""
     await topic_partitions(bootstrap, topic, props)
-    config = {
-        "auto.offset.reset": "earliest" if spec.from_beginning else "latest",
+    config = {  # props holds --from-beginning's auto.offset.reset, else -X's
+        "auto.offset.reset": "latest",
         **props,
         "bootstrap.servers": bootstrap,
         "group.id": spec.group_id,

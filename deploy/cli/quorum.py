@@ -29,7 +29,11 @@ def quorum() -> None:
               help="Controller(s) to ask; the quorum leader answers.")  # fmt: skip
 @click.option("--status", "show_status", is_flag=True, help="Only the status summary.")
 @click.option("--replication", "show_replication", is_flag=True, help="Only the replica table.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object on stdout (whatever --status, --replication): leader_id, "
+              "leader_epoch, high_watermark, max_follower_lag, max_follower_lag_time_ms, "
+              "current_voters, current_observers, replicas (node_id, log_end_offset, lag, "
+              "last_fetch_timestamp, last_caught_up_timestamp, status).")  # fmt: skip
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per controller.")
 def quorum_describe(
     bootstrap: str, show_status: bool, show_replication: bool, as_json: bool, timeout: float

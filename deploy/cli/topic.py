@@ -9,8 +9,9 @@ import click
 from rich.table import Table
 
 from client import Admin, AlterConfigOp, ConfigResource, NewPartitions
+from client.admin import TopicDescription
 from client.metadata import PartitionInfo
-from deploy.cli.common import admin_props, fail, run, stdout_console
+from deploy.cli.common import admin_props, emit_json, fail, run, stdout_console
 from deploy.cli.options import (
     bootstrap_option,
     parse_key_values,
@@ -82,29 +83,55 @@ def topic_create(name: str, bootstrap_server: str, partitions: int, replication_
 @topic.command("list")
 @bootstrap_option
 @click.option("--include-internal", is_flag=True, help="Also list internal topics.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON array on stdout, an object per topic: name, topic_id, internal, "
+              "partitions (the count), replication_factor.")  # fmt: skip
 @property_option
-def topic_list(bootstrap_server: str, include_internal: bool, properties: tuple[str, ...]) -> None:
+def topic_list(
+    bootstrap_server: str, include_internal: bool, as_json: bool, properties: tuple[str, ...]
+) -> None:
     """List topic names, one a line."""
+    props = admin_props(bootstrap_server, properties)
 
-    async def go() -> list[str]:
-        async with Admin(admin_props(bootstrap_server, properties)) as admin:
-            return await admin.list_topics(include_internal=include_internal)
+    async def go() -> list[TopicDescription]:
+        async with Admin(props) as admin:
+            return [
+                t for t in await admin.describe_topics() if include_internal or not t.is_internal
+            ]
 
-    for name in run(go):
+    topics = run(go)
+    if as_json:
+        emit_json([
+            {"name": t.name, "topic_id": t.topic_id, "internal": t.is_internal,
+             "partitions": len(t.partitions), "replication_factor": _replication_factor(t)}
+            for t in sorted(topics, key=lambda t: t.name)
+        ])  # fmt: skip
+        return
+    for name in sorted(t.name for t in topics):
         click.echo(name)
+
+
+def _replication_factor(description: TopicDescription) -> int:
+    return len(description.partitions[0].replicas) if description.partitions else 0
 
 
 @topic.command("describe")
 @click.argument("names", nargs=-1)
 @bootstrap_option
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON array on stdout, an object per topic: name, topic_id, internal, "
+              "partition_count, replication_factor, configs (the non-default ones, name to "
+              "value), partitions (partition, leader (null: none), leader_epoch, replicas, "
+              "isr, offline_replicas).")  # fmt: skip
 @property_option
 def topic_describe(
-    names: tuple[str, ...], bootstrap_server: str, properties: tuple[str, ...]
+    names: tuple[str, ...], bootstrap_server: str, as_json: bool, properties: tuple[str, ...]
 ) -> None:
     """Partitions, leaders, replicas, ISR and non-default configs (all topics without NAMES)."""
+    props = admin_props(bootstrap_server, properties)
 
     async def go() -> list[tuple[Any, list[Any]]]:
-        async with Admin(admin_props(bootstrap_server, properties)) as admin:
+        async with Admin(props) as admin:
             topics = await admin.describe_topics(list(names) or None)
             configs = (
                 await admin.describe_configs([ConfigResource.topic(t.name) for t in topics])
@@ -113,10 +140,14 @@ def topic_describe(
             )
             return [(t, configs.get(ConfigResource.topic(t.name), [])) for t in topics]
 
+    described = run(go)
+    if as_json:
+        emit_json([_topic_json(t, entries) for t, entries in described])
+        return
     console = stdout_console()
-    for description, entries in run(go):
+    for description, entries in described:
         overrides = ",".join(f"{e.name}={e.value}" for e in entries if not e.is_default)
-        rf = len(description.partitions[0].replicas) if description.partitions else 0
+        rf = _replication_factor(description)
         console.print(
             f"Topic: [bold]{description.name}[/bold]\tTopicId: {description.topic_id}\t"
             f"PartitionCount: {len(description.partitions)}\tReplicationFactor: {rf}\t"
@@ -126,6 +157,23 @@ def topic_describe(
         for p in description.partitions:
             table.add_row(*partition_row(p))
         console.print(table)
+
+
+def _topic_json(description: TopicDescription, entries: list[Any]) -> dict[str, Any]:
+    return {
+        "name": description.name,
+        "topic_id": description.topic_id,
+        "internal": description.is_internal,
+        "partition_count": len(description.partitions),
+        "replication_factor": _replication_factor(description),
+        "configs": {e.name: e.value for e in entries if not e.is_default},
+        "partitions": [
+            {"partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
+             "leader_epoch": p.leader_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
+             "offline_replicas": list(p.offline_replicas)}
+            for p in description.partitions
+        ],
+    }  # fmt: skip
 
 
 def partition_row(p: PartitionInfo) -> list[str]:

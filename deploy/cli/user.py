@@ -106,7 +106,9 @@ def user_delete(
 
 @user.command("list")
 @click.argument("names", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="One JSON array on stdout.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON array on stdout, an object per credential: user, mechanism, "
+              "iterations.")  # fmt: skip
 @bootstrap_option
 @property_option
 def user_list(

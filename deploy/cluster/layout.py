@@ -3,11 +3,12 @@ network namespace (deploy.cluster.netns) with its own address and Kafka's defaul
 
     plan = plan_cluster_network(base_dir, mode="raft", brokers=3, controllers=3)
     layout = cluster_layout(base_dir, host, plan, node_names("raft", 3, 3))
-    layout.host_of("broker-1"), layout.broker_port(base_port, 1), layout.prefix_of("broker-1")
+    layout.host_of("broker-1"), layout.broker_port(1), layout.prefix_of("broker-1")
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,11 @@ from deploy.cluster.raft import CONTROLLER_BASE_ID
 from deploy.cluster.state import ClusterError
 from deploy.cluster.zookeeper import free_port
 
+# `cluster up`'s ports from a base port (`--base-port`, 9092 by default): broker N's clients'
+# listener at BASE+N-1 (9092, 9093, ... as Kafka users expect), its INTERNAL listener at
+# BASE+100+N-1, controller 3001+I at BASE+200+I. Base 0: free ports (tests).
+INTERNAL_OFFSET = 100
+CONTROLLER_OFFSET = 200
 # In a node's own network namespace the ports are its own: Kafka's defaults.
 NETNS_BROKER_PORT = 9092
 NETNS_CONTROLLER_PORT = 9093
@@ -33,6 +39,8 @@ class Layout:
 
     host: str
     network: NetworkPlan | None = None
+    base_port: int = 0
+    """0: free ports (chosen now, or bound as 0 and pinned); else the fixed plan above."""
 
     def host_of(self, name: str) -> str:
         return self.network.address(name) if self.network else self.host
@@ -40,21 +48,63 @@ class Layout:
     def prefix_of(self, name: str) -> tuple[str, ...]:
         return tuple(netns.exec_prefix(self.network, name)) if self.network else ()
 
-    def broker_port(self, base_port: int, node_id: int) -> int:
-        if base_port:
-            return base_port + node_id - 1
-        return NETNS_BROKER_PORT if self.network else 0
+    def broker_port(self, node_id: int) -> int:
+        if self.network:
+            return NETNS_BROKER_PORT
+        return self.base_port + node_id - 1 if self.base_port else 0
 
     def internal_port(self, name: str) -> int:
         """A broker's INTERNAL listener: chosen when the cluster is made, like a controller's
         port (brokers dial it from the metadata, never from a client's bootstrap list)."""
-        return NETNS_INTERNAL_PORT if self.network else free_port(self.host)
+        if self.network:
+            return NETNS_INTERNAL_PORT
+        if self.base_port:
+            return self.base_port + INTERNAL_OFFSET + _index(name)
+        return free_port(self.host)
 
     def controller_port(self, name: str) -> int:
-        return NETNS_CONTROLLER_PORT if self.network else free_port(self.host)
+        if self.network:
+            return NETNS_CONTROLLER_PORT
+        if self.base_port:
+            return self.base_port + CONTROLLER_OFFSET + _index(name)
+        return free_port(self.host)
 
     def zookeeper_port(self, port: int) -> int:
         return port or (NETNS_ZOOKEEPER_PORT if self.network else 0)
+
+    def check_ports_free(self, names: Sequence[str]) -> None:
+        """With fixed ports: ClusterError naming the first one something listens on."""
+        if self.network or not self.base_port:
+            return
+        for name in names:
+            if name.startswith("broker-"):
+                wanted = [self.broker_port(_index(name) + 1), self.internal_port(name)]
+            elif name.startswith("controller-"):
+                wanted = [self.controller_port(name)]
+            else:
+                continue
+            for port in wanted:
+                if not port_free(self.host, port):
+                    raise ClusterError(
+                        f"port {port} ({name}) on {self.host} is in use: is another cluster "
+                        "running? Stop it, or choose other ports with --base-port (0: free ports)"
+                    )
+
+
+def _index(name: str) -> int:
+    """broker-1 -> 0, controller-3002 -> 1."""
+    number = int(name.rpartition("-")[2])
+    return number - (CONTROLLER_BASE_ID if name.startswith("controller-") else 1)
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def plan_cluster_network(base_dir: Path, *, mode: str = "raft", brokers: int = 3,
@@ -71,14 +121,20 @@ def plan_cluster_network(base_dir: Path, *, mode: str = "raft", brokers: int = 3
 
 
 def cluster_layout(
-    base_dir: Path, host: str, network: NetworkPlan | None, names: Sequence[str]
+    base_dir: Path,
+    host: str,
+    network: NetworkPlan | None,
+    names: Sequence[str],
+    base_port: int = 0,
 ) -> Layout:
     if network is not None and list(network.nodes) != list(names):
         raise ClusterError(
             f"the network plan is for nodes {list(network.nodes)}, not {list(names)} "
             "(plan_cluster_network with this cluster's mode, brokers and controllers)"
         )
-    return Layout(host, network)
+    layout = Layout(host, network, base_port)
+    layout.check_ports_free(names)
+    return layout
 
 
 def node_names(mode: str, brokers: int, controllers: int) -> list[str]:

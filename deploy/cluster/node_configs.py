@@ -1,7 +1,7 @@
 """A new local cluster's node directories and the config files and command lines its brokers and
 controllers start with.
 
-    nodes = new_brokers(base_dir, 3, layout, base_port, mode_settings, overrides, per_broker)
+    nodes = new_brokers(base_dir, 3, layout, mode_settings, overrides, per_broker, internal)
     nodes = new_controllers(base_dir, 3, layout, cluster_id, settings, overrides)
     broker_zk_settings("127.0.0.1:2181/trioka", 6000)   # a ZK-mode broker's metadata keys
 
@@ -97,7 +97,7 @@ def internal_ports(layout: Layout, count: int) -> dict[int, int]:
     return {i: layout.internal_port(f"broker-{i}") for i in range(1, count + 1)}
 
 
-def new_brokers(base_dir: Path, count: int, layout: Layout, base_port: int,
+def new_brokers(base_dir: Path, count: int, layout: Layout,
                 mode_settings: Callable[[Path], Mapping[str, object]], extra: Mapping[str, str],
                 per_broker: Mapping[int, Mapping[str, str]], internal: Mapping[int, int],
                 security: NodeSecurity | None = None) -> list[NodeRecord]:  # fmt: skip
@@ -109,7 +109,7 @@ def new_brokers(base_dir: Path, count: int, layout: Layout, base_port: int,
         name = f"broker-{node_id}"
         node_dir = base_dir / name
         node_dir.mkdir(parents=True, exist_ok=True)
-        host, port = layout.host_of(name), layout.broker_port(base_port, node_id)
+        host, port = layout.host_of(name), layout.broker_port(node_id)
         settings_file = {
             **_broker_settings(node_id, host, node_dir / "data", min(3, count),
                                layout.network is not None),

@@ -196,8 +196,10 @@ def cluster_up(
         network = plan_cluster_network(
             base_dir, mode=mode, brokers=brokers, controllers=controllers
         )
-    layout = cluster_layout(base_dir, host, network, node_names(mode, brokers, controllers))
-    plan = _Plan(base_dir, brokers, layout, base_port, extra, per_broker, timeout, secure,
+    layout = cluster_layout(
+        base_dir, host, network, node_names(mode, brokers, controllers), base_port
+    )
+    plan = _Plan(base_dir, brokers, layout, extra, per_broker, timeout, secure,
                  internal_ports(layout, brokers))  # fmt: skip
     if mode == "zk":
         return _zk_cluster_up(plan, zookeeper_port, session_timeout_ms)
@@ -220,7 +222,6 @@ class _Plan:
     base_dir: Path
     brokers: int
     layout: Layout
-    base_port: int
     extra: Mapping[str, str]
     per_broker: Mapping[int, Mapping[str, str]]
     timeout: float
@@ -233,8 +234,7 @@ class _Plan:
             keystore = secure.node_keystore(self.base_dir, name, host)
             return secure.broker_security(self.base_dir, keystore, mode, users)
 
-        return new_brokers(self.base_dir, self.brokers, self.layout, self.base_port,
-                           mode_settings, self.extra, self.per_broker, self.internal,
+        return new_brokers(self.base_dir, self.brokers, self.layout, mode_settings, self.extra, self.per_broker, self.internal,
                            security if self.secure else None)  # fmt: skip
 
 

@@ -292,7 +292,7 @@ async def run_raft_broker(
                 raft_config(config),
                 store,
                 quorum,
-                VoterTransport(voters, raft_pooled),
+                VoterTransport(voters, raft_pooled, runtime.failpoints),
                 cluster_id=config["cluster.id"] or None,
                 wall_clock_ms=runtime.clock.wall_ms,
             )
@@ -324,6 +324,7 @@ async def run_raft_broker(
                 transport=transport,
                 failpoints=runtime.failpoints,
                 clock=runtime.clock,
+                hold_requests=True,  # until caught up (start_lifecycle)
             )
             bound = await nursery.start(broker.run)
             start_lifecycle(
@@ -357,4 +358,5 @@ async def _apply_once_caught_up(broker: Broker, manager: BrokerLifecycleManager)
     reached the broker epoch; then the broker asks to be unfenced."""
     await manager.wait_caught_up()
     broker.publisher.apply_full()
+    broker.server.enable_requests()  # ACLs and SCRAM users as the log has them now
     manager.set_ready_to_unfence()

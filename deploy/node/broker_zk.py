@@ -314,6 +314,7 @@ async def run_zk_broker(
                 local_controller=service,
                 failpoints=runtime.failpoints,
                 clock=runtime.clock,
+                hold_requests=True,  # until the ACLs and SCRAM users are read (below)
             )
             bound = await nursery.start(broker.run)
             registrar = BrokerRegistrar(
@@ -333,6 +334,7 @@ async def run_zk_broker(
             sync = ZkConfigSync(zk, feed.set_topic_configs, feed.set_scram_credentials)
             await nursery.start(sync.run)
             await nursery.start(ZkAclSync(zk, feed.set_resource_acls).run)
+            broker.server.enable_requests()
             await _register(nursery, registrar, session_timeout_s)
             await nursery.start(service.run)
             task_status.started(bound)

@@ -230,6 +230,7 @@ async def run_combined_broker(
                 transport=transport,
                 failpoints=runtime.failpoints,
                 clock=runtime.clock,
+                hold_requests=True,  # until caught up (start_lifecycle)
             )
             gate = UnfenceGate(broker.server.handler)
             broker.server.handler = gate

@@ -62,6 +62,10 @@ Failpoints (every name the code evaluates; keep docs/internals.md in step):
 |                                       |                       | acks=all Produce is replicated (HW     |
 |                                       |                       | past it) and before it answers: a      |
 |                                       |                       | replicated, unacknowledged write       |
+| `broker.metadata.hold_first_fetch`    | deploy.node.raft_transport | `return(S)` (`return`: 5): a Raft- |
+|                                       |                       | mode broker's first request to the     |
+|                                       |                       | quorum waits S seconds: its metadata   |
+|                                       |                       | stays what it read from its own disk   |
 | `group.coordinator.hold_load`         | broker.group.driver   | `return(S)` (`return`: 5): a load of a |
 |                                       |                       | `__consumer_offsets` partition waits S |
 |                                       |                       | seconds before it reads, so a test     |
@@ -101,6 +105,10 @@ FAILPOINTS: dict[str, str] = {
     "broker.produce.exit_before_response": (
         "the leader exits (os._exit) after an acks=all Produce was replicated (the HW passed "
         "it) and before the response is written"
+    ),
+    "broker.metadata.hold_first_fetch": (
+        "return(S): a Raft-mode broker's first request to the controllers' quorum (its "
+        "metadata fetch) waits S seconds (return: 5): the broker serves what it knew before"
     ),
     "group.coordinator.hold_load": (
         "return(S): a load of a __consumer_offsets partition waits S seconds (return: 5) "

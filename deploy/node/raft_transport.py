@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import trio
+
+from deploy.node.failpoints import Failpoints
 from deploy.node.transport import PooledTransport
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Request, Response
@@ -15,11 +18,23 @@ from protocol.quorum_voters import Voter
 class VoterTransport:
     """raft.driver.RaftTransport over a PooledTransport: node id -> its voter address."""
 
-    def __init__(self, voters: Mapping[int, Voter], pooled: PooledTransport) -> None:
+    def __init__(
+        self,
+        voters: Mapping[int, Voter],
+        pooled: PooledTransport,
+        failpoints: Failpoints | None = None,
+    ) -> None:
         self.voters = dict(voters)
         self.pooled = pooled
+        self._hold = failpoints
+        """Failpoint `broker.metadata.hold_first_fetch`, evaluated at the first send only."""
 
     async def send(self, to_node: int, request: Request, *, timeout_s: float) -> Response:
+        if self._hold is not None:
+            failpoints, self._hold = self._hold, None
+            seconds = failpoints.eval("broker.metadata.hold_first_fetch")
+            if seconds is not None:
+                await trio.sleep(5 if seconds is True else float(seconds))
         voter = self.voters.get(to_node)
         if voter is None:
             raise KafkaError(

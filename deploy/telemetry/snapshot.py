@@ -1,9 +1,10 @@
 """A prometheus_client registry flattened into a MetricsSnapshot (protocol/telemetry.py).
 
 Every sample of every collector as `/metrics` shows it (counters as `<name>_total`, histograms
-as `_bucket`/`_count`/`_sum`), except the `_created` samples of counters and histograms: they
-hold the creation time of each series, which no report uses, and they are about a third of a
-broker's samples.
+as `_bucket`/`_count`/`_sum`). `/metrics` has no `_created` samples (serve_metrics turns them
+off for the process); a registry that still has them (a process that serves no /metrics, a
+test's own registry) has them left out here too: they hold the creation time of each series,
+which no report uses, and they are about a third of a broker's samples.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Scraping a real process's /metrics over HTTP, parsed with prometheus_client.parser.
 
 scraped = await scrape(port)                 # Scrape: every sample of the text format
-scraped.value("kafka_server_BrokerTopicMetrics_BytesInPerSec_total", topic="t")
+scraped.value("kafka_server_brokertopicmetrics_bytesin_total", topic="t")
 scraped.get(...)                             # None when the sample is absent
 """
 

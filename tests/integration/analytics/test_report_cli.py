@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analytics]'")
 
 from client.sync import SyncAdmin, SyncConsumer, SyncProducer
+from protocol.metric_names import MESSAGES_IN
 from protocol.names import TopicPartition
 from protocol.telemetry import LOGS_TOPIC, METRICS_TOPIC
 from tests.conftest import BrokerFactory
@@ -25,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[3]
 TELEMETRY = {"trioka.telemetry.enable": "true", "metrics.interval.ms": "500"}
 TOPIC = "orders"
 RECORDS = 500
-MESSAGES_IN = "kafka_server_BrokerTopicMetrics_MessagesInPerSec_total"
 
 
 def trioka(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

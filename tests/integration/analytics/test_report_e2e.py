@@ -28,6 +28,7 @@ from client import Consumer
 from client.sync import SyncAdmin, SyncProducer
 from deploy.chaos.check.history import History, NemesisValue
 from deploy.chaos.check.history_files import history_records
+from protocol.metric_names import MESSAGES_IN
 from protocol.names import TopicPartition
 from protocol.telemetry import CHAOS_HISTORY_TOPIC, LOGS_TOPIC, METRICS_TOPIC
 from tests.support.cluster import RaftCluster
@@ -35,7 +36,6 @@ from tests.support.waiting import wait_until
 
 TOPIC = "orders"
 RECORDS = 600
-MESSAGES_IN = "kafka_server_BrokerTopicMetrics_MessagesInPerSec_total"
 TELEMETRY = {"trioka.telemetry.enable": "true", "metrics.interval.ms": "1000"}
 
 

@@ -90,7 +90,7 @@ def test_zk_cluster_up_status_describe_kill_start_down(tmp_path: Path) -> None:
         metrics_ports = [p["metrics_port"] for p in status["processes"][1:]]
         assert all(metrics_ports) and len(set(metrics_ports)) == 2
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_ports[0]}/metrics") as scraped:
-            assert b"kafka_controller_ControllerStats_LeaderElectionRateAndTimeMs" in scraped.read()
+            assert b"kafka_controller_controllerstats_leaderelectionrateandtimems" in scraped.read()
 
         described = trioka("cluster", "describe", "--dir", str(cluster_dir))
         assert described.returncode == 0, described.stderr.decode()
@@ -157,6 +157,14 @@ def test_a_secure_zk_cluster_takes_scram_logins_over_tls_and_keeps_them(tmp_path
         refused = one_error_line(trioka("produce", "sec", *as_bob, stdin="c\n"))
         assert "TOPIC_AUTHORIZATION_FAILED" in refused or "authoriz" in refused.lower(), refused
 
+        # `cluster up` saved a profile: commands without -b find the cluster and log in.
+        (saved,) = json.loads(trioka("profile", "list", "--json").stdout)
+        assert saved["current"] and saved["bootstrap"] == bootstrap
+        assert saved["command_config"] == str(props)
+        listed = trioka("topic", "list")
+        assert listed.returncode == 0, listed.stderr.decode()
+        assert "sec" in listed.stdout.decode().split()
+
         status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
         assert status["bootstrap"] == bootstrap
         down = trioka("cluster", "down", "--dir", str(cluster_dir), timeout=120)
@@ -203,6 +211,17 @@ def test_cluster_status_reads_a_state_file_from_before_raft_mode(tmp_path: Path)
     assert status["quorum"] is None
 
 
+def _free_base_port() -> int:
+    """A base port whose cluster ports (2 brokers, 3 controllers) are all free now."""
+    from deploy.cluster.layout import port_free
+
+    for base in range(20_000, 30_000, 400):
+        ports = [base, base + 1, base + 100, base + 101, base + 200, base + 201, base + 202]
+        if all(port_free("127.0.0.1", p) for p in ports):
+            return base
+    raise AssertionError("no free block of ports between 20000 and 30000")
+
+
 def _inter_broker_requests_refused(address: str) -> None:
     """The clients' listener (the recorded port) answers CLUSTER_AUTHORIZATION_FAILED to what
     only brokers and the controller send: they have a listener of their own (INTERNAL)."""
@@ -228,12 +247,22 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
     both start again; `down` stops the brokers, then the controllers; `up` starts the stopped
     cluster again."""
     cluster_dir = tmp_path / "c"
+    base = _free_base_port()
     try:
         up = trioka("cluster", "up", "--dir", str(cluster_dir), "--brokers", "2",
-                    "--session-timeout-ms", "3000", timeout=120)  # fmt: skip
+                    "--session-timeout-ms", "3000", "--base-port", str(base),
+                    timeout=120)  # fmt: skip
         assert up.returncode == 0, up.stderr.decode()
         assert "(raft mode)" in up.stderr.decode()
         bootstrap = up.stdout.decode().strip()
+        # The documented ports: clients BASE, BASE+1; INTERNAL BASE+100...; controllers BASE+200...
+        assert bootstrap == f"127.0.0.1:{base},127.0.0.1:{base + 1}"
+        broker_toml = (cluster_dir / "broker-2" / "broker.toml").read_text()
+        assert f"INTERNAL://127.0.0.1:{base + 101}" in broker_toml
+        assert f"3003@127.0.0.1:{base + 202}" in broker_toml
+        taken = one_error_line(trioka("cluster", "up", "--dir", str(tmp_path / "other"),
+                                      "--base-port", str(base)))  # fmt: skip
+        assert f"port {base + 200} (controller-3001)" in taken and "--base-port" in taken, taken
         status = _wait_status(cluster_dir, lambda s: sorted(s["live_brokers"]) == [1, 2])
         assert status["mode"] == "raft" and status["zookeeper_connect"] is None
         names = [p["name"] for p in status["processes"]]
@@ -255,8 +284,8 @@ def test_raft_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{metrics_ports[f'controller-{leader}']}/metrics"
         with urllib.request.urlopen(url) as scraped:
             text = scraped.read().decode()
-        assert f"kafka_server_raft_metrics_current_leader {leader}.0" in text
-        assert "kafka_controller_KafkaController_ActiveControllerCount 1.0" in text
+        assert f"kafka_server_raftmetrics_current_leader {leader}.0" in text
+        assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in text
 
         killed = trioka("cluster", "kill", str(leader), "--dir", str(cluster_dir))
         assert killed.returncode == 0, killed.stderr.decode()

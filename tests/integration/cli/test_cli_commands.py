@@ -225,3 +225,88 @@ def test_broker_start_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
 def test_help(args: list[str]) -> None:
     result = trioka(*args)
     assert result.returncode == 0 and b"Usage: trioka" in result.stdout
+
+
+def test_json_on_every_list_and_describe(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    assert (
+        trioka("topic", "create", "js", "-b", b, "-p", "2", "-c", "retention.ms=60000").returncode
+        == 0
+    )
+    assert trioka("produce", "js", "-b", b, "--partition", "1", stdin="a\nb\n").returncode == 0
+    assert (
+        trioka("consume", "js", "-b", b, "--group", "readers", "--from-beginning").returncode == 0
+    )
+
+    def document(*args: str) -> object:
+        result = trioka(*args, "-b", b, "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)  # one document: a second line would not parse
+
+    (listed,) = [t for t in document("topic", "list") if t["name"] == "js"]
+    assert listed["partitions"] == 2 and listed["replication_factor"] == 1
+    assert listed["internal"] is False and listed["topic_id"]
+    (described,) = document("topic", "describe", "js")
+    assert described["configs"] == {"retention.ms": "60000"}
+    assert described["partition_count"] == 2 and described["replication_factor"] == 1
+    assert described["partitions"][1] == {"partition": 1, "leader": 1, "leader_epoch": 0,
+                                          "replicas": [1], "isr": [1], "offline_replicas": []}  # fmt: skip
+    assert {"group": "readers", "state": "Empty", "protocol_type": "consumer",
+            "coordinator": 1} in document("group", "list")  # fmt: skip
+    group = document("group", "describe", "readers")
+    assert group["group"] == "readers" and group["state"] == "Empty" and group["members"] == []
+    assert group["offsets"] == [
+        {"topic": "js", "partition": 0, "current_offset": 0, "log_end_offset": 0, "lag": 0,
+         "consumer_id": None, "host": None, "client_id": None},
+        {"topic": "js", "partition": 1, "current_offset": 2, "log_end_offset": 2, "lag": 0,
+         "consumer_id": None, "host": None, "client_id": None},
+    ]  # fmt: skip
+    assert document("group", "describe", "readers", "--members") == group  # --json: all of it
+    cluster = document("cluster", "describe")
+    assert cluster["controller_id"] == 1 and cluster["cluster_id"]
+    assert cluster["brokers"] == [{"node_id": 1, "host": broker.host, "port": broker.port,
+                                   "rack": None}]  # fmt: skip
+    assert document("reassign", "--list") == []
+    assert document("acl", "list") == [] and document("user", "list") == []
+
+
+def test_an_unknown_group_is_one_error_whatever_is_asked(broker: BrokerProcess) -> None:
+    for extra in ([], ["--members"], ["--members", "--verbose"], ["--state"], ["--json"]):
+        result = trioka("group", "describe", "nosuchgroup", "-b", broker.bootstrap, *extra)
+        assert one_error_line(result) == "error: Consumer group 'nosuchgroup' does not exist."
+        assert result.returncode == 1
+
+
+def test_x_wins_over_defaults_and_bad_values_are_refused(
+    broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TRIOKA_CONFIG_DIR", str(tmp_path))  # no profile: -b's default is 9092
+    b = broker.bootstrap
+    assert trioka("topic", "create", "xs", "-X", f"bootstrap.servers={b}").returncode == 0
+    assert trioka("produce", "xs", "-b", b, stdin="one\ntwo\n").returncode == 0
+    # the start of a consumer without --group: auto.offset.reset, latest unless -X says
+    assert trioka("consume", "xs", "-b", b).stdout == b""
+    early = trioka("consume", "xs", "-b", b, "-X", "auto.offset.reset=earliest")
+    assert early.stdout == b"one\ntwo\n", early.stderr
+    assert trioka("consume", "xs", "-b", b, "-X", "group.id=by-x", "-X",
+                  "auto.offset.reset=earliest").stdout == b"one\ntwo\n"  # fmt: skip
+    assert "by-x" in trioka("group", "list", "-b", b).stdout.decode().split()
+    bad = trioka("produce", "xs", "-b", b, "-X", "acks=7", stdin="three\n")
+    assert bad.returncode == 2
+    line = "error: Invalid value 7 for configuration acks: String must be one of: all, -1, 0, 1"
+    assert one_error_line(bad) == line
+    both = trioka("produce", "xs", "-b", b, "--acks", "1", "-X", "acks=all", stdin="three\n")
+    assert "Can't simultaneously specify --acks 1 and 'acks=all'" in one_error_line(both)
+    assert trioka("consume", "xs", "-b", b, "--from-beginning").stdout == b"one\ntwo\n"
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [("bash", b"_trioka_completion()"), ("zsh", b"#compdef trioka"), ("fish", b"complete ")],
+)
+def test_shell_completion_scripts(
+    shell: str, marker: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("_TRIOKA_COMPLETE", f"{shell}_source")
+    result = trioka()
+    assert result.returncode == 0 and marker in result.stdout, result.stderr

@@ -31,11 +31,12 @@ from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 TOPIC = "metered"
-BTM = "kafka_server_BrokerTopicMetrics_"
-REQ = "kafka_network_RequestMetrics_"
-RM = "kafka_server_ReplicaManager_"
-ELECTIONS = "kafka_controller_ControllerStats_LeaderElectionRateAndTimeMs_count"
-RAFT = "kafka_server_raft_metrics_"
+BTM = "kafka_server_brokertopicmetrics_"
+REQ = "kafka_network_requestmetrics_"
+RM = "kafka_server_replicamanager_"
+ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+RAFT = "kafka_server_raftmetrics_"
+ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
 
 
 def metrics_port(cluster: Cluster, node_id: int) -> int:
@@ -97,34 +98,34 @@ async def test_zk_broker_metrics_move_with_produce_errors_and_isr_changes(
         assert code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     after = await scrape(ports[leader])
 
-    assert delta(after, before, BTM + "BytesInPerSec_total", topic=TOPIC) == sum(map(len, batches))
-    assert delta(after, before, BTM + "MessagesInPerSec_total", topic=TOPIC) == 15  # 1+2+3+4+5
-    assert after.get(BTM + "BytesInPerSec_total", topic="absent") is None  # nothing appended
-    assert delta(after, before, REQ + "RequestsPerSec_total", request="Produce") == 6
-    for hist in ("TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs"):
+    assert delta(after, before, BTM + "bytesin_total", topic=TOPIC) == sum(map(len, batches))
+    assert delta(after, before, BTM + "messagesin_total", topic=TOPIC) == 15  # 1+2+3+4+5
+    assert after.get(BTM + "bytesin_total", topic="absent") is None  # nothing appended
+    assert delta(after, before, REQ + "requests_total", request="Produce") == 6
+    for hist in ("totaltimems", "requestqueuetimems", "localtimems", "remotetimems"):
         assert delta(after, before, REQ + hist + "_count", request="Produce") == 6, hist
     # acks=all waited for the followers: time in the produce purgatory.
-    assert delta(after, before, REQ + "RemoteTimeMs_sum", request="Produce") > 0
+    assert delta(after, before, REQ + "remotetimems_sum", request="Produce") > 0
     unknown = delta(
         after,
         before,
-        REQ + "ErrorsPerSec_total",
+        REQ + "errors_total",
         request="Produce",
         error="UNKNOWN_TOPIC_OR_PARTITION",
     )
     assert unknown == 1
-    assert delta(after, before, REQ + "ErrorsPerSec_total", request="Produce", error="NONE") == 5
+    assert delta(after, before, REQ + "errors_total", request="Produce", error="NONE") == 5
     # Followers fetch from the leader: Fetch and FetchFollower, and bytes out to them.
-    assert after.value(REQ + "RequestsPerSec_total", request="FetchFollower") > 0
-    assert after.value(REQ + "RequestsPerSec_total", request="Fetch") >= after.value(
-        REQ + "RequestsPerSec_total", request="FetchFollower"
+    assert after.value(REQ + "requests_total", request="FetchFollower") > 0
+    assert after.value(REQ + "requests_total", request="Fetch") >= after.value(
+        REQ + "requests_total", request="FetchFollower"
     )
-    assert after.value(BTM + "ReplicationBytesOutPerSec_total") >= sum(map(len, batches))
-    assert after.value(RM + "LeaderCount") >= 1
-    assert after.value(RM + "UnderReplicatedPartitions") == 0
+    assert after.value(BTM + "replicationbytesout_total") >= sum(map(len, batches))
+    assert after.value(RM + "leadercount") >= 1
+    assert after.value(RM + "underreplicatedpartitions") == 0
     assert (
         after.get(
-            "kafka_server_DelayedOperationPurgatory_PurgatorySize", delayedOperation="Produce"
+            "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Produce"
         )
         is not None
     )
@@ -132,14 +133,19 @@ async def test_zk_broker_metrics_move_with_produce_errors_and_isr_changes(
     # The follower copied every batch and caught up (its lag at its last fetch answer is 0).
     async def follower_caught_up() -> bool:
         scraped = await scrape(ports[victim])
-        lag = scraped.get("kafka_server_FetcherLagMetrics_ConsumerLag", topic=TOPIC, partition="0")
-        copied = scraped.value(BTM + "ReplicationBytesInPerSec_total")
+        lag = scraped.get(
+            "kafka_server_fetcherlagmetrics_consumerlag",
+            clientId=f"ReplicaFetcherThread-0-{leader}",  # Kafka's name of the fetcher
+            topic=TOPIC,
+            partition="0",
+        )
+        copied = scraped.value(BTM + "replicationbytesin_total")
         return lag == 0 and copied >= sum(map(len, batches))
 
     await wait_until(follower_caught_up, within=30, every=0.2)
 
-    shrinks = after.value(RM + "IsrShrinksPerSec_total")
-    expands = after.value(RM + "IsrExpandsPerSec_total")
+    shrinks = after.value(RM + "isrshrinks_total")
+    expands = after.value(RM + "isrexpands_total")
     await cluster.brokers[victim].akill()
     # As Kafka's isCaughtUp, a follower at the leader's end offset stays in sync however long
     # it is silent: new records make the dead one fall behind.
@@ -150,20 +156,20 @@ async def test_zk_broker_metrics_move_with_produce_errors_and_isr_changes(
     async def shrunk() -> bool:
         scraped = await scrape(ports[leader])
         return (
-            scraped.value(RM + "IsrShrinksPerSec_total") > shrinks
-            and scraped.value(RM + "UnderReplicatedPartitions") == 1
+            scraped.value(RM + "isrshrinks_total") > shrinks
+            and scraped.value(RM + "underreplicatedpartitions") == 1
         )
 
     await wait_until(shrunk, within=30, every=0.2)
-    assert (await scrape(ports[leader])).value(RM + "IsrExpandsPerSec_total") == expands
+    assert (await scrape(ports[leader])).value(RM + "isrexpands_total") == expands
 
     await cluster.brokers[victim].arestart()
 
     async def expanded() -> bool:
         scraped = await scrape(ports[leader])
         return (
-            scraped.value(RM + "IsrExpandsPerSec_total") > expands
-            and scraped.value(RM + "UnderReplicatedPartitions") == 0
+            scraped.value(RM + "isrexpands_total") > expands
+            and scraped.value(RM + "underreplicatedpartitions") == 0
         )
 
     await wait_until(expanded, within=60, every=0.2)
@@ -188,14 +194,14 @@ async def test_raft_controller_metrics_move_with_a_broker_kill_and_a_controller_
         await cluster.wait_partition(TOPIC, p, lambda i: i.leader >= 0 and len(i.isr) == 3)
 
     before = await scrape(ctl_ports[active])
-    assert before.value("kafka_controller_KafkaController_ActiveControllerCount") == 1
-    assert before.value("kafka_controller_KafkaController_GlobalPartitionCount") >= 3
-    assert before.value("kafka_controller_ControllerEventManager_EventQueueTimeMs_count") > 0
+    assert before.value(ACTIVE) == 1
+    assert before.value("kafka_controller_kafkacontroller_globalpartitioncount") >= 3
+    assert before.value("kafka_controller_controllereventmanager_eventqueuetimems_count") > 0
     assert before.value(RAFT + "commit_latency_ms_count") > 0  # registrations, topic, no-ops
     assert before.value(RAFT + "current_leader") == active
     for other in set(cluster.controllers) - {active}:
         standby = await scrape(ctl_ports[other])
-        assert standby.value("kafka_controller_KafkaController_ActiveControllerCount") == 0
+        assert standby.value(ACTIVE) == 0
         assert standby.value(RAFT + "current_leader") == active
 
     # A broker leading a partition dies: its session expires, the controller fences it and
@@ -223,7 +229,7 @@ async def test_raft_controller_metrics_move_with_a_broker_kill_and_a_controller_
             and now.value(RAFT + "leader_changes_total") > seen.value(RAFT + "leader_changes_total")
             and now.value(RAFT + "commit_latency_ms_count")
             > seen.value(RAFT + "commit_latency_ms_count")
-            and now.value("kafka_controller_KafkaController_ActiveControllerCount") == 1
+            and now.value(ACTIVE) == 1
         )
 
     await wait_until(took_over, within=30, every=0.2)

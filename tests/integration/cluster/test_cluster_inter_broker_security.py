@@ -1,6 +1,6 @@
 """Brokers that prove themselves to each other: the inter-broker listener on TLS with client
 certificates required (mTLS), or on SASL_SSL with PLAIN, on 3 real broker processes in both
-metadata modes. Replication (follower fetches), the controller's requests and forwarded admin
+metadata modes, and with SCRAM-SHA-512 in Raft mode. Replication (follower fetches), the controller's requests and forwarded admin
 requests all go over it: a topic with replication factor 3 takes acks=all writes with the
 whole ISR, and every record is read back. A client without a certificate is refused there."""
 
@@ -16,9 +16,11 @@ import trustme
 from broker.sasl import sasl_settings
 from client import Consumer, KafkaError, Producer, TopicPartition
 from client.admin import Admin
+from client.admin_users import upsertion
 from deploy.node.controller_config import ControllerProcessConfig
 from deploy.node.security import controller_security
 from protocol.config_defs import ConfigError
+from protocol.scram import ScramMechanism
 from tests.integration.broker.test_broker_tls import write
 from tests.integration.cluster.conftest import ClusterFactory
 from tests.support.cluster import Cluster
@@ -136,3 +138,35 @@ def test_scram_on_a_controller_listener_is_refused(tmp_path: Path) -> None:
         sasl_settings(config, config.listeners, None)
     with pytest.raises(ConfigError, match="username"):
         controller_security(config, "CONTROLLER")
+
+
+SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    'username="broker" password="broker-secret";'
+)
+
+
+async def test_replication_over_scram_between_raft_brokers(
+    raft_cluster_factory, tmp_path: Path
+) -> None:
+    """SCRAM-SHA-512 on the inter-broker listener (SASL_SSL): the brokers' own credential lives
+    in the metadata, so it is created once they are up (Kafka can bootstrap it at format time,
+    KIP-900); from then on replication logs in with it."""
+    tls = secured(tmp_path, "SSL")
+    settings = {
+        "listeners": "CLIENTS://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "CLIENTS:PLAINTEXT,INTERNAL:SASL_SSL,"
+        "CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.location": tls["ssl.keystore.location"],
+        "ssl.truststore.location": tls["ssl.truststore.location"],
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+    }
+    cluster = raft_cluster_factory(3, broker_overrides={n: settings for n in (1, 2, 3)})
+    async with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        await admin.alter_user_scram_credentials(
+            [upsertion("broker", "broker-secret", ScramMechanism.SCRAM_SHA_512)]
+        )
+    await replicated_round_trip(cluster)

@@ -23,11 +23,11 @@ from tests.integration.cluster.conftest import ZkClusterFactory
 from tests.support.cluster import ZkCluster
 from tests.support.waiting import wait_until
 
-ELECTIONS = "kafka_controller_ControllerStats_LeaderElectionRateAndTimeMs_count"
-QUEUE_SIZE = "kafka_controller_ControllerEventManager_EventQueueSize"
-QUEUE_TIME = "kafka_controller_ControllerEventManager_EventQueueTimeMs_count"
-STATS = "kafka_controller_ControllerStats_"
-GAUGES = "kafka_controller_KafkaController_"
+ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+QUEUE_SIZE = "kafka_controller_controllereventmanager_eventqueuesize"
+QUEUE_TIME = "kafka_controller_controllereventmanager_eventqueuetimems_count"
+STATS = "kafka_controller_controllerstats_"
+GAUGES = "kafka_controller_kafkacontroller_"
 
 
 def metrics_port(cluster: ZkCluster, node_id: int) -> int:
@@ -85,13 +85,13 @@ async def test_every_broker_serves_metrics_and_elections_move_the_controllers_co
     before_text = await scrape(ports[controller])
     before = sample(before_text, ELECTIONS)
     assert sample(before_text, QUEUE_TIME) > 0  # the controller has processed events
-    assert sample(before_text, STATS + "ControllerChangeRateAndTimeMs_count") >= 1
-    assert sample(before_text, STATS + "TopicChangeRateAndTimeMs_count") >= 1  # CreateTopics
-    assert sample(before_text, GAUGES + "ActiveControllerCount") == 1
-    assert sample(before_text, GAUGES + "GlobalTopicCount") == 1
-    assert sample(before_text, GAUGES + "GlobalPartitionCount") == 6
+    assert sample(before_text, STATS + "controllerchangerateandtimems_count") >= 1
+    assert sample(before_text, STATS + "topicchangerateandtimems_count") >= 1  # CreateTopics
+    assert sample(before_text, GAUGES + "activecontrollercount") == 1
+    assert sample(before_text, GAUGES + "globaltopiccount") == 1
+    assert sample(before_text, GAUGES + "globalpartitioncount") == 6
     others_before = {
-        name: sample(before_text, STATS + name + "_count")
+        name: sample(before_text, STATS + name.lower() + "_count")
         # (not AutoLeaderBalance: the periodic check may run meanwhile, it did count as an
         # election before event types had their own timers)
         for name in (
@@ -112,12 +112,12 @@ async def test_every_broker_serves_metrics_and_elections_move_the_controllers_co
     after_text = await scrape(ports[controller])
     # A broker kill is a BrokerChange: no other event type's timer counted it.
     for name, value in others_before.items():
-        assert sample(after_text, STATS + name + "_count") == value, name
-    assert sample(after_text, GAUGES + "OfflinePartitionsCount") == 0
+        assert sample(after_text, STATS + name.lower() + "_count") == value, name
+    assert sample(after_text, GAUGES + "offlinepartitionscount") == 0
     # The other survivor serves metrics too: its controller is not active, so its counts did
     # not move and its KafkaController gauges are 0.
     other = ({1, 2, 3} - {controller, victim}).pop()
     other_text = await scrape(ports[other])
     assert sample(other_text, ELECTIONS) == 0
-    assert sample(other_text, GAUGES + "ActiveControllerCount") == 0
-    assert sample(other_text, GAUGES + "GlobalPartitionCount") == 0
+    assert sample(other_text, GAUGES + "activecontrollercount") == 0
+    assert sample(other_text, GAUGES + "globalpartitioncount") == 0

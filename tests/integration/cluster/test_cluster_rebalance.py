@@ -36,7 +36,7 @@ from tests.support.waiting import wait_until
 
 TOPIC = "balanced"
 ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
-CHECKS = "kafka_controller_ControllerStats_AutoLeaderBalanceRateAndTimeMs_count"
+CHECKS = "kafka_controller_controllerstats_autoleaderbalancerateandtimems_count"
 INTERVAL_S = 1
 FIRST_CHECK_DELAY_S = 5  # controller.service.terms.REBALANCE_INITIAL_DELAY_S, Kafka's 5 s
 

@@ -6,10 +6,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analytics.transforms.latency import request_buckets, request_latency
+from protocol import metric_names as names
 from tests.support.telemetry_frames import histogram, samples_df
 
-TOTAL = "kafka_network_RequestMetrics_TotalTimeMs"
-QUEUE = "kafka_network_RequestMetrics_RequestQueueTimeMs"
+TOTAL = names.REQUEST_TIME_NAMES["TotalTimeMs"]
+QUEUE = names.REQUEST_TIME_NAMES["RequestQueueTimeMs"]
 
 
 def _rows() -> list[tuple]:

@@ -7,6 +7,7 @@ from pyspark.sql import SparkSession
 
 from analytics.transforms import elections as el
 from analytics.transforms import replication as rep
+from protocol import metric_names as names
 from tests.support.telemetry_frames import (
     counter,
     event,
@@ -16,9 +17,9 @@ from tests.support.telemetry_frames import (
     samples_df,
 )
 
-URP = "kafka_server_ReplicaManager_UnderReplicatedPartitions"
-OFFLINE = "kafka_controller_KafkaController_OfflinePartitionsCount"
-SHRINKS = "kafka_server_ReplicaManager_IsrShrinksPerSec"
+URP = names.UNDER_REPLICATED_PARTITIONS
+OFFLINE = names.OFFLINE_PARTITIONS_COUNT
+SHRINKS = names.ISR_SHRINKS.removesuffix("_total")  # counter() appends it
 
 
 def test_partition_health_and_peaks(spark: SparkSession) -> None:

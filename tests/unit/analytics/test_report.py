@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from analytics.report import ReportError, build_report, first_line, window_for, write_table
 from analytics.transforms import elections as el
+from protocol import metric_names as names
 from tests.support.telemetry_frames import (
     counter,
     event,
@@ -26,11 +27,11 @@ from tests.support.telemetry_frames import (
     send_ok,
 )
 
-MSGS = "kafka_server_BrokerTopicMetrics_MessagesInPerSec"
-BYTES = "kafka_server_BrokerTopicMetrics_BytesInPerSec"
-TOTAL = "kafka_network_RequestMetrics_TotalTimeMs"
-URP = "kafka_server_ReplicaManager_UnderReplicatedPartitions"
-GPC = "kafka_controller_KafkaController_GlobalPartitionCount"
+MSGS = names.MESSAGES_IN.removesuffix("_total")  # counter() appends it
+BYTES = names.BYTES_IN.removesuffix("_total")
+TOTAL = names.REQUEST_TIME_NAMES["TotalTimeMs"]
+URP = names.UNDER_REPLICATED_PARTITIONS
+GPC = names.GLOBAL_PARTITION_COUNT
 C = "controller-3000"
 T0 = 1_790_000_000_000  # epoch ms, 2026
 

@@ -83,8 +83,8 @@ def test_parse_metrics_one_row_per_sample(spark: Any) -> None:
         1_790_000_000_123,
         Source("broker", 2, "h", 7),
         [
-            Sample("kafka_server_BrokerTopicMetrics_MessagesInPerSec_total", {"topic": "t"}, 42.0),
-            Sample("kafka_network_RequestMetrics_TotalTimeMs_bucket",
+            Sample("kafka_server_brokertopicmetrics_messagesin_total", {"topic": "t"}, 42.0),
+            Sample("kafka_network_requestmetrics_totaltimems_bucket",
                    {"request": "Produce", "le": "+Inf"}, 3.0),
             Sample("nan_gauge", {}, None),
         ],
@@ -99,9 +99,9 @@ def test_parse_metrics_one_row_per_sample(spark: Any) -> None:
                   epoch_ms(r.ts)) for r in df.collect())  # fmt: skip
     ts = 1_790_000_000_123
     assert got == sorted([
-        ("broker-2", "broker", 2, "kafka_server_BrokerTopicMetrics_MessagesInPerSec_total",
+        ("broker-2", "broker", 2, "kafka_server_brokertopicmetrics_messagesin_total",
          {"topic": "t"}, 42.0, 1_790_000_000_123, ts),
-        ("broker-2", "broker", 2, "kafka_network_RequestMetrics_TotalTimeMs_bucket",
+        ("broker-2", "broker", 2, "kafka_network_requestmetrics_totaltimems_bucket",
          {"request": "Produce", "le": "+Inf"}, 3.0, 1_790_000_000_123, ts),
         ("broker-2", "broker", 2, "nan_gauge", {}, None, 1_790_000_000_123, ts),
         ("chaos", "chaos", None, "x", {}, 1.0, 5, 5),

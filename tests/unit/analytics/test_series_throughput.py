@@ -7,10 +7,11 @@ from pyspark.sql import SparkSession
 
 from analytics.transforms.series import counter_increases, dedupe_samples
 from analytics.transforms.throughput import broker_topic_rates, throughput, topic_totals
+from protocol import metric_names as names
 from tests.support.telemetry_frames import counter, sample, samples_df
 
-MSGS = "kafka_server_BrokerTopicMetrics_MessagesInPerSec"
-BYTES = "kafka_server_BrokerTopicMetrics_BytesInPerSec"
+MSGS = names.MESSAGES_IN.removesuffix("_total")  # counter() appends it
+BYTES = names.BYTES_IN.removesuffix("_total")
 
 
 def test_increases_and_rates_handle_a_restart(spark: SparkSession) -> None:

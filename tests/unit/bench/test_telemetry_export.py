@@ -20,6 +20,7 @@ from bench.telemetry_export import (
 from client import ConsumerRecord
 from deploy.chaos.check.history import OpKind, OpType
 from deploy.chaos.check.history_files import op_from_json
+from protocol.metric_names import GLOBAL_PARTITION_COUNT
 from protocol.telemetry import (
     CHAOS_HISTORY_TOPIC,
     LOGS_TOPIC,
@@ -124,7 +125,7 @@ def _telemetry() -> list[ConsumerRecord]:
             LOGS_TOPIC, json.dumps(value, separators=(",", ":")).encode(), f"broker-{node}"
         )
 
-    gpc = "kafka_controller_KafkaController_GlobalPartitionCount"
+    gpc = GLOBAL_PARTITION_COUNT
     snapshot = MetricsSnapshot(T0, Source("broker", 1), [Sample(gpc, {}, 3_000.0)]).to_json()
     return [
         _record(METRICS_TOPIC, json.dumps(snapshot).encode()),

@@ -23,6 +23,7 @@ from broker.metrics.requests import (
     request_name,
 )
 from broker.server import BrokerServer, ConnectionInfo
+from protocol import metric_names as names
 from protocol.codec import RequestEnvelope
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey, Response
@@ -39,8 +40,7 @@ from protocol.names import TopicPartition
 from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
-RM = "kafka_server_ReplicaManager_"
-REQ = "kafka_network_RequestMetrics_"
+TIMES = names.REQUEST_TIME_NAMES
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -108,18 +108,16 @@ def test_record_splits_the_request_time_as_kafka() -> None:
         "ResponseSendTimeMs": 1,
     }
     for name, ms in expected.items():
-        assert value(registry, REQ + name + "_sum", request="Produce") == pytest.approx(ms), name
-        assert value(registry, REQ + name + "_count", request="Produce") == 1
-    assert value(registry, REQ + "RequestsPerSec_total", request="Produce") == 1
+        assert value(registry, TIMES[name] + "_sum", request="Produce") == pytest.approx(ms), name
+        assert value(registry, TIMES[name] + "_count", request="Produce") == 1
+    assert value(registry, names.REQUESTS, request="Produce") == 1
     # Never parked: no remote time, all of it local.
     metrics.record(("Metadata",), RequestTiming(1.0, 1.0, 0.0, 1.005, 1.005, 1.005))
-    assert value(registry, REQ + "RemoteTimeMs_sum", request="Metadata") == 0
-    assert value(registry, REQ + "LocalTimeMs_sum", request="Metadata") == pytest.approx(5)
+    assert value(registry, TIMES["RemoteTimeMs"] + "_sum", request="Metadata") == 0
+    assert value(registry, TIMES["LocalTimeMs"] + "_sum", request="Metadata") == pytest.approx(5)
     metrics.record_errors("Produce", Counter({0: 2, int(ErrorCode.NOT_ENOUGH_REPLICAS): 1}))
-    assert value(registry, REQ + "ErrorsPerSec_total", request="Produce", error="NONE") == 2
-    errors = value(
-        registry, REQ + "ErrorsPerSec_total", request="Produce", error="NOT_ENOUGH_REPLICAS"
-    )
+    assert value(registry, names.ERRORS, request="Produce", error="NONE") == 2
+    errors = value(registry, names.ERRORS, request="Produce", error="NOT_ENOUGH_REPLICAS")
     assert errors == 1
 
 
@@ -161,7 +159,7 @@ async def test_the_server_records_every_request_with_its_remote_time_and_errors(
             await c.receive(ProduceResponse)  # the handler raised: UNKNOWN_SERVER_ERROR
 
             def recorded(api: str) -> bool:
-                sample = registry.get_sample_value(REQ + "RequestsPerSec_total", {"request": api})
+                sample = registry.get_sample_value(names.REQUESTS, {"request": api})
                 return sample == 1
 
             # The writer records right after the send: wait until it did.
@@ -170,23 +168,21 @@ async def test_the_server_records_every_request_with_its_remote_time_and_errors(
                 within=5,
             )
         nursery.cancel_scope.cancel()
-    remote = value(registry, REQ + "RemoteTimeMs_sum", request="DeleteTopics")
-    total = value(registry, REQ + "TotalTimeMs_sum", request="DeleteTopics")
+    remote = value(registry, TIMES["RemoteTimeMs"] + "_sum", request="DeleteTopics")
+    total = value(registry, TIMES["TotalTimeMs"] + "_sum", request="DeleteTopics")
     assert 20 <= remote <= total
-    assert value(registry, REQ + "RemoteTimeMs_sum", request="Metadata") == 0
+    assert value(registry, TIMES["RemoteTimeMs"] + "_sum", request="Metadata") == 0
     for api in ("DeleteTopics", "Metadata", "Produce"):
-        assert value(registry, REQ + "TotalTimeMs_count", request=api) == 1
-    assert value(registry, REQ + "ErrorsPerSec_total", request="DeleteTopics", error="NONE") == 1
+        assert value(registry, TIMES["TotalTimeMs"] + "_count", request=api) == 1
+    assert value(registry, names.ERRORS, request="DeleteTopics", error="NONE") == 1
     authorization = value(
         registry,
-        REQ + "ErrorsPerSec_total",
+        names.ERRORS,
         request="Metadata",
         error="CLUSTER_AUTHORIZATION_FAILED",
     )
     assert authorization == 1
-    unknown = value(
-        registry, REQ + "ErrorsPerSec_total", request="Produce", error="UNKNOWN_SERVER_ERROR"
-    )
+    unknown = value(registry, names.ERRORS, request="Produce", error="UNKNOWN_SERVER_ERROR")
     assert unknown == 1
 
 
@@ -198,12 +194,11 @@ def test_topic_metrics_count_bytes_and_records_per_topic() -> None:
     topics.appended("b", 7, 1)
     topics.sent_to_consumer("a", 40)
     topics.replication_bytes_in.inc(9)
-    prefix = "kafka_server_BrokerTopicMetrics_"
-    assert value(registry, prefix + "BytesInPerSec_total", topic="a") == 150
-    assert value(registry, prefix + "MessagesInPerSec_total", topic="a") == 5
-    assert value(registry, prefix + "MessagesInPerSec_total", topic="b") == 1
-    assert value(registry, prefix + "BytesOutPerSec_total", topic="a") == 40
-    assert value(registry, prefix + "ReplicationBytesInPerSec_total") == 9
+    assert value(registry, "kafka_server_brokertopicmetrics_bytesin_total", topic="a") == 150
+    assert value(registry, "kafka_server_brokertopicmetrics_messagesin_total", topic="a") == 5
+    assert value(registry, names.MESSAGES_IN, topic="b") == 1
+    assert value(registry, names.BYTES_OUT, topic="a") == 40
+    assert value(registry, names.REPLICATION_BYTES_IN) == 9
 
 
 @dataclass
@@ -218,8 +213,8 @@ def test_replica_manager_gauges_are_read_at_scrape_time_from_the_bound_broker() 
     registry = CollectorRegistry()
     metrics = ReplicaManagerMetrics(registry)
     # Unbound (no broker running yet): every gauge exists at zero.
-    assert value(registry, RM + "UnderReplicatedPartitions") == 0
-    assert value(registry, RM + "PartitionCount") == 0
+    assert value(registry, names.UNDER_REPLICATED_PARTITIONS) == 0
+    assert value(registry, names.PARTITION_COUNT) == 0
     partitions = [
         FakePartition(True, is_under_replicated=True, is_at_min_isr=True),
         FakePartition(True, is_under_replicated=True, is_under_min_isr=True),
@@ -227,7 +222,8 @@ def test_replica_manager_gauges_are_read_at_scrape_time_from_the_bound_broker() 
         FakePartition(False, is_under_replicated=True),  # a follower's flags do not count
     ]
     waiting = {"Produce": 2, "Fetch": 5}
-    lags = [(TopicPartition("t", 0), 0), (TopicPartition("t", 1), 12)]
+    fetcher = "ReplicaFetcherThread-0-2"
+    lags = [(fetcher, TopicPartition("t", 0), 0), (fetcher, TopicPartition("t", 1), 12)]
     owner = object()
     metrics.bind(
         owner,
@@ -237,28 +233,28 @@ def test_replica_manager_gauges_are_read_at_scrape_time_from_the_bound_broker() 
             fetcher_lags=lambda: lags,
         ),
     )
-    assert value(registry, RM + "PartitionCount") == 4
-    assert value(registry, RM + "LeaderCount") == 3
-    assert value(registry, RM + "UnderReplicatedPartitions") == 2
-    assert value(registry, RM + "UnderMinIsrPartitionCount") == 1
-    assert value(registry, RM + "AtMinIsrPartitionCount") == 1
-    purgatory = "kafka_server_DelayedOperationPurgatory_PurgatorySize"
+    assert value(registry, names.PARTITION_COUNT) == 4
+    assert value(registry, names.LEADER_COUNT) == 3
+    assert value(registry, names.UNDER_REPLICATED_PARTITIONS) == 2
+    assert value(registry, names.UNDER_MIN_ISR_PARTITION_COUNT) == 1
+    assert value(registry, names.AT_MIN_ISR_PARTITION_COUNT) == 1
+    purgatory = "kafka_server_delayedoperationpurgatory_purgatorysize"
     assert value(registry, purgatory, delayedOperation="Produce") == 2
     assert value(registry, purgatory, delayedOperation="Fetch") == 5
-    lag = "kafka_server_FetcherLagMetrics_ConsumerLag"
-    assert value(registry, lag, topic="t", partition="1") == 12
+    lag = "kafka_server_fetcherlagmetrics_consumerlag"
+    assert value(registry, lag, clientId=fetcher, topic="t", partition="1") == 12
     # Values move with the broker, nothing to update by hand.
     partitions.pop(0)
     waiting["Fetch"] = 0
-    assert value(registry, RM + "UnderReplicatedPartitions") == 1
+    assert value(registry, names.UNDER_REPLICATED_PARTITIONS) == 1
     assert value(registry, purgatory, delayedOperation="Fetch") == 0
     metrics.unbind(object())  # not the owner: still bound
-    assert value(registry, RM + "PartitionCount") == 3
+    assert value(registry, names.PARTITION_COUNT) == 3
     metrics.unbind(owner)
-    assert value(registry, RM + "PartitionCount") == 0
+    assert value(registry, names.PARTITION_COUNT) == 0
     metrics.isr_shrinks.inc()
-    assert value(registry, RM + "IsrShrinksPerSec_total") == 1
-    assert value(registry, RM + "IsrExpandsPerSec_total") == 0
+    assert value(registry, names.ISR_SHRINKS) == 1
+    assert value(registry, names.ISR_EXPANDS) == 0
 
 
 def test_snapshot_takes_the_copy_again_when_trio_resized_it_meanwhile() -> None:

@@ -1,20 +1,32 @@
-"""A client backs off between metadata refreshes that did not give what it waits for (KIP-580):
-all its brokers down, or a partition without a leader."""
+"""A client backs off between metadata refreshes that did not give what it waits for (KIP-580,
+Kafka's Metadata.timeToAllowUpdate): all its brokers down, a partition without a leader, or a
+broker that keeps answering NOT_LEADER_OR_FOLLOWER while every Metadata answer names it.
+
+The tests on simulated time run with `virtual_ms`: the client's milliseconds follow trio's
+clock, which the autojump MockClock moves as soon as every task waits, so two minutes of a
+producer waiting for a leader take a fraction of a second, and requests are counted exactly
+(the fake broker runs in the same trio loop, over loopback sockets)."""
 
 from __future__ import annotations
 
 import itertools
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import structlog
 import trio
+import trio.testing
 
 import client.cluster as client_cluster
-from client import Producer
+from client import Consumer, Producer, TopicPartition
 from client.cluster import ClusterClient
 from client.config import admin_config
+from client.errors import KafkaTimeoutError
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from protocol.messages.fetch import FetchRequest
 from protocol.messages.metadata import MetadataRequest
 from tests.support.waiting import wait_until
 from tests.unit.client.fake_broker import FakeBroker
@@ -42,34 +54,75 @@ async def test_failed_refreshes_back_off_then_retry() -> None:
         await cluster.aclose()
 
 
-async def test_a_partition_without_leader_backs_off_refreshes_and_warns_once() -> None:
-    """Refreshes that succeed but still show no leader back off like failed ones (KIP-580):
-    before, the producer sent ~1,350 Metadata requests a second and said nothing."""
+async def test_a_producer_waiting_on_a_leaderless_partition(
+    autojump_clock: trio.testing.MockClock, virtual_ms: Callable[[], float]
+) -> None:
+    """A record for a partition without a leader waits for one up to delivery.timeout.ms
+    (Kafka's default, 120 s of simulated time) and then fails with Kafka's TimeoutException
+    text. Meanwhile the producer refreshes metadata 100, 200, 400, 800 ms apart, then every
+    retry.backoff.max.ms (1 s), 20% jitter: ~120 Metadata requests in the two minutes, where
+    the issue saw ~1,350 a second, and says at WARN once which partition waits and why."""
     broker = FakeBroker()
     broker.create("t", partitions=2)
     broker.leaderless.add(("t", 1))
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.serve)
-        producer = Producer(
-            bootstrap_servers=f"127.0.0.1:{broker.port}",
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=1000,
-            delivery_timeout_ms=60_000,
-        )
+        producer = Producer(bootstrap_servers=f"127.0.0.1:{broker.port}")  # Kafka's defaults
         with structlog.testing.capture_logs() as logs:
             async with producer:
                 await producer.send_and_wait("t", b"led", partition=0)
-                before = _metadata_requests(broker)
+                before, start = _metadata_requests(broker), virtual_ms()
                 waiting = await producer.send("t", b"waits", partition=1)
-                with trio.move_on_after(3):
+                with pytest.raises(KafkaTimeoutError) as info:
                     await waiting
+                waited_ms = virtual_ms() - start
                 during = _metadata_requests(broker) - before
-                # 100, 200, 400, 800, 1000 ms apart: about 6 in 3 s (with 20% jitter).
-                assert 2 <= during <= 10, during
+                assert 120_000 <= waited_ms <= 120_050, waited_ms
+                assert 100 <= during <= 155, during
+                assert info.value.code is ErrorCode.REQUEST_TIMED_OUT
+                assert str(info.value).startswith(
+                    "REQUEST_TIMED_OUT: Expiring 1 record(s) for t-1:"
+                ), info.value
+                assert "ms has passed since batch creation" in str(info.value)
+                assert "never sent: t-1 has no leader (LEADER_NOT_AVAILABLE" in str(info.value)
+                # Another record waits again; the leader comes back; the warning is not repeated.
+                again = await producer.send("t", b"waits again", partition=1)
+                await wait_until(lambda: _metadata_requests(broker) > before + during + 2)
                 broker.leaderless.clear()
-                assert (await waiting).partition == 1
-        warnings = [e for e in logs if e["event"].startswith("partitions have no leader")]
-        assert [(w["topic"], w["partitions"]) for w in warnings] == [("t", [1])]
+                assert (await again).offset == 0
+        warnings = [e for e in logs if e["event"].startswith("partition has no leader")]
+        assert [(w["log_level"], w["tp"]) for w in warnings] == [("warning", "t-1")]
+        assert warnings[0]["reason"].startswith("LEADER_NOT_AVAILABLE: no leader elected")
+        nursery.cancel_scope.cancel()
+
+
+async def test_refreshes_that_succeed_but_change_nothing_back_off(
+    autojump_clock: trio.testing.MockClock, virtual_ms: Callable[[], float]
+) -> None:
+    """A broker that answers every Fetch NOT_LEADER_OR_FOLLOWER (no new leader named) while
+    every Metadata answer still names it as the leader: each refresh succeeds, shows every
+    leader, and changes nothing. Kafka counts such equivalent answers into the refresh backoff;
+    without that the consumer fetched and refreshed in a loop, ~870 Metadata requests a
+    second. Now 100, 100, 200, 400, 800 ms apart, then every second: about 13 in 10 s."""
+    broker = FakeBroker()
+    broker.create("t", partitions=1)
+    broker.fail_next[ApiKey.FETCH] = [ErrorCode.NOT_LEADER_OR_FOLLOWER] * 1_000_000
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve)
+        consumer = Consumer(
+            bootstrap_servers=f"127.0.0.1:{broker.port}", auto_offset_reset="earliest"
+        )
+        async with consumer:
+            consumer.assign([TopicPartition("t", 0)])
+            start, before = virtual_ms(), _metadata_requests(broker)
+            with trio.move_on_after(10):
+                while _metadata_requests(broker) - before <= 100:  # stops a spinning client
+                    await consumer.poll(timeout_ms=1000)
+            during = _metadata_requests(broker) - before
+            assert virtual_ms() - start >= 10_000, (virtual_ms() - start, during)
+            assert 9 <= during <= 18, during
+            fetches = sum(isinstance(r, FetchRequest) for r in broker.requests)
+            assert fetches <= during + 1  # a fetch waits for the next refresh
         nursery.cancel_scope.cancel()
 
 
@@ -138,18 +191,24 @@ async def test_refreshes_that_show_progress_go_back_to_the_base_backoff(
 
         async def refresh_when_allowed() -> float:
             cluster.request_update()
-            wait = max(cluster._next_refresh_allowed_ms() - clock[0], 0.0)
+            wait = cluster.refresh_delay_ms()
             clock[0] += wait * 1.5  # the jitter (+-20%) is drawn again at each look
             refreshes = _metadata_requests(broker)
             await cluster.maybe_refresh()
             assert _metadata_requests(broker) == refreshes + 1
             return wait
 
-        await refresh_when_allowed()  # learns the topic
-        same = [await refresh_when_allowed() for _ in range(3)]  # nothing changed
-        assert same[0] < same[1] < same[2], same  # ~100, 200, 400 ms: growing
+        assert await refresh_when_allowed() == 0  # a topic never asked for: at once
+        same = [await refresh_when_allowed() for _ in range(4)]  # nothing changed
+        # ~100 (after the first answer), 100, 200, 400 ms: Kafka's backoff(attempts - 1)
+        assert max(same[:2]) <= 120 and same[1] < same[2] < same[3], same
         broker.leaderless.discard(("t", 0))  # a step of the failover lands
         await refresh_when_allowed()
         assert await refresh_when_allowed() <= 120  # back to retry.backoff.ms (+20% jitter)
+        broker.leaderless.clear()
+        await refresh_when_allowed()  # every leader known: no refresh is fruitless ...
+        assert 80 <= await refresh_when_allowed() <= 120  # ... but the next waits all the same
+        cluster.topics.add("u")
+        assert cluster.needs_update() and cluster.refresh_delay_ms() == 0  # a new topic
         await cluster.aclose()
         nursery.cancel_scope.cancel()

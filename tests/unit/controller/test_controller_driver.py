@@ -323,16 +323,16 @@ async def test_metrics() -> None:
         shutdown = await driver.submit(ControlledShutdownRequest(broker_id=1, broker_epoch=epoch))
         assert shutdown.error_code == 0
         nursery.cancel_scope.cancel()
-    prefix = "kafka_controller_ControllerEventManager_"
-    assert registry.get_sample_value(prefix + "EventQueueSize") == 0
-    assert registry.get_sample_value(prefix + "EventQueueTimeMs_count") == 3
-    assert registry.get_sample_value(prefix + "EventQueueProcessingTimeMs_count") == 3
+    prefix = "kafka_controller_controllereventmanager_"
+    assert registry.get_sample_value(prefix + "eventqueuesize") == 0
+    assert registry.get_sample_value(prefix + "eventqueuetimems_count") == 3
+    assert registry.get_sample_value(prefix + "eventqueueprocessingtimems_count") == 3
     # Each event type has its own timer (Kafka's ControllerState): the controlled shutdown is
     # not a BrokerChange (LeaderElectionRateAndTimeMs), broker registration has none.
-    stats = "kafka_controller_ControllerStats_"
-    assert registry.get_sample_value(stats + "ControlledShutdownRateAndTimeMs_count") == 1
-    assert registry.get_sample_value(stats + "TopicChangeRateAndTimeMs_count") == 1
-    assert registry.get_sample_value(stats + "LeaderElectionRateAndTimeMs_count") == 0
+    stats = "kafka_controller_controllerstats_"
+    assert registry.get_sample_value(stats + "controlledshutdownrateandtimems_count") == 1
+    assert registry.get_sample_value(stats + "topicchangerateandtimems_count") == 1
+    assert registry.get_sample_value(stats + "leaderelectionrateandtimems_count") == 0
 
 
 async def test_standalone_over_local_log_survives_restart(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from protocol.metadata.records import MetadataRecord
 from tests.unit.controller.test_controller_cluster_ops import create, live, set_unclean
 
 Harness = Any
-STATS = "kafka_controller_ControllerStats_"
-GAUGES = "kafka_controller_KafkaController_"
+STATS = "kafka_controller_controllerstats_"  # + the timer's Kafka name, lower case
+GAUGES = "kafka_controller_kafkacontroller_"
 
 
 class OffsetLog:
@@ -48,7 +48,7 @@ def driver_for(h: Harness, metrics: ControllerMetrics) -> ControllerDriver:
 
 
 def count(registry: CollectorRegistry, state: ControllerStateName) -> float:
-    value = registry.get_sample_value(STATS + state.value + "_count")
+    value = registry.get_sample_value(STATS + state.value.lower() + "_count")
     assert value is not None, state
     return value
 
@@ -79,7 +79,7 @@ async def test_each_event_type_has_its_own_timer(h: Harness) -> None:
         S.CONTROLLER_CHANGE: 0,
     }
     assert {s: count(registry, s) for s in expected} == expected
-    assert registry.get_sample_value(STATS + "LeaderElectionRateAndTimeMs_count") == 2
+    assert registry.get_sample_value(STATS + "leaderelectionrateandtimems_count") == 2
     # Every Kafka ControllerState with a timer exists (at zero when unused).
     for state in S:
         count(registry, state)
@@ -97,7 +97,7 @@ async def test_unclean_elections_are_counted(h: Harness) -> None:
         await driver.submit(live(h, 2, 3))  # 2 back: elected out of the ISR
         nursery.cancel_scope.cancel()
     assert h.state.topic("t").partitions[0].leader == 2
-    assert registry.get_sample_value(STATS + "UncleanLeaderElectionsPerSec_total") == 1
+    assert registry.get_sample_value(STATS + "uncleanleaderelections_total") == 1
 
 
 async def test_gauges_follow_the_running_driver_and_terms_share_the_metrics(h: Harness) -> None:
@@ -108,7 +108,7 @@ async def test_gauges_follow_the_running_driver_and_terms_share_the_metrics(h: H
     metrics = ControllerMetrics(registry)
 
     def gauge(name: str) -> float | None:
-        return registry.get_sample_value(GAUGES + name)
+        return registry.get_sample_value(GAUGES + name.lower())
 
     assert gauge("ActiveControllerCount") == 0
     assert gauge("GlobalPartitionCount") == 0
@@ -148,9 +148,9 @@ def test_an_old_term_stopping_does_not_unbind_a_newer_one(h: Harness) -> None:
     metrics.bind(old, lambda: old.state.image)
     metrics.bind(new, lambda: new.state.image)  # the next term, before the old one ended
     metrics.unbind(old)
-    assert registry.get_sample_value(GAUGES + "ActiveControllerCount") == 1
+    assert registry.get_sample_value(GAUGES + "activecontrollercount") == 1
     metrics.unbind(new)
-    assert registry.get_sample_value(GAUGES + "ActiveControllerCount") == 0
+    assert registry.get_sample_value(GAUGES + "activecontrollercount") == 0
 
 
 async def test_unclean_enable_has_its_own_timer(h: Harness) -> None:
