@@ -87,9 +87,9 @@ bench-groups: setup-dev
 # Issue 6: the compose cluster (README "Docker"). docker-setup installs docker.io, docker-compose
 # and debootstrap if missing, starts our own dockerd (unix:///run/trioka-docker/docker.sock,
 # --iptables=false), builds trioka-base:bookworm, the wheelhouse and trioka:dev. e2e-docker runs
-# tests/e2e (both profiles: a broker container killed, nothing lost; the same on the raft profile
-# with docker-compose.secure.yml; then `trioka chaos run --docker`, seed 3: kill, partition,
-# pause); its setup builds the ZooKeeper image too.
+# tests/e2e (a broker container killed, nothing lost: the zk profile, and the raft profile with
+# docker-compose.secure.yml; then `trioka chaos run --docker` on the raft profile, seed 3: kill,
+# partition, pause); its setup builds the ZooKeeper image too.
 # docker-setup-secure also makes build/tls for docker-compose.secure.yml (TLS + SCRAM everywhere:
 # a dev CA, the nodes' keys, the admin's login in build/tls/client.properties; README "Docker").
 .PHONY: docker-setup docker-setup-secure docker-stop e2e-docker
