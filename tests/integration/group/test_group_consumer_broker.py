@@ -175,4 +175,6 @@ async def test_console_consumer_with_a_group_reads_to_the_end_and_commits(
     refused = await trio.to_thread.run_sync(
         trioka, "consume", "lines", "--group", "cli", "--partition", "0", "-b", proc.bootstrap
     )
-    assert refused.returncode == 2 and "--group (or -X group.id) cannot be used with" in refused.stderr
+    assert (
+        refused.returncode == 2 and "--group (or -X group.id) cannot be used with" in refused.stderr
+    )
