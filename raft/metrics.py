@@ -32,6 +32,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from protocol.bound_view import BoundView
 from protocol.metric_names import (
     RAFT_COMMIT_LATENCY,
     RAFT_COMMIT_LATENCY_AVG,
@@ -142,8 +143,9 @@ class _StateCollector(Collector):
         )
 
 
-class RaftMetrics:
+class RaftMetrics(BoundView["RaftView"]):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        super().__init__()
         self.commit_latency_ms = Histogram(
             RAFT_COMMIT_LATENCY,
             "Leader: ms from a proposal's acceptance to its commit (the distribution behind "
@@ -157,9 +159,6 @@ class RaftMetrics:
             "New leaders this node learnt of: a new (epoch, leader) with a known leader.",
             registry=registry,
         )
-        self._lock = threading.Lock()
-        self._owner: object | None = None
-        self._view: RaftView | None = None
         gauges: dict[str, tuple[str, Callable[[], float]]] = {
             RAFT_CURRENT_EPOCH: (
                 "The quorum epoch this node is in (current-epoch).",
@@ -207,8 +206,7 @@ class RaftMetrics:
 
     def read(self, read: Callable[[RaftView], T], unbound: T) -> T:
         """`read(view)` of the bound driver; `unbound` when none is bound or running."""
-        with self._lock:
-            view = self._view
+        view = self.view()
         if view is None:
             return unbound
         try:
@@ -218,15 +216,6 @@ class RaftMetrics:
 
     def _reader(self, read: Callable[[RaftView], int], unbound: int) -> Callable[[], float]:
         return lambda: self.read(read, unbound)
-
-    def bind(self, owner: object, view: RaftView) -> None:
-        with self._lock:
-            self._owner, self._view = owner, view
-
-    def unbind(self, owner: object) -> None:
-        with self._lock:
-            if self._owner is owner:
-                self._owner = self._view = None
 
 
 def _epoch(view: RaftView) -> int:

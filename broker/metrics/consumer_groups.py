@@ -27,7 +27,6 @@ consumers report. The scrape runs in the metrics server's thread: the dicts are 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker.metrics.replica_manager import snapshot
+from protocol.bound_view import BoundView
 from protocol.metric_names import (
     CONSUMERGROUP_CURRENT_OFFSET,
     CONSUMERGROUP_LAG,
@@ -126,24 +126,8 @@ class _Collector(Collector):
         return iter((offset, lag, lag_sum, lag_max))
 
 
-class ConsumerGroupMetrics:
+class ConsumerGroupMetrics(BoundView["GroupOffsetsView"]):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
-        self._lock = threading.Lock()
-        self._owner: object | None = None
-        self._view: GroupOffsetsView | None = None
+        super().__init__()
         if registry is not None:
             registry.register(_Collector(self))
-
-    def bind(self, owner: object, view: GroupOffsetsView) -> None:
-        """The collector reads `view` until `unbind(owner)` (the last broker bound wins)."""
-        with self._lock:
-            self._owner, self._view = owner, view
-
-    def unbind(self, owner: object) -> None:
-        with self._lock:
-            if self._owner is owner:
-                self._owner = self._view = None
-
-    def view(self) -> GroupOffsetsView | None:
-        with self._lock:
-            return self._view

@@ -24,7 +24,6 @@ again.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -33,6 +32,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from protocol.bound_view import BoundView
 from protocol.metric_names import (
     AT_MIN_ISR_PARTITION_COUNT,
     FETCHER_CONSUMER_LAG,
@@ -141,8 +141,9 @@ class _Collector(Collector):
         yield lag
 
 
-class ReplicaManagerMetrics:
+class ReplicaManagerMetrics(BoundView["BrokerView"]):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        super().__init__()
         self.isr_shrinks = Counter(
             ISR_SHRINKS,
             "ISR shrinks this broker proposed as leader and the controller committed "
@@ -155,22 +156,5 @@ class ReplicaManagerMetrics:
             "(IsrExpandsPerSec).",
             registry=registry,
         )
-        self._lock = threading.Lock()
-        self._owner: object | None = None
-        self._view: BrokerView | None = None
         if registry is not None:
             registry.register(_Collector(self))
-
-    def bind(self, owner: object, view: BrokerView) -> None:
-        """The gauges read `view` until `unbind(owner)` (the last broker bound wins)."""
-        with self._lock:
-            self._owner, self._view = owner, view
-
-    def unbind(self, owner: object) -> None:
-        with self._lock:
-            if self._owner is owner:
-                self._owner = self._view = None
-
-    def view(self) -> BrokerView | None:
-        with self._lock:
-            return self._view

@@ -6,10 +6,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
-import javaproperties
 from click.core import ParameterSource
 
 from deploy.cli.profiles import current_profile
+from deploy.cluster.client_properties import read_properties
+from deploy.cluster.state import ClusterError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -76,12 +77,9 @@ def property_option(fn: F) -> F:
 
 def _properties_file(path: str, param: click.Parameter | None) -> tuple[str, ...]:
     try:
-        with open(path, encoding="utf-8") as f:
-            loaded = javaproperties.load(f)
-    except OSError as exc:
-        raise click.BadParameter(f"{path}: {exc.strerror or exc}", param=param) from None
-    except ValueError as exc:
-        raise click.BadParameter(f"{path}: not a properties file: {exc}", param=param) from None
+        loaded = read_properties(path)
+    except ClusterError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
     return tuple(f"{k}={v}" for k, v in loaded.items())
 
 

@@ -27,11 +27,11 @@ import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import javaproperties
 import trio
 
 from client import Admin
 from client.admin_users import upsertion
+from deploy.cluster.client_properties import read_properties, write_properties
 from deploy.cluster.dev_ca import DevCA
 from deploy.cluster.node_configs import EXTERNAL_LISTENER, INTERNAL_LISTENER
 from deploy.cluster.raft import CONTROLLER_LISTENER
@@ -126,25 +126,54 @@ def client_properties_path(base_dir: Path) -> Path:
 
 def read_client_properties(base_dir: Path) -> dict[str, str]:
     """The admin's client settings (`<dir>/client.properties`); {} before they exist."""
-    path = client_properties_path(base_dir)
-    try:
-        with path.open(encoding="utf-8") as f:
-            return dict(javaproperties.load(f))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise ClusterError(f"{path}: cannot be read as client properties: {exc}") from None
+    return read_properties(client_properties_path(base_dir), missing_ok=True)
 
 
-def _write_client_properties(base_dir: Path, settings: Mapping[str, str]) -> Path:
-    path = client_properties_path(base_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.touch(mode=0o600)
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write("# trioka cluster up --secure: the admin's SCRAM login (a super user)\n")
-        javaproperties.dump(dict(settings), f, timestamp=False)
-    tmp.replace(path)
-    return path
+def admin_login(password: str, ca_file: str | Path) -> dict[str, str]:
+    """The admin's client settings on a SASL_SSL listener."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": ADMIN_MECHANISM,
+        "sasl.username": ADMIN,
+        "sasl.password": password,
+        "ssl.ca.location": str(ca_file),
+    }
+
+
+async def create_login(
+    login: Mapping[str, str], node: Mapping[str, str], bootstrap: str, *, within: float
+) -> None:
+    """Upsert the SCRAM credential of `login` (sasl.username, sasl.mechanism, sasl.password)
+    through `bootstrap`, dialled with the `node` settings (the admin's certificate on an
+    INTERNAL listener: the only way in before any SCRAM user exists)."""
+    mechanism = ScramMechanism.from_name(login["sasl.mechanism"])
+    if mechanism is ScramMechanism.UNKNOWN:
+        raise ClusterError(f"sasl.mechanism {login['sasl.mechanism']!r} is not SCRAM-SHA-256/512")
+    config = {**node, "bootstrap.servers": bootstrap, "default.api.timeout.ms": int(within * 1000)}
+    with trio.fail_after(within):
+        async with Admin(config) as admin:
+            await admin.alter_user_scram_credentials(
+                [upsertion(login["sasl.username"], login["sasl.password"], mechanism)]
+            )
+
+
+async def wait_login(login: Mapping[str, str], addresses: Iterable[str], *, within: float) -> None:
+    """Until a login on each of `addresses` succeeds (a broker that has not applied the
+    credential from its metadata yet refuses it); ClusterError naming the last failure."""
+    last: BaseException | None = None
+    with trio.move_on_after(within):
+        for address in addresses:
+            while True:
+                config = {**login, "bootstrap.servers": address, "default.api.timeout.ms": 3000}
+                try:
+                    async with Admin(config) as admin:
+                        await admin.describe_cluster()  # on the bootstrap connection
+                    break
+                except (TriokaError, KafkaError, OSError) as exc:
+                    last = exc
+                    await trio.sleep(0.2)  # polling a condition under the deadline
+        return
+    raise ClusterError(f"the admin's SCRAM login did not work within {within:g} s ({last})")
 
 
 async def create_admin(state: ClusterState, internal: str, *, within: float) -> dict[str, str]:
@@ -154,38 +183,10 @@ async def create_admin(state: ClusterState, internal: str, *, within: float) -> 
     base_dir = Path(state.dir)
     settings = read_client_properties(base_dir)
     if not settings:
-        password = secrets.token_urlsafe(24)
         node = node_client_config(base_dir)
-        with trio.fail_after(within):
-            async with Admin({**node, "bootstrap.servers": internal}) as admin:
-                mechanism = ScramMechanism.from_name(ADMIN_MECHANISM)
-                await admin.alter_user_scram_credentials([upsertion(ADMIN, password, mechanism)])
-        settings = {
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanism": ADMIN_MECHANISM,
-            "sasl.username": ADMIN,
-            "sasl.password": password,
-            "ssl.ca.location": node["ssl.ca.location"],
-        }
-        _write_client_properties(base_dir, settings)
-    await _wait_login(state, settings, within)
+        settings = admin_login(secrets.token_urlsafe(24), node["ssl.ca.location"])
+        await create_login(settings, node, internal, within=within)
+        write_properties(client_properties_path(base_dir), settings,
+                         "trioka cluster up --secure: the admin's SCRAM login (a super user)")  # fmt: skip
+    await wait_login(settings, (f"{b.host}:{b.port}" for b in state.brokers), within=within)
     return settings
-
-
-async def _wait_login(state: ClusterState, settings: Mapping[str, str], within: float) -> None:
-    """Every broker has the credential in its metadata once a login on each succeeds."""
-    last: BaseException | None = None
-    with trio.move_on_after(within):
-        for broker in state.brokers:
-            while True:
-                try:
-                    config = {**settings, "bootstrap.servers": f"{broker.host}:{broker.port}",
-                              "default.api.timeout.ms": 3000}  # fmt: skip
-                    async with Admin(config) as admin:
-                        await admin.describe_cluster()
-                    break
-                except (TriokaError, KafkaError, OSError) as exc:
-                    last = exc
-                    await trio.sleep(0.2)  # polling a condition under the deadline
-        return
-    raise ClusterError(f"the admin's SCRAM login did not work within {within:g} s ({last})")

@@ -15,15 +15,17 @@ Exit 0 healthy, 1 not (the reason on stderr), 2 bad arguments: what Docker's HEA
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
-import javaproperties
 import trio
 
+from deploy.cluster.client_properties import read_properties
 from deploy.cluster.raft import quorum_report
+from deploy.cluster.state import ClusterError
 from deploy.cluster.status import describe_cluster
 
 USAGE = (
@@ -56,55 +58,52 @@ async def controller_healthy(
     return None
 
 
-def split_client_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
-    """(the positional arguments, the client settings of `--command-config FILE` and `-X
-    KEY=VALUE`, each -X winning over the file); UsageError for a bad option, OSError or
-    ValueError for a file that cannot be read as properties."""
-    positional: list[str] = []
-    from_file: dict[str, str] = {}
-    from_x: dict[str, str] = {}
-    args = iter(argv)
-    for arg in args:
-        if arg in ("--command-config", "-X"):
-            value = next(args, None)
-            if value is None:
-                raise UsageError(f"{arg} needs a value")
-        elif arg.startswith("--command-config="):
-            arg, value = "--command-config", arg.partition("=")[2]
-        else:
-            positional.append(arg)
-            continue
-        if arg == "--command-config":
-            with open(value, encoding="utf-8") as f:
-                from_file.update(javaproperties.load(f))
-        else:
-            key, sep, setting = value.partition("=")
-            if not sep or not key.strip():
-                raise UsageError(f"-X {value!r} is not KEY=VALUE")
-            from_x[key.strip()] = setting.strip()
-    return positional, {**from_file, **from_x}
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m deploy.docker.healthcheck", usage=USAGE)
+    p.add_argument("kind", choices=("broker", "controller"))
+    p.add_argument("address", metavar="HOST:PORT")
+    p.add_argument("node_id", nargs="?", type=int, help="broker: its node id")
+    p.add_argument("--command-config", metavar="FILE", help="client.properties to dial with")
+    p.add_argument("-X", dest="properties", action="append", default=[], metavar="KEY=VALUE",
+                   help="a client setting (repeatable, wins over the file)")  # fmt: skip
+    return p
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, str]:
+    """--command-config's settings, then -X's; UsageError for a bad -X, ClusterError for a
+    file that cannot be read."""
+    settings = read_properties(args.command_config) if args.command_config else {}
+    for item in args.properties:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"-X {item!r} is not KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
 
 
 def main(argv: list[str], *, timeout_s: float = 5.0) -> int:
     try:
-        positional, client = split_client_options(argv)
+        args = parser().parse_intermixed_args(argv)
+    except SystemExit as exit_:  # argparse printed the usage and the error
+        return 2 if exit_.code else 0
+    if (args.kind == "broker") != (args.node_id is not None):
+        print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        client = client_settings(args)
     except UsageError as e:
         print(f"{USAGE}\nerror: {e}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as e:
+    except ClusterError as e:
         print(f"error: --command-config: {e}", file=sys.stderr)
         return 2
     check: Callable[[], Awaitable[str | None]]
-    match positional:
-        case ["broker", bootstrap, node_id] if node_id.isdigit():
-            check = partial(
-                broker_healthy, bootstrap, int(node_id), timeout_s=timeout_s, client=client
-            )
-        case ["controller", bootstrap]:
-            check = partial(controller_healthy, bootstrap, timeout_s=timeout_s, client=client)
-        case _:
-            print(USAGE, file=sys.stderr)
-            return 2
+    if args.kind == "broker":
+        check = partial(
+            broker_healthy, args.address, args.node_id, timeout_s=timeout_s, client=client
+        )
+    else:
+        check = partial(controller_healthy, args.address, timeout_s=timeout_s, client=client)
     try:
         reason = trio.run(check)
     except Exception as e:  # any failure to answer is "unhealthy", said plainly

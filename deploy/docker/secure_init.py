@@ -1,6 +1,6 @@
 """`python -m deploy.docker.secure_init`: docker-compose.secure.yml's one-shot `secure-init`
 service: the admin's SCRAM login, as `trioka cluster up --secure` makes it
-(deploy.cluster.secure.create_admin).
+(deploy.cluster.secure.create_admin; the same create_login and wait_login).
 
     python -m deploy.docker.secure_init --admin-config /etc/trioka/tls/client.properties \\
         --command-config /etc/trioka/config/node-client.properties \\
@@ -25,27 +25,17 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 
-import javaproperties
 import trio
 
-from client import Admin
-from client.admin_users import upsertion
+from deploy.cluster.client_properties import read_properties
+from deploy.cluster.secure import create_login, wait_login
 from protocol.errors import KafkaError, TriokaError
-from protocol.scram import ScramMechanism
 
 LOGIN_KEYS = ("sasl.mechanism", "sasl.username", "sasl.password")
 
 
 class InitError(Exception):
     pass
-
-
-def read_properties(path: str) -> dict[str, str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return dict(javaproperties.load(f))
-    except (OSError, ValueError) as exc:
-        raise InitError(f"{path}: cannot be read as client properties: {exc}") from None
 
 
 def login_settings(admin: Mapping[str, str], node: Mapping[str, str]) -> dict[str, str]:
@@ -59,40 +49,6 @@ def login_settings(admin: Mapping[str, str], node: Mapping[str, str]) -> dict[st
         **{k: admin[k] for k in LOGIN_KEYS},
         **({"ssl.ca.location": node["ssl.ca.location"]} if "ssl.ca.location" in node else {}),
     }
-
-
-async def create_login(
-    login: Mapping[str, str], node: Mapping[str, str], bootstrap: str, *, within: float
-) -> None:
-    """Upsert the login's SCRAM credential through `bootstrap` with the `node` settings."""
-    mechanism = ScramMechanism.from_name(login["sasl.mechanism"])
-    if mechanism is ScramMechanism.UNKNOWN:
-        raise InitError(f"sasl.mechanism {login['sasl.mechanism']!r} is not SCRAM-SHA-256/512")
-    config = {**node, "bootstrap.servers": bootstrap, "default.api.timeout.ms": int(within * 1000)}
-    with trio.fail_after(within):
-        async with Admin(config) as admin:
-            await admin.alter_user_scram_credentials(
-                [upsertion(login["sasl.username"], login["sasl.password"], mechanism)]
-            )
-
-
-async def wait_login(login: Mapping[str, str], addresses: Sequence[str], *, within: float) -> None:
-    """Until a login on each of `addresses` succeeds (a broker that has not applied the
-    credential yet refuses it); InitError naming the last failure after `within` s."""
-    last: BaseException | None = None
-    with trio.move_on_after(within):
-        for address in addresses:
-            while True:
-                config = {**login, "bootstrap.servers": address, "default.api.timeout.ms": 3000}
-                try:
-                    async with Admin(config) as admin:
-                        await admin.describe_cluster()  # on the bootstrap connection
-                    break
-                except (TriokaError, KafkaError, OSError) as exc:
-                    last = exc
-                    await trio.sleep(0.2)  # polling a condition under the deadline
-        return
-    raise InitError(f"the admin's SCRAM login did not work within {within:g} s ({last})")
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -28,23 +28,25 @@ whichever host user has that uid; the CA's key is never mounted and stays 0600.
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import javaproperties
-
+from deploy.cluster.client_properties import write_properties
 from deploy.cluster.dev_ca import DevCA
 from deploy.cluster.secure import (
     ADMIN,
-    ADMIN_MECHANISM,
     CLIENT_PROPERTIES,
+    admin_login,
     read_client_properties,
 )
 
 DEFAULT_DIR = Path("build/tls")
+PROPERTIES_HEADER = (
+    "docker-compose.secure.yml: the admin's SCRAM login (a super user), for host\n"
+    "clients: trioka ... --command-config THIS_FILE -b 127.0.0.1:19092"
+)
 CONTAINER_UID = 1000
 """The trioka user of deploy/docker/Dockerfile (and Dockerfile.analytics)."""
 
@@ -77,27 +79,11 @@ def share_with_containers(path: Path) -> str:
     return "0644 in a 0700 directory"
 
 
-def _write_client_properties(path: Path, settings: Mapping[str, str]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("# docker-compose.secure.yml: the admin's SCRAM login (a super user), for host\n")
-        f.write("# clients: trioka ... --command-config THIS_FILE -b 127.0.0.1:19092\n")
-        javaproperties.dump(dict(settings), f, timestamp=False)
-    tmp.replace(path)
-
-
 def admin_client_settings(tls_dir: Path) -> dict[str, str]:
     """The admin's client.properties settings: the existing password when there is one."""
     existing = read_client_properties(tls_dir)
-    return {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": ADMIN_MECHANISM,
-        "sasl.username": ADMIN,
-        "sasl.password": existing.get("sasl.password") or secrets.token_urlsafe(24),
-        "ssl.ca.location": str((tls_dir / "ca.pem").resolve()),
-    }
+    password = existing.get("sasl.password") or secrets.token_urlsafe(24)
+    return admin_login(password, (tls_dir / "ca.pem").resolve())
 
 
 def setup(tls_dir: Path = DEFAULT_DIR) -> list[str]:
@@ -110,7 +96,7 @@ def setup(tls_dir: Path = DEFAULT_DIR) -> list[str]:
     properties = tls_dir / CLIENT_PROPERTIES
     settings = admin_client_settings(tls_dir)
     if read_client_properties(tls_dir) != settings:
-        _write_client_properties(properties, settings)
+        write_properties(properties, settings, PROPERTIES_HEADER)
     done = [f"{ca.ca_file} (the dev CA) and {len(keys)} keys and certificates in {tls_dir}"]
     how = {share_with_containers(path) for path in (ca.ca_file, *keys, properties)}
     done.append(f"what the containers mount: {', '.join(sorted(how))}")

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -75,3 +76,24 @@ def project_containers(client: docker.DockerClient, project: str) -> list:
     return list(
         client.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})
     )
+
+
+@contextlib.contextmanager
+def compose_up(compose: tuple[str, ...], what: str, timings: dict[str, float]) -> Iterator[None]:
+    """`compose up -d`, then (whatever happened) the services' last log lines printed (pytest
+    shows them when the test failed) and `down -v`; both steps timed as `what`."""
+    try:
+        timed(f"compose up ({what})", timings, *compose, "up", "-d", timeout=300)
+        yield
+    finally:
+        logs = subprocess.run(
+            [*compose, "logs", "--no-color", "--tail", "15"],
+            env=docker_env(), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        print(logs.stdout[-20_000:])
+        started = time.monotonic()
+        subprocess.run(
+            [*compose, "down", "-v", "--timeout", "10"],
+            env=docker_env(), capture_output=True, timeout=300, check=False,
+        )  # fmt: skip
+        timings[f"compose down ({what})"] = time.monotonic() - started

@@ -15,7 +15,6 @@ with `down -v` (containers, network, volumes) whatever happened.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -25,7 +24,7 @@ import trio
 
 from deploy.chaos.check.checker import check
 from deploy.chaos.check.history import History, OpKind, OpType, PolledRecord, SendValue
-from tests.e2e.conftest import ROOT, TRIOKA, docker_env, project_containers, timed
+from tests.e2e.conftest import ROOT, TRIOKA, compose_up, docker_env, project_containers
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.docker
@@ -47,22 +46,8 @@ BROKER_PREFIX = {"raft": "broker-", "zk": "zk-broker-"}
 def profile(request: pytest.FixtureRequest, dockerd: docker.DockerClient,
             timings: dict[str, float]) -> Iterator[str]:  # fmt: skip
     mode: str = request.param
-    compose = (*COMPOSE, "--profile", mode)
-    try:
-        timed(f"compose up ({mode})", timings, *compose, "up", "-d", timeout=300)
+    with compose_up((*COMPOSE, "--profile", mode), mode, timings):
         yield mode
-    finally:
-        logs = subprocess.run(
-            [*compose, "logs", "--no-color", "--tail", "15"],
-            env=docker_env(), capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        print(logs.stdout[-20_000:])  # shown by pytest when the test failed
-        started = time.monotonic()
-        subprocess.run(
-            [*compose, "down", "-v", "--timeout", "10"],
-            env=docker_env(), capture_output=True, timeout=300, check=False,
-        )  # fmt: skip
-        timings[f"compose down ({mode})"] = time.monotonic() - started
 
 
 def _containers(

@@ -15,7 +15,6 @@ once. `down -v` whatever happened.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -23,7 +22,7 @@ import docker
 import pytest
 import trio
 
-from tests.e2e.conftest import ROOT, TRIOKA, docker_env, timed
+from tests.e2e.conftest import ROOT, TRIOKA, compose_up, docker_env, timed
 from tests.e2e.test_docker_compose import (
     BOOTSTRAP,
     _all_healthy,
@@ -45,21 +44,8 @@ NODES = 6
 @pytest.fixture
 def secure_raft(dockerd: docker.DockerClient, timings: dict[str, float]) -> Iterator[None]:
     timed("setup (build/tls)", timings, "bash", "scripts/docker-setup.sh", "--secure", "--no-build")
-    try:
-        timed("compose up (secure raft)", timings, *COMPOSE, "up", "-d", timeout=300)
+    with compose_up(COMPOSE, "secure raft", timings):
         yield
-    finally:
-        logs = subprocess.run(
-            [*COMPOSE, "logs", "--no-color", "--tail", "15"],
-            env=docker_env(), capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        print(logs.stdout[-20_000:])  # shown by pytest when the test failed
-        started = time.monotonic()
-        subprocess.run(
-            [*COMPOSE, "down", "-v", "--timeout", "10"],
-            env=docker_env(), capture_output=True, timeout=300, check=False,
-        )  # fmt: skip
-        timings["compose down (secure raft)"] = time.monotonic() - started
 
 
 def _init_done(client: docker.DockerClient) -> bool:

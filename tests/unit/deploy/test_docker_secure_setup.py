@@ -123,14 +123,17 @@ def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> N
 def test_the_healthchecks_client_options_each_x_wins_over_the_file(tmp_path: Path) -> None:
     props = tmp_path / "node.properties"
     props.write_text("# the node's\nsecurity.protocol=SSL\nssl.ca.location=/ca.pem\n")
-    positional, client = healthcheck.split_client_options(
+    args = healthcheck.parser().parse_intermixed_args(
         ["broker", "localhost:9092", "--command-config", str(props), "1",
          "-X", "ssl.ca.location=/other.pem"]
     )  # fmt: skip
-    assert positional == ["broker", "localhost:9092", "1"]
+    assert [args.kind, args.address, args.node_id] == ["broker", "localhost:9092", 1]
+    client = healthcheck.client_settings(args)
     assert client == {"security.protocol": "SSL", "ssl.ca.location": "/other.pem"}
-    _, client = healthcheck.split_client_options([f"--command-config={props}", "controller", "h:1"])
-    assert client["security.protocol"] == "SSL"
+    args = healthcheck.parser().parse_intermixed_args(
+        [f"--command-config={props}", "controller", "h:1"]
+    )
+    assert healthcheck.client_settings(args)["security.protocol"] == "SSL"
 
 
 @pytest.mark.parametrize(
