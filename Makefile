@@ -11,13 +11,16 @@ PYTEST_ARGS ?=
 # --netns` (the chaos tests' partitions) needs ip and iptables (its nf_tables backend).
 # docker-compose: CI validates docker-compose.yml with `docker-compose config` (no daemon needed).
 APT_PACKAGES := zookeeper docker-compose iptables nftables iproute2
+# The report's page is looked at in a headless Chromium (`make report-screenshot`, the analytics
+# tests): Debian's chromium, for the dev and analytics setups only.
+REPORT_APT_PACKAGES := chromium
 
 setup:
 	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
 
 # The tests include the analytics job (PySpark), so the dev setup installs that extra too.
 setup-dev:
-	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh dev,analytics
+	@TRIOKA_APT_PACKAGES="$(APT_PACKAGES) $(REPORT_APT_PACKAGES)" bash scripts/setup.sh dev,analytics
 
 # 3 controllers (Raft quorum) + 3 brokers: a replicated topic, a leader SIGKILLed, all consumed.
 demo: setup
@@ -144,11 +147,18 @@ BOOTSTRAP ?=
 REPORT_OUT ?= reports
 REPORT_ARGS ?=
 setup-analytics:
-	@TRIOKA_APT_PACKAGES="default-jre-headless" bash scripts/setup.sh analytics
+	@TRIOKA_APT_PACKAGES="default-jre-headless $(REPORT_APT_PACKAGES)" bash scripts/setup.sh analytics
 
 report: setup-analytics
 	$(BIN)/trioka report $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP),--cluster-dir $(CLUSTER_DIR)) \
 		--out $(REPORT_OUT) $(REPORT_ARGS)
+
+# Issue 17: look at the rendered page: a headless Chromium screenshot of $(REPORT_OUT)/report.html
+# (make report first) into $(SCREENSHOT) (docs/report.png is one, referenced from the README).
+.PHONY: report-screenshot
+SCREENSHOT ?= $(REPORT_OUT)/report.png
+report-screenshot: setup-analytics
+	$(BIN)/python -m analytics.screenshot $(REPORT_OUT)/report.html $(SCREENSHOT)
 
 # Issue 7: telemetry cost, broker CPU per produced record with the shipper on vs off
 # (interleaved pairs of fresh 3-broker clusters; docs/benchmarks.md). MODE=raft|zk.

@@ -31,6 +31,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analytics.progress import Progress, ProgressLines, silent
 from analytics.report import ReportError, ReportSummary, build_report, first_line, headline
 from analytics.schemas import (
     RAW_SCHEMA,
@@ -39,7 +40,7 @@ from analytics.schemas import (
     parse_metrics,
 )
 from analytics.source import FORMAT, register
-from analytics.source_client import SourceReadError, existing_topics
+from analytics.source_client import SourceReadError, existing_topics, log_offsets
 from analytics.source_options import SourceOptionError
 from analytics.spool import SpoolError, read_spool
 from protocol.telemetry import (
@@ -50,6 +51,10 @@ from protocol.telemetry import (
 )
 
 DEFAULT_MASTER = "local[2]"
+SHUFFLE_PARTITIONS = 4
+SPARK_CONF_DIR = Path(__file__).with_name("spark_conf")
+"""Its log4j2.properties keeps Spark's logging at ERROR from the JVM's start (no banner
+hiding the progress lines); spark-class puts SPARK_CONF_DIR on the driver's classpath."""
 DRIVER_MEMORY = "4g"
 """The driver JVM's heap when this process starts it (no spark-submit --driver-memory or
 spark.driver.memory given). In local mode the driver is the executor too: it holds the cached
@@ -154,11 +159,20 @@ def build_session(master: str | None = None) -> SparkSession:
     trioka source). Under spark-submit its master is kept unless `master` is given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if SPARK_CONF_DIR.is_dir():  # spark-submit's own SPARK_CONF_DIR, if set, stays
+        os.environ.setdefault("SPARK_CONF_DIR", str(SPARK_CONF_DIR))
     builder = (
         SparkSession.builder.appName("trioka-report")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # A few MB of telemetry on 2 local cores: Spark's default of 200 shuffle partitions
+        # made every groupBy/window 200 tasks, most of the job's time (docs/benchmarks.md).
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
+        .config(
+            "spark.sql.adaptive.coalescePartitions.initialPartitionNum", str(SHUFFLE_PARTITIONS)
+        )
     )
     conf = SparkConf()
     if master is not None:
@@ -218,40 +232,76 @@ def in_window(df: DataFrame, start: datetime | None, end: datetime | None) -> Da
     return df
 
 
-def load_inputs(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> Inputs:
+def load_inputs(
+    spark: SparkSession,
+    args: JobArgs,
+    topics: Sequence[str] | None = None,
+    progress: Progress = silent,
+) -> Inputs:
+    progress("read", ", ".join([*(topics or ()), *(str(s) for s in args.spools)]) or "nothing")
     raw = read_raw(spark, args, topics).persist()
     raw.count()  # one read of the cluster: every table of the report sees the same records
     # build_report cuts to [start, end) itself; it needs what came just before `start` too: the
     # snapshot that is the baseline of a counter's first increase inside, a fault's last signs.
     since = None if args.start is None else args.start - LOOKBACK
-    samples = in_window(parse_metrics(raw.where(F.col("topic") == METRICS_TOPIC)), since, args.end)  # fmt: skip
+    metrics = raw.where(F.col("topic") == METRICS_TOPIC)
+    samples = in_window(parse_metrics(metrics, dedupe=True), since, args.end)
     events = in_window(parse_logs(raw.where(F.col("topic") == LOGS_TOPIC)), since, args.end)
     ops = parse_history(raw.where(F.col("topic") == CHAOS_HISTORY_TOPIC))
     inputs = Inputs(samples.persist(), events.persist(), ops.persist())
+    progress("parse", "samples, events, chaos history ops")
     for frame in (inputs.samples, inputs.events, inputs.ops):
         frame.count()  # parsed from the cached records once...
     raw.unpersist()  # ...which then free their memory (the raw JSON is most of it)
     return inputs
 
 
-def run(spark: SparkSession, args: JobArgs, topics: Sequence[str] | None = None) -> ReportSummary:
+def run(
+    spark: SparkSession,
+    args: JobArgs,
+    topics: Sequence[str] | None = None,
+    progress: Progress = silent,
+    offsets: Sequence[tuple[str, int, int, int]] | None = None,
+) -> ReportSummary:
     """Read, parse, filter, report; returns build_report's ReportSummary. `topics`: the
     telemetry topics to read (default: those that exist)."""
-    inputs = load_inputs(spark, args, topics)
+    inputs = load_inputs(spark, args, topics, progress)
     args.out.mkdir(parents=True, exist_ok=True)
     return build_report(
-        spark, inputs.samples, inputs.events, inputs.ops, args.out, start=args.start, end=args.end
+        spark,
+        inputs.samples,
+        inputs.events,
+        inputs.ops,
+        args.out,
+        start=args.start,
+        end=args.end,
+        samples_deduplicated=True,
+        log_offsets=offsets,
+        progress=progress,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)  # exits 2 on bad arguments
+    progress = ProgressLines()
     try:
+        progress(
+            "list",
+            f"telemetry topics at {args.bootstrap_server}"
+            if args.bootstrap_server
+            else "spools only",
+        )
         topics = telemetry_topics(args)
+        offsets = None
+        if args.bootstrap_server:
+            progress("offsets", "log start and end offsets of every partition")
+            offsets = log_offsets(args.bootstrap_server)
+        progress("start", "Spark session")
         spark = build_session(args.master)
         try:
-            summary = run(spark, args, topics)
+            summary = run(spark, args, topics, progress, offsets)
         finally:
+            progress("stop", "Spark session")
             spark.stop()
     except (SourceOptionError, SourceReadError, SpoolError, ReportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -259,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PySparkException, Py4JError) as exc:  # reading or parsing, outside a table
         print(f"error: Spark failed: {first_line(exc)}", file=sys.stderr)
         return 1
+    progress("done", str(args.out / "report.html"))
     print(f"report: {args.out / 'report.html'}")
     for label, value in headline(summary):
         print(f"  {label}: {value}")

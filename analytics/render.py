@@ -65,36 +65,85 @@ def _save(fig: plt.Figure, path: Path) -> bool:
     return True
 
 
+PANEL_SIZE = (4.6, 2.8)
+"""One small multiple, inches (x 100 dpi): legible as rendered in a 72em page column."""
+PANEL_COLUMNS = 3
+GAP_FACTOR = 2.0
+"""Samples of a series farther apart than this many times its usual interval are not joined:
+the line breaks where a broker was down (shipped nothing)."""
+
+
+def with_gaps(xs: pd.Series, ys: pd.Series, factor: float = GAP_FACTOR) -> tuple[list, list]:
+    """xs (epoch ms, sorted) and ys with a NaN point inserted between two samples farther apart
+    than `factor` x the median interval, so a plotted line shows the gap instead of bridging it."""
+    x, y = list(xs), list(ys)
+    if len(x) < 3:
+        return x, y
+    steps = pd.Series(x).diff().dropna()
+    usual = float(steps.median())
+    if usual <= 0:
+        return x, y
+    out_x, out_y = [x[0]], [y[0]]
+    for prev, cur, value in zip(x, x[1:], y[1:], strict=False):
+        if cur - prev > factor * usual:
+            out_x.append((prev + cur) / 2)
+            out_y.append(float("nan"))
+        out_x.append(cur)
+        out_y.append(value)
+    return out_x, out_y
+
+
+def _grid(count: int, columns: int = PANEL_COLUMNS) -> tuple[plt.Figure, list[plt.Axes]]:
+    """Small multiples: `count` panels of PANEL_SIZE, `columns` to a row."""
+    cols = max(1, min(columns, count))
+    rows = -(-count // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows), squeeze=False
+    )
+    flat = list(axes.flat)
+    for extra in flat[count:]:
+        extra.set_visible(False)
+    return fig, flat[:count]
+
+
+def _key_text(key: object) -> str:
+    return " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+
+
 def lines_chart(
     frame: pd.DataFrame,
     path: Path,
     *,
     value: str,
     series: Sequence[str],
-    panels: str | None = None,
+    panels: str | Sequence[str] | None = None,
     title: str,
     ylabel: str,
 ) -> bool:
-    """One line per `series` combination over ts_ms (or window_start_ms); one panel per value
-    of `panels`. Rows with a null value are skipped."""
+    """Small multiples: one small panel per value of `panels` (a column or columns), one line
+    per `series` combination in it over ts_ms (or window_start_ms), broken where samples are
+    missing (with_gaps). Rows with a null value are skipped."""
     x = "ts_ms" if "ts_ms" in frame.columns else "window_start_ms"
     frame = frame.dropna(subset=[value]) if not frame.empty else frame
     if frame.empty:
         return False
-    names = sorted(frame[panels].unique()) if panels else [None]
-    fig, axes = plt.subplots(len(names), 1, figsize=(10, 3.2 * len(names)), squeeze=False)
-    for ax, name in zip(axes[:, 0], names, strict=True):
-        part = frame if name is None else frame[frame[panels] == name]
+    facet = [panels] if isinstance(panels, str) else list(panels or [])
+    groups = list(frame.groupby(facet)) if facet else [(None, frame)]
+    fig, axes = _grid(len(groups))
+    for ax, (name, part) in zip(axes, groups, strict=True):
         for n, (key, group) in enumerate(part.sort_values(x).groupby(list(series))):
-            label = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
-            ax.plot(
-                _times(group[x]), group[value], marker=".", label=label if n < MAX_LINES else None
-            )
-        ax.set_title(title if name is None else f"{title}: {name}")
-        ax.set_ylabel(ylabel)
+            xs, ys = with_gaps(group[x], group[value])
+            ax.plot(_times(pd.Series(xs)), ys, marker=".", markersize=3,
+                    label=_key_text(key) if n < MAX_LINES else None)  # fmt: skip
+        ax.set_title(title if name is None else _key_text(name), fontsize="medium")
+        ax.set_ylabel(ylabel, fontsize="small")
+        ax.tick_params(labelsize="x-small")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small", loc="upper left")
+            ax.legend(fontsize="x-small", loc="upper left")
+    if facet:
+        fig.suptitle(title)
+    fig.autofmt_xdate()
     return _save(fig, path)
 
 
@@ -107,24 +156,32 @@ def grouped_bars(
     title: str,
     ylabel: str,
     log: bool = False,
+    panels: str | None = None,
 ) -> bool:
-    """One group of bars per row (labelled by label_cols), one bar per value column."""
+    """One group of bars per row (labelled by label_cols), one bar per value column; with
+    `panels`, small multiples: one fixed-size panel per value of that column (a broker), so the
+    chart grows in rows of PANEL_COLUMNS and never into a strip thousands of pixels wide."""
     if frame.empty:
         return False
-    labels = [" ".join(str(row[c]) for c in label_cols) for _, row in frame.iterrows()]
+    groups = list(frame.groupby(panels)) if panels else [(None, frame)]
+    labels_of = [c for c in label_cols if c != panels]
+    fig, axes = _grid(len(groups), columns=2 if panels else 1)
     width = 0.8 / len(value_cols)
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(frame) + 2), 4))
-    for i, col in enumerate(value_cols):
-        xs = [j + i * width for j in range(len(frame))]
-        ax.bar(xs, frame[col].fillna(0.0), width=width, label=col)
-    ax.set_xticks([j + width * (len(value_cols) - 1) / 2 for j in range(len(frame))])
-    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize="small")
-    if log:
-        ax.set_yscale("symlog", linthresh=1.0)
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize="small")
+    for ax, (name, part) in zip(axes, groups, strict=True):
+        labels = [" ".join(str(row[c]) for c in labels_of) for _, row in part.iterrows()]
+        for i, col in enumerate(value_cols):
+            xs = [j + i * width for j in range(len(part))]
+            ax.bar(xs, part[col].fillna(0.0), width=width, label=col)
+        ax.set_xticks([j + width * (len(value_cols) - 1) / 2 for j in range(len(part))])
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize="x-small")
+        if log:
+            ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_title(title if name is None else _key_text(name), fontsize="medium")
+        ax.set_ylabel(ylabel, fontsize="small")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize="x-small")
+    if panels:
+        fig.suptitle(title)
     return _save(fig, path)
 
 
@@ -247,7 +304,8 @@ def table_html(frame: pd.DataFrame, rows: int = TABLE_ROWS) -> str:
                 times = times.dt.tz_convert("UTC")
             shown[col] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
     more = f"<p class='note'>first {rows} of {len(frame)} rows</p>" if len(frame) > rows else ""
-    return shown.to_html(index=False, escape=True, border=0, classes="data", na_rep="") + more
+    rendered = shown.to_html(index=False, escape=True, border=0, classes="data", na_rep="")
+    return f"<div class='scroll'>{rendered}</div>" + more
 
 
 _PAGE = Template(
@@ -259,6 +317,8 @@ body { font-family: sans-serif; margin: 2em auto; max-width: 72em; color: #222; 
 h1 { margin-bottom: 0.2em; } .period { color: #555; margin-top: 0; }
 table.data, table.headline { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 table.data th, table.data td, table.headline td { border: 1px solid #ccc; padding: 2px 6px; }
+table.data td { overflow-wrap: anywhere; max-width: 24em; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table.data th { background: #f0f0f0; } table.headline td:first-child { font-weight: bold; }
 .note { color: #8a6d00; font-style: italic; } img { max-width: 100%; }
 nav a { margin-right: 1em; } section { margin-top: 2em; }

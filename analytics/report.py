@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -26,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import render, report_sections
+from analytics.progress import Progress, silent
 from analytics.transforms import elections as el
 from analytics.transforms import replication as rep
 from analytics.transforms.failovers import OPS_SCHEMA, failovers, per_size, phase_breakdown
@@ -88,6 +91,10 @@ class ReportSummary:
     tables: dict[str, int] = field(default_factory=dict)
     """Rows per written table."""
     charts: list[str] = field(default_factory=list)
+    log_records: dict[str, int] | None = None
+    """Records per topic in the log (log end offset - log start offset, summed over its
+    partitions) when the cluster was asked (analytics.job does); exact whatever was killed,
+    where records_in (metric deltas) misses what no snapshot shipped. Not cut to the period."""
 
 
 def to_ms(when: datetime | int | float | None) -> int | None:
@@ -166,6 +173,11 @@ def write_table(frame: DataFrame, tables_dir: Path, name: str) -> pd.DataFrame:
         table = frame.toArrow()
     except (PySparkException, Py4JError) as exc:
         raise ReportError(f"computing the table {name!r} failed: {first_line(exc)}") from exc
+    return write_arrow(table, tables_dir, name)
+
+
+def write_arrow(table: pa.Table, tables_dir: Path, name: str) -> pd.DataFrame:
+    """write_table's files for rows already computed (not by Spark)."""
     target = tables_dir / name
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -195,12 +207,16 @@ def _tables(
     def cut(frame: DataFrame) -> DataFrame:
         return between(frame, start_ms, end_ms)
 
-    rates = cut(throughput(samples, first_from_zero=zero))
-    buckets = cut(request_buckets(samples, first_from_zero=zero))
-    health = cut(rep.partition_health(samples))
-    elections = cut(el.leader_elections(events))
-    election_buckets = cut(el.election_time_buckets(samples, first_from_zero=zero))
-    queue_buckets = cut(el.queue_wait_buckets(samples, first_from_zero=zero))
+    # Frames two or more tables are computed from: each computed once (its window over the
+    # samples is most of a table's cost), kept while the tables are written.
+    rates = cut(throughput(samples, first_from_zero=zero)).persist()
+    buckets = cut(request_buckets(samples, first_from_zero=zero)).persist()
+    health = cut(rep.partition_health(samples)).persist()
+    elections = cut(el.leader_elections(events)).persist()
+    election_buckets = cut(el.election_time_buckets(samples, first_from_zero=zero)).persist()
+    queue_buckets = cut(el.queue_wait_buckets(samples, first_from_zero=zero)).persist()
+    isr_changes = cut(rep.isr_changes(events)).persist()
+    cached += [rates, buckets, health, elections, election_buckets, queue_buckets, isr_changes]
     # Five tables come from the failovers: computed once (a large failover's elections and
     # propagation join hundreds of thousands of events).
     timeline, elected, gaps = (frame.persist() for frame in failovers(events, samples, ops))
@@ -215,9 +231,9 @@ def _tables(
         "request_latency_windows": request_latency(buckets, window_ms=window_ms),
         "partition_health": health,
         "partition_health_peaks": rep.health_peaks(health),
-        "isr_changes": cut(rep.isr_changes(events)),
+        "isr_changes": isr_changes,
         "isr_change_counts": rep.isr_change_counts(
-            cut(rep.isr_change_increases(samples, first_from_zero=zero))
+            cut(rep.isr_change_increases(samples, first_from_zero=zero)), isr_changes
         ),
         "leader_elections": elections,
         "elections_by_cause": el.elections_by_cause(elections),
@@ -245,32 +261,57 @@ def build_report(
     end: datetime | int | None = None,
     *,
     window_ms: int | None = None,
+    samples_deduplicated: bool = False,
+    log_offsets: Sequence[tuple[str, int, int, int]] | None = None,
+    progress: Progress = silent,
 ) -> ReportSummary:
     """Write out_dir/report.html, out_dir/*.png and out_dir/tables/ for [start, end) (epoch ms
     or datetimes; open when None) and return the headline numbers. `ops` may be None or empty
-    (no chaos history); so may any input."""
+    (no chaos history); so may any input. `samples_deduplicated`: the caller dropped duplicate
+    snapshots already (parse_metrics(dedupe=True)); `log_offsets`: (topic, partition, log start,
+    log end) of every partition, asked of the cluster (analytics.source_client.log_offsets),
+    the exact per-topic record counts (tables topic_log_offsets and topic_records; None: the
+    counts are the metrics' only); `progress` is told each step."""
     out = Path(out_dir)
     tables_dir = out / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     start_ms, end_ms = to_ms(start), to_ms(end)
     if ops is None:
         ops = spark.createDataFrame([], OPS_SCHEMA)
-    samples, events = dedupe_samples(samples).cache(), dedupe_events(events).cache()
+    if not samples_deduplicated:  # analytics.job dedupes whole snapshots, before the explode
+        samples = dedupe_samples(samples)
+    samples, events = samples.cache(), dedupe_events(events).cache()
     cached: list[DataFrame] = [samples, events]
     try:
+        progress("span", "first and last sample")
         lo, hi = _span([between(samples, start_ms, end_ms), between(events, start_ms, end_ms)])
         period = (start_ms if start_ms is not None else lo, end_ms if end_ms is not None else hi)
         window = window_ms or window_for(*period)
         frames = _tables(samples, events, ops, start_ms, end_ms, window, cached)
-        rows = {name: write_table(frame, tables_dir, name) for name, frame in frames.items()}
+        rows = {}
+        for number, (name, frame) in enumerate(frames.items(), 1):
+            progress("table", f"{name} ({number}/{len(frames)})")
+            rows[name] = write_table(frame, tables_dir, name)
         history_ops = between(with_wall_clock(ops), start_ms, end_ms).count()
+        if log_offsets is not None:
+            progress("table", "topic_records (log end offsets)")
+            offsets = offsets_table(log_offsets)
+            rows["topic_log_offsets"] = write_arrow(offsets, tables_dir, "topic_log_offsets")
+            records = topic_records(rows["topic_log_offsets"], rows["topic_totals"],
+                                    rows["broker_topic_rates"])  # fmt: skip
+            rows["topic_records"] = write_arrow(
+                pa.Table.from_pandas(records, preserve_index=False), tables_dir, "topic_records"
+            )
     finally:
         for frame in cached:
             # After a Spark failure (the JVM may be gone) the failure is what to report.
             with contextlib.suppress(PySparkException, Py4JError):
                 frame.unpersist()
+    progress("charts", str(out))
     sections, charts = report_sections.sections(rows, out, history_ops)
     summary = _summary(rows, out, period, history_ops, charts)
+    if "topic_records" in rows:
+        summary = replace(summary, log_records=_ints(rows["topic_records"], "topic", "records"))
     (out / "report.html").write_text(
         render.page(
             title=TITLE,
@@ -281,6 +322,49 @@ def build_report(
         encoding="utf-8",
     )
     return summary
+
+
+OFFSETS_SCHEMA = pa.schema(
+    [("topic", pa.string()), ("partition", pa.int32()), ("log_start_offset", pa.int64()),
+     ("log_end_offset", pa.int64())]
+)  # fmt: skip
+
+
+def offsets_table(log_offsets: Sequence[tuple[str, int, int, int]]) -> pa.Table:
+    """The partitions' offsets as a table, with `records` (log end - log start)."""
+    rows = sorted(log_offsets)
+    table = pa.Table.from_pylist(
+        [dict(zip(OFFSETS_SCHEMA.names, row, strict=True)) for row in rows], schema=OFFSETS_SCHEMA
+    )
+    records = pa.array([end - start for _, _, start, end in rows], pa.int64())
+    return table.append_column("records", records)
+
+
+def topic_records(offsets: pd.DataFrame, totals: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
+    """Per topic: internal (its name starts with `__`), partitions, records (exact: log end -
+    log start summed over partitions), and beside them what the metrics say:
+    messages_in_metrics (MessagesInPerSec increases over the period, which miss what no
+    snapshot shipped) and messages_in_per_s (the brokers' mean rates summed)."""
+    columns = ["topic", "internal", "partitions", "records", "messages_in_metrics",
+               "messages_in_per_s"]  # fmt: skip
+    if offsets.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    per = (
+        offsets.groupby("topic")
+        .agg(partitions=("partition", "count"), records=("records", "sum"))
+        .reset_index()
+    )
+    per["internal"] = per["topic"].str.startswith("__")
+    metric = (
+        totals.set_index("topic")["messages_in"] if not totals.empty else pd.Series(dtype=float)
+    )
+    per["messages_in_metrics"] = per["topic"].map(metric).astype("Int64")
+    if rates.empty:
+        per["messages_in_per_s"] = float("nan")
+    else:
+        msgs = rates[rates["metric"] == "MessagesInPerSec"].groupby("topic")["mean_per_s"].sum()
+        per["messages_in_per_s"] = per["topic"].map(msgs).astype(float)
+    return per.sort_values(["internal", "topic"])[columns].reset_index(drop=True)
 
 
 def _period_text(period: tuple[int | None, int | None], window_ms: int) -> str:
@@ -360,8 +444,8 @@ def _summary(
     )
 
 
-def _fmt_ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f} ms"
+def _fmt_ms(value: float | None, none: str = "n/a") -> str:
+    return none if value is None else f"{value:,.0f} ms"
 
 
 def _fmt_count(value: float | None) -> str:
@@ -369,11 +453,13 @@ def _fmt_count(value: float | None) -> str:
 
 
 def headline(summary: ReportSummary) -> list[tuple[str, str]]:
-    user_topics = {t: n for t, n in summary.records_in.items() if not t.startswith("__")}
+    counted = summary.records_in if summary.log_records is None else summary.log_records
+    user_topics = {t: n for t, n in counted.items() if not t.startswith("__")}
     records = ", ".join(f"{t}: {n:,}" for t, n in sorted(user_topics.items())) or "none"
+    source = "metric deltas" if summary.log_records is None else "log end offsets"
     causes = ", ".join(f"{c}: {n}" for c, n in summary.elections_by_cause.items()) or "none"
     out = [
-        ("Records in (per topic)", records),
+        (f"Records (per user topic, from {source})", records),
         ("Bytes in (all topics)", f"{sum(summary.bytes_in.values()):,}"),
         ("Leader elections", f"{summary.elections} ({causes})"),
         ("Unclean elections", str(summary.unclean_elections)),
@@ -395,7 +481,7 @@ def headline(summary: ReportSummary) -> list[tuple[str, str]]:
                 f"detect {_fmt_ms(f.detect_ms)}, queue {_fmt_ms(f.queue_ms)}, election "
                 f"{_fmt_ms(f.election_ms)}, commit/propagation {_fmt_ms(f.propagation_ms)}, "
                 f"broker apply {_fmt_ms(f.apply_ms)}; clients unavailable "
-                f"{_fmt_ms(f.unavailability_ms)}",
+                f"{_fmt_ms(f.unavailability_ms, none='no client data')}",
             )
         )
     return out

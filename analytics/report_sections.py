@@ -73,8 +73,32 @@ def _split(t: Tables) -> pd.DataFrame:
     ).reset_index()
 
 
+def _topics(name: str, *, internal: bool) -> Frame:
+    """The rows of internal topics (their names start with `__`: trioka's telemetry, the group
+    offsets) or of the users' topics, charted apart: the telemetry's volume dwarfs the rest."""
+
+    def frame(t: Tables) -> pd.DataFrame:
+        rows = t[name]
+        if rows.empty:
+            return rows
+        return rows[rows["topic"].fillna("").str.startswith("__") == internal]
+
+    return frame
+
+
 def _empty(name: str) -> Condition:
     return lambda t, _history_ops: t[name].empty
+
+
+NO_CLIENT_DATA = (
+    "Client-observed unavailability: no client data (no acknowledged sends in the chaos history "
+    "around these failovers)."
+)
+
+
+def _no_client_data(t: Tables, _history_ops: int) -> bool:
+    """Failovers, but no partition's ack-to-ack gap: the table would be silently empty."""
+    return not t["failover_timeline"].empty and t["failover_unavailability"].empty
 
 
 def _no_history(_t: Tables, history_ops: int) -> bool:
@@ -99,6 +123,7 @@ def _split_bars(split: pd.DataFrame, path: Path) -> bool:
         title="p99 of the parts of a request (Kafka's RequestMetrics split)",
         ylabel="ms",
         log=True,
+        panels="source",
     )
 
 
@@ -114,13 +139,19 @@ SECTIONS: tuple[SectionSpec, ...] = (
         "Throughput per broker and topic",
         "throughput",
         charts=(
-            _lines("throughput.png", _table("throughput"), value="rate_per_s",
-                   series=["source", "topic"], panels="metric", title="Throughput",
-                   ylabel="per second"),
+            _lines("throughput_user.png", _topics("throughput", internal=False),
+                   value="rate_per_s", series=["source"], panels=["metric", "topic"],
+                   title="User topics: throughput per broker", ylabel="per second"),
+            _lines("throughput_internal.png", _topics("throughput", internal=True),
+                   value="rate_per_s", series=["source"], panels=["metric", "topic"],
+                   title="Internal topics (__*): throughput per broker", ylabel="per second"),
         ),
         notes=((_empty("throughput"), "No BrokerTopicMetrics samples in this period."),),
         tables=(
-            ("topic_totals", "Totals per topic"),
+            ("topic_records",
+             "Records per topic: exact, from the log end offsets (log end - log start, now), "
+             "beside the metrics' count and mean rate"),
+            ("topic_totals", "Totals per topic (metric deltas over the period)"),
             ("broker_topic_rates", "Mean and peak rates per broker and topic"),
         ),
     ),
@@ -130,10 +161,11 @@ SECTIONS: tuple[SectionSpec, ...] = (
         charts=(
             _bars("latency_total.png", _metric("request_latency", "TotalTimeMs"),
                   label_cols=["source", "request"], value_cols=["p50", "p95", "p99"],
-                  title="TotalTimeMs over the period", ylabel="ms", log=True),
+                  title="TotalTimeMs over the period", ylabel="ms", log=True,
+                  panels="source"),
             Chart("latency_split.png", _split, _split_bars),
             _lines("latency_over_time.png", _metric("request_latency_windows", "TotalTimeMs"),
-                   value="p99", series=["source", "request"], title="TotalTimeMs p99",
+                   value="p99", series=["request"], panels="source", title="TotalTimeMs p99",
                    ylabel="ms"),
         ),
         notes=((_empty("request_latency"), "No RequestMetrics histograms in this period."),),
@@ -154,7 +186,10 @@ SECTIONS: tuple[SectionSpec, ...] = (
         tables=(
             ("partition_health_peaks", "Peaks"),
             ("isr_changes", "ISR shrink and expand events"),
-            ("isr_change_counts", "IsrShrinksPerSec / IsrExpandsPerSec counted"),
+            ("isr_change_counts",
+             "ISR changes per broker: IsrShrinksPerSec / IsrExpandsPerSec counted (changes: "
+             "the leader's own AlterPartition only, as Kafka's) beside the events it logged "
+             "(events: any origin, the table above; events_proposed: its AlterPartition)"),
         ),
     ),
     SectionSpec(
@@ -194,6 +229,7 @@ SECTIONS: tuple[SectionSpec, ...] = (
         notes=(
             (_no_history, _NO_HISTORY),
             (_empty("failover_timeline"), "No broker failure detected in this period."),
+            (_no_client_data, NO_CLIENT_DATA),
         ),
         tables=(
             ("failover_phases", "What slows leader switching: phases over all failovers"),
@@ -230,7 +266,7 @@ def build(spec: SectionSpec, t: Tables, out: Path, history_ops: int) -> Section:
         if chart.draw(chart.frame(t), out / chart.file):
             s.charts.append(chart.file)
     s.notes.extend(text for applies, text in spec.notes if applies(t, history_ops))
-    s.tables.extend((caption, name, t[name]) for name, caption in spec.tables)
+    s.tables.extend((caption, name, t[name]) for name, caption in spec.tables if name in t)
     return s
 
 

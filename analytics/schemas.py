@@ -118,12 +118,18 @@ def _ts(ts_ms: Column) -> Column:
     return F.timestamp_millis(ts_ms)
 
 
-def parse_metrics(raw: DataFrame) -> DataFrame:
-    """One row per sample of each MetricsSnapshot in `raw` (SAMPLES_SCHEMA)."""
+def parse_metrics(raw: DataFrame, *, dedupe: bool = False) -> DataFrame:
+    """One row per sample of each MetricsSnapshot in `raw` (SAMPLES_SCHEMA). With `dedupe`, a
+    snapshot delivered twice (at-least-once shipping; a spool read beside its topic) is
+    exploded once: one snapshot per source and ts_ms, dropped before the explode, where it is
+    a few thousand rows to shuffle and not a million samples (analytics.job)."""
     snap = raw.select(_json(raw, METRICS_SNAPSHOT_SCHEMA).alias("m")).where(
         (F.col("m.kind") == "metrics") & F.col("m.ts_ms").isNotNull()
     )
-    sample = snap.select("m.ts_ms", "m.source", F.explode("m.samples").alias("s"))
+    snap = snap.select("m.ts_ms", "m.source", "m.samples")
+    if dedupe:
+        snap = snap.dropDuplicates(["ts_ms", "source"])
+    sample = snap.select("ts_ms", "source", F.explode("samples").alias("s"))
     role, node_id = F.col("source.role"), F.col("source.node_id")
     return sample.select(
         _ts(F.col("ts_ms")).alias("ts"),

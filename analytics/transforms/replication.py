@@ -52,7 +52,7 @@ def health_peaks(health: DataFrame) -> DataFrame:
 
 def isr_changes(events: DataFrame) -> DataFrame:
     """One row per ISR change logged by a partition leader: ts, ts_ms, source, change (shrink or
-    expand), topic, partition, leader_epoch, old_isr, new_isr."""
+    expand), topic, partition, leader_epoch, old_isr, new_isr, origin (who changed it)."""
     change = F.element_at(
         F.create_map(*[F.lit(x) for kv in EVENTS.items() for x in kv]), F.col("event")
     )
@@ -68,6 +68,7 @@ def isr_changes(events: DataFrame) -> DataFrame:
             "leader_epoch",
             "old_isr",
             "new_isr",
+            *(["origin"] if "origin" in events.columns else []),
         )
         .orderBy("ts_ms", "source")
     )
@@ -79,10 +80,32 @@ def isr_change_increases(samples: DataFrame, *, first_from_zero: bool = True) ->
     return rows.select("ts_ms", "source", _short(COUNTERS).alias("change"), "increase")
 
 
-def isr_change_counts(increases: DataFrame) -> DataFrame:
-    """Per source and change (shrink, expand): changes counted over the period."""
+def isr_change_counts(increases: DataFrame, changes: DataFrame | None = None) -> DataFrame:
+    """Per source and change (shrink, expand) over the period: `changes`, what the broker's
+    IsrShrinksPerSec/IsrExpandsPerSec counted, and, given the ISR change events (isr_changes),
+    `events`, the changes it logged as leader (any origin: the controller fencing a dead broker
+    removes it from every ISR, which Kafka's counters do not count), and `events_proposed`,
+    those from its own AlterPartition (origin alter_partition): what the counters count. So the
+    events column adds up to the events table, and events_proposed = changes where every
+    snapshot shipped (issue 17: "0 shrinks beside an events table listing 143")."""
+    counted = increases.groupBy("source", "change").agg(
+        F.coalesce(F.sum("increase"), F.lit(0.0)).cast("long").alias("changes")
+    )
+    if changes is None:
+        return counted.orderBy("source", "change")
+    proposed = F.col("origin") == "alter_partition" if "origin" in changes.columns else F.lit(False)
+    logged = changes.groupBy("source", "change").agg(
+        F.count(F.lit(1)).alias("events"),
+        F.sum(F.when(proposed, 1).otherwise(0)).alias("events_proposed"),
+    )
     return (
-        increases.groupBy("source", "change")
-        .agg(F.coalesce(F.sum("increase"), F.lit(0.0)).cast("long").alias("changes"))
+        counted.join(logged, ["source", "change"], "full")
+        .select(
+            "source",
+            "change",
+            F.coalesce("changes", F.lit(0)).cast("long").alias("changes"),
+            F.coalesce("events", F.lit(0)).cast("long").alias("events"),
+            F.coalesce("events_proposed", F.lit(0)).cast("long").alias("events_proposed"),
+        )
         .orderBy("source", "change")
     )

@@ -24,6 +24,7 @@ pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analyt
 import trio
 
 from analytics.job import JobArgs, run
+from analytics.source_client import log_offsets
 from client import Consumer
 from client.sync import SyncAdmin, SyncProducer
 from deploy.chaos.check.history import History, NemesisValue
@@ -168,11 +169,13 @@ def test_report_numbers_match_what_the_test_did(
 
     out = tmp_path / "report"
     args = JobArgs(out=out, bootstrap_server=cluster.live_bootstrap(), start=started)
-    summary = run(spark, args)
+    summary = run(spark, args, offsets=log_offsets(cluster.live_bootstrap()))
 
     assert summary.html == out / "report.html" and summary.html.is_file()
     assert (out / "tables" / "topic_totals.csv").is_file()
     assert summary.records_in[TOPIC] == RECORDS
+    # the exact count (log end offsets, asked with a broker dead) agrees with the metrics' count
+    assert summary.log_records is not None and summary.log_records[TOPIC] == RECORDS
     assert summary.elections_by_cause["offline"] == len(led_by_old)
     assert summary.history_ops == 1
     [failover] = [f for f in summary.failovers if f.broker_id == old]

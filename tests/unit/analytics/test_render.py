@@ -82,3 +82,56 @@ def test_page_has_sections_notes_and_links() -> None:
     assert "tables/failover_timeline.csv" in html
     assert "No chaos history in this period." in html
     assert "<td>Failovers</td><td>1</td>" in html
+
+
+def test_lines_break_where_samples_are_missing() -> None:
+    """A broker down for a minute between 10 s samples: the line is not drawn across the gap."""
+    xs = pd.Series(
+        [T0 + i * 10_000 for i in range(5)] + [T0 + 100_000 + i * 10_000 for i in range(3)]
+    )
+    ys = pd.Series(range(8), dtype=float)
+    gx, gy = render.with_gaps(xs, ys)
+    assert len(gx) == 9 and pd.isna(gy[5]) and T0 + 40_000 < gx[5] < T0 + 100_000
+    assert render.with_gaps(xs[:5], ys[:5]) == (list(xs[:5]), list(ys[:5]))  # no gap, no NaN
+
+
+def test_many_bars_are_small_multiples_not_a_strip(tmp_path: Path) -> None:
+    """3 brokers x 20 APIs: panels of a fixed size (one per broker), at most ~1,000 px wide
+    and each bar group wide enough to read, not a 5,690 px strip."""
+    frame = pd.DataFrame(
+        [
+            {"source": f"broker-{b}", "request": f"Api{r}", "p50": 1.0, "p95": 5.0, "p99": 9.0}
+            for b in (1, 2, 3)
+            for r in range(20)
+        ]
+    )
+    path = tmp_path / "bars.png"
+    assert render.grouped_bars(frame, path, label_cols=["source", "request"],
+                               value_cols=["p50", "p95", "p99"], title="t", ylabel="ms",
+                               log=True, panels="source")  # fmt: skip
+    height, width = image.imread(path).shape[:2]
+    assert width <= 1_000 and height <= 1_000, (width, height)
+
+
+def test_lines_are_one_small_panel_per_facet(tmp_path: Path) -> None:
+    rows = [
+        {"ts_ms": T0 + i * 10_000, "source": f"broker-{b}", "topic": t, "rate_per_s": float(i)}
+        for b in (1, 2, 3)
+        for t in ("a", "b", "c", "d")
+        for i in range(360)
+    ]
+    path = tmp_path / "lines.png"
+    assert render.lines_chart(pd.DataFrame(rows), path, value="rate_per_s", series=["source"],
+                              panels="topic", title="t", ylabel="/s")  # fmt: skip
+    height, width = image.imread(path).shape[:2]
+    cols = render.PANEL_COLUMNS
+    assert width == round(render.PANEL_SIZE[0] * cols * 100)  # 3 panels to a row
+    assert height == round(render.PANEL_SIZE[1] * 2 * 100)  # 4 topics: 2 rows
+
+
+def test_wide_tables_scroll_inside_the_page() -> None:
+    frame = pd.DataFrame({f"column_{i}": ["x" * 40] for i in range(30)})
+    out = render.table_html(frame)
+    assert out.startswith("<div class='scroll'>")
+    html = render.page(title="r", period="p", headline=[], sections=[])
+    assert ".scroll { overflow-x: auto" in html and "overflow-wrap: anywhere" in html

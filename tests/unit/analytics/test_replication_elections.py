@@ -87,6 +87,35 @@ def test_isr_changes_and_counts(spark: SparkSession) -> None:
     assert counts == [("broker-1", "shrink", 3)]
 
 
+def test_isr_change_counts_add_up_to_the_events(spark: SparkSession) -> None:
+    """Issue 17: "0 shrinks beside an events table listing 143": the controller's shrinks (a
+    fenced broker removed from every ISR) are logged by the leaders but not counted by their
+    IsrShrinksPerSec. The per-broker table counts the events too, so it adds up to the events
+    table, and the leader's own proposals equal the counter."""
+
+    def shrink(ts: int, source: str, origin: str) -> dict:
+        return event(ts, source, "isr shrink", topic="t", partition=ts % 7, leader_epoch=1,
+                     old_isr=[1, 2, 3], new_isr=[1, 3], origin=origin)  # fmt: skip
+
+    events = events_df(
+        spark,
+        [shrink(1_000, "broker-1", "alter_partition"), shrink(2_000, "broker-1", "alter_partition"),
+         shrink(3_000, "broker-3", "controller"), shrink(4_000, "broker-3", "controller")],
+    )  # fmt: skip
+    samples = samples_df(
+        spark,
+        [counter(0, "broker-1", SHRINKS, 0), counter(10_000, "broker-1", SHRINKS, 2),
+         counter(0, "broker-3", SHRINKS, 0), counter(10_000, "broker-3", SHRINKS, 0)],
+    )  # fmt: skip
+    changes = rep.isr_changes(events)
+    counts = rep.isr_change_counts(rep.isr_change_increases(samples), changes).collect()
+    assert [(r.source, r.change, r.changes, r.events, r.events_proposed) for r in counts] == [
+        ("broker-1", "shrink", 2, 2, 2),
+        ("broker-3", "shrink", 0, 2, 0),
+    ]
+    assert sum(r.events for r in counts) == changes.where("change = 'shrink'").count()
+
+
 def _election(ts: int, partition: int, cause: str, unclean: bool = False) -> dict:
     return event(
         ts,
