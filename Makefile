@@ -95,12 +95,16 @@ bench-groups: setup-dev
 # partition, pause); its setup builds the ZooKeeper image too.
 # docker-setup-secure also makes build/tls for docker-compose.secure.yml (TLS + SCRAM everywhere:
 # a dev CA, the nodes' keys, the admin's login in build/tls/client.properties; README "Docker").
-.PHONY: docker-setup docker-setup-secure docker-stop e2e-docker
+.PHONY: docker-setup docker-setup-secure docker-setup-monitoring docker-stop e2e-docker
 docker-setup: setup-dev
 	@bash scripts/docker-setup.sh
 
 docker-setup-secure: setup-dev
 	@bash scripts/docker-setup.sh --secure
+
+# The compose `monitoring` profile's Prometheus image (Debian's package; docker-compose.yml).
+docker-setup-monitoring: setup-dev
+	@bash scripts/docker-setup.sh --monitoring
 
 docker-stop:
 	@bash scripts/docker-stop.sh

@@ -13,12 +13,15 @@
 #   6. With --analytics: trioka-analytics-base:bookworm (debootstrap: python3, python3-venv, Java 17
 #      headless), a wheelhouse with the analytics extra (pyspark, ...: build/wheelhouse-analytics)
 #      and trioka-analytics:dev (deploy/docker/Dockerfile.analytics), for the one-shot `analytics` service.
-#   7. With --secure: build/tls for docker-compose.secure.yml (python -m deploy.docker.secure_setup:
+#   7. With --monitoring: trioka-prometheus:bookworm (debootstrap: Debian's prometheus package),
+#      for the compose `monitoring` profile.
+#   8. With --secure: build/tls for docker-compose.secure.yml (python -m deploy.docker.secure_setup:
 #      a dev CA, a key and certificate per compose node and the admin, client.properties with the
 #      admin's SCRAM login; whatever exists is kept, the password too). Needs no Docker.
-# Usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics] [--secure]
+# Usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics] [--monitoring] [--secure]
 #   --no-build  stop after starting dockerd (and build/tls with --secure);  --zk  also build
-#   trioka-zookeeper:bookworm;  --analytics  also build trioka-analytics:dev;  --secure  build/tls.
+#   trioka-zookeeper:bookworm;  --analytics  also build trioka-analytics:dev;  --monitoring  also
+#   build trioka-prometheus:bookworm;  --secure  build/tls.
 # The environment: TRIOKA_DOCKER_DIR (run dir, default /run/trioka-docker), TRIOKA_DOCKER_DATA
 # (default /var/lib/trioka-docker), BASE_IMAGE (build from this image instead of the debootstrap
 # one, e.g. python:3.11-slim where a registry is reachable), TRIOKA_IMAGE (default trioka:dev),
@@ -28,14 +31,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 zk=0 analytics=0 secure=0
+build=1 zk=0 analytics=0 monitoring=0 secure=0
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --zk) zk=1 ;;
     --analytics) analytics=1 ;;
+    --monitoring) monitoring=1 ;;
     --secure) secure=1 ;;
-    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics] [--secure]" >&2
+    *) echo "usage: scripts/docker-setup.sh [--no-build] [--zk] [--analytics] [--monitoring]" \
+         "[--secure]" >&2
        exit 2 ;;
   esac
 done
@@ -46,6 +51,7 @@ socket="$run_dir/docker.sock"
 pidfile="$run_dir/dockerd.pid"
 base_image="trioka-base:bookworm"
 zk_image="trioka-zookeeper:bookworm"
+prometheus_image="${TRIOKA_PROMETHEUS_IMAGE:-trioka-prometheus:bookworm}"
 analytics_base="trioka-analytics-base:bookworm"
 image="${TRIOKA_IMAGE:-trioka:dev}"
 analytics_image="${TRIOKA_ANALYTICS_IMAGE:-trioka-analytics:dev}"
@@ -148,6 +154,7 @@ start_dockerd
 if ((build)); then
   [ -n "${BASE_IMAGE:-}" ] || debootstrap_image "$base_image" python3,python3-venv
   ((zk)) && debootstrap_image "$zk_image" zookeeper,default-jre-headless,netcat-openbsd
+  ((monitoring)) && debootstrap_image "$prometheus_image" prometheus
   # The project and its runtime dependencies only (no dev or analytics extras).
   build_wheelhouse wheelhouse .
   build_image "$image" deploy/docker/Dockerfile "${BASE_IMAGE:-}"

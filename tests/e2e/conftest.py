@@ -1,8 +1,8 @@
 """Fixtures of the Docker e2e tests (marker `docker`; TRIOKA_E2E_DOCKER=1 or `make e2e-docker`).
 
-- `dockerd` (session): scripts/docker-setup.sh --zk: our dockerd (started only if none answers
-  on its socket; stopped at the end only if this run started it), trioka:dev and the ZooKeeper
-  image. Every e2e test shares that one setup and its images.
+- `dockerd` (session): scripts/docker-setup.sh --zk --monitoring: our dockerd (started only if
+  none answers on its socket; stopped at the end only if this run started it), trioka:dev, the
+  ZooKeeper and the Prometheus images. Every e2e test shares that one setup and its images.
 - `timings` (session): named durations, printed at the end (the seconds the e2e costs CI).
 """
 
@@ -62,7 +62,8 @@ def dockerd(timings: dict[str, float]) -> Iterator[docker.DockerClient]:
     """Our dockerd with the images built; stopped afterwards only if this fixture started it."""
     started_here = not daemon_answers()
     try:
-        timed("setup (dockerd, images)", timings, "bash", "scripts/docker-setup.sh", "--zk")
+        timed("setup (dockerd, images)", timings, "bash", "scripts/docker-setup.sh", "--zk",
+              "--monitoring")  # fmt: skip
         client = docker.DockerClient(base_url=DOCKER_HOST)
         yield client
         client.close()

@@ -134,9 +134,10 @@ async def test_a_profile_loses_nothing_when_a_broker_container_is_killed(
 
 async def lose_nothing_when_the_leader_is_killed(
     dockerd: docker.DockerClient, project: str, broker_prefix: str, client: tuple[str, ...] = ()
-) -> None:
+) -> int:
     """Create the topic, produce, SIGKILL partition 0's leader container, produce more, read
-    everything back: every acknowledged record once. `client`: the CLI's client options."""
+    everything back: every acknowledged record once. `client`: the CLI's client options. Returns
+    the killed broker's id."""
     await _trioka(
         "topic", "create", TOPIC, "-p", "3", "-r", "3", "-c", "min.insync.replicas=2",
         "-b", BOOTSTRAP, *client,
@@ -165,3 +166,4 @@ async def lose_nothing_when_the_leader_is_killed(
     assert result.acknowledged == 2 * RECORDS and read == 2 * RECORDS, result.summary()
     assert not result.unread, f"acknowledged, never read: {[s.value for s in result.unread[:10]]}"
     assert not result.duplicates, result.summary()
+    return victim

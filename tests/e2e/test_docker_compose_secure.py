@@ -11,11 +11,24 @@ build/tls/client.properties on 127.0.0.1:19092-19094 (SASL_SSL): a plaintext cli
 there; then the test of tests/e2e/test_docker_compose.py: a topic (RF 3, min.insync.replicas=2),
 acks=all records, partition 0's leader container SIGKILLed, more records, everything read back
 once. `down -v` whatever happened.
+
+The same project runs the `monitoring` profile: Prometheus (Debian's package, its image built by
+the `dockerd` fixture's `docker-setup.sh --monitoring`) must have every node's series (brokers'
+and controllers', Strimzi's names) through 127.0.0.1:9090's query API, and see the SIGKILLed
+broker go down. Then the restart policy: the broker killed through Docker stays down (the chaos
+nemesis relies on that), while a broker whose process is SIGKILLed from the host (a crash: no
+Docker command; the test runs as root, as CI does) is started again by the daemon and becomes
+healthy.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 
 import docker
@@ -35,10 +48,13 @@ pytestmark = pytest.mark.docker
 
 PROJECT = "trioka-e2e-secure"
 COMPOSE = ("docker-compose", "-f", str(ROOT / "docker-compose.yml"),
-           "-f", str(ROOT / "docker-compose.secure.yml"), "-p", PROJECT, "--profile", "raft")  # fmt: skip
+           "-f", str(ROOT / "docker-compose.secure.yml"), "-p", PROJECT, "--profile", "raft",
+           "--profile", "monitoring")  # fmt: skip
 CLIENT = ("--command-config", str(ROOT / "build" / "tls" / "client.properties"))
-NODES = 6
-"""Containers with a healthcheck: 3 controllers, 3 brokers (secure-init is one-shot)."""
+NODES = 7
+"""Containers with a healthcheck: 3 controllers, 3 brokers, Prometheus (secure-init is one-shot)."""
+PROMETHEUS = "http://127.0.0.1:9090"
+NODE_INSTANCES = {f"{kind}-{i}:9404" for kind in ("broker", "controller") for i in (1, 2, 3)}
 
 
 @pytest.fixture
@@ -73,7 +89,8 @@ async def test_the_secure_raft_profile_takes_only_logins_and_loses_nothing(
         time.monotonic() - started + timings["compose up (secure raft)"]
     )
     for name, container in _containers(dockerd, PROJECT).items():
-        assert container.attrs["Config"]["User"] == "trioka", f"{name} runs as root"
+        want = "prometheus" if name == "prometheus" else "trioka"
+        assert container.attrs["Config"]["User"] == want, f"{name} runs as root"
 
     # EXTERNAL is SASL_SSL: a plaintext client gets nowhere (a one-line error, not a hang).
     plain = await trio.run_process(
@@ -87,7 +104,61 @@ async def test_the_secure_raft_profile_takes_only_logins_and_loses_nothing(
     )  # fmt: skip
     assert logged_in.returncode == 0, logged_in.stderr.decode()
 
-    await lose_nothing_when_the_leader_is_killed(dockerd, PROJECT, "broker-", CLIENT)
+    await prometheus_has_every_node()
+
+    victim = await lose_nothing_when_the_leader_is_killed(dockerd, PROJECT, "broker-", CLIENT)
+    await wait_until(lambda: _instances("up == 0") == {f"broker-{victim}:9404"}, within=60, every=1)
+    await a_crashed_broker_comes_back(dockerd, victim)
     timings["test after setup (secure raft)"] = (
         time.monotonic() - started + timings["compose up (secure raft)"]
     )
+
+
+def _query(promql: str) -> list[dict]:
+    """Prometheus' instant query API: the result vector (Prometheus must answer)."""
+    url = f"{PROMETHEUS}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body = json.load(answer)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def _instances(promql: str) -> set[str]:
+    return {r["metric"].get("instance", "") for r in _query(promql)}
+
+
+async def prometheus_has_every_node() -> None:
+    """Every node scraped (found by DNS), brokers' and controllers' series under Strimzi's names,
+    one active controller."""
+    await wait_until(lambda: _instances("up == 1") >= NODE_INSTANCES, within=90, every=1)
+    brokers = {f"broker-{i}:9404" for i in (1, 2, 3)}
+    controllers = {f"controller-{i}:9404" for i in (1, 2, 3)}
+    await wait_until(
+        lambda: _instances("kafka_server_replicamanager_partitioncount") == brokers
+        and _instances("kafka_server_raftmetrics_current_leader") >= controllers
+        and _query("sum(kafka_controller_kafkacontroller_activecontrollercount)")[0]["value"][1]
+        == "1",
+        within=60, every=1,
+    )  # fmt: skip
+    assert _instances('kafka_network_requestmetrics_requests_total{request="Produce"}') & brokers
+
+
+async def a_crashed_broker_comes_back(dockerd: docker.DockerClient, killed: int) -> None:
+    """The broker killed through Docker stayed down; one SIGKILLed from the host restarts."""
+    containers = _containers(dockerd, PROJECT)
+    killed_container = containers[f"broker-{killed}"]
+    killed_container.reload()
+    assert killed_container.status == "exited", "Docker restarted a container it was told to kill"
+    assert killed_container.attrs["RestartCount"] == 0
+    crashed = containers[f"broker-{killed % 3 + 1}"]
+    crashed.reload()
+    os.kill(crashed.attrs["State"]["Pid"], signal.SIGKILL)  # not through Docker: a crash
+
+    def restarted_and_healthy() -> bool:
+        crashed.reload()
+        state = crashed.attrs["State"]
+        return crashed.attrs["RestartCount"] >= 1 and state.get("Health", {}).get("Status") == (
+            "healthy"
+        )
+
+    await wait_until(restarted_and_healthy, within=120, every=0.5)

@@ -251,3 +251,70 @@ def test_session_settings_come_from_the_environment() -> None:
             for name in brokers(compose_config(mode)):
                 assert overrides(short[name])["broker.heartbeat.interval.ms"] == "1000"
                 broker_config(short[name])
+
+
+METRICS_PORT = 9404
+"""Every node's /metrics in compose (Strimzi's port), scraped by the monitoring profile."""
+
+
+def test_nodes_restart_on_failure(profile: tuple[str, dict[str, Any]]) -> None:
+    """on-failure, not always: a container killed or stopped through Docker (the chaos
+    nemesis, `docker-compose stop`) stays down until started again."""
+    _, config = profile
+    for name, service in config["services"].items():
+        assert service.get("restart") == "on-failure", f"{name}: restart {service.get('restart')}"
+
+
+def test_every_node_serves_metrics_on_the_compose_network(
+    profile: tuple[str, dict[str, Any]],
+) -> None:
+    _, config = profile
+    for name, service in config["services"].items():
+        if name == "zookeeper":
+            continue  # Debian's package has no Prometheus metrics provider
+        conf = broker_config(service) if name in brokers(config) else controller_config(service)
+        assert int(conf["trioka.metrics.port"]) == METRICS_PORT, name
+        assert conf["trioka.metrics.host"] == "0.0.0.0", f"{name} serves /metrics on loopback"
+        assert METRICS_PORT not in [p for _, _, p in published(service)], f"{name} publishes it"
+
+
+def _scraped_names() -> set[tuple[str, int]]:
+    """(DNS name, port) of every target of the monitoring profile's Prometheus."""
+    scrape = yaml.safe_load((ROOT / "deploy/docker/monitoring/prometheus.yml").read_text())
+    return {
+        (name, sd["port"])
+        for job in scrape["scrape_configs"]
+        for sd in job.get("dns_sd_configs", [])
+        for name in sd["names"]
+    }
+
+
+@pytest.mark.parametrize("mode", sorted(PROFILES))
+def test_monitoring_scrapes_every_node_of_either_profile(mode: str) -> None:
+    config = compose_config(mode)
+    names = {
+        alias
+        for name, s in config["services"].items()
+        if name != "zookeeper"
+        for alias in (name, *((s.get("networks") or {}).get("default") or {}).get("aliases", []))
+    }
+    scraped = _scraped_names()
+    for name, service in config["services"].items():
+        if name == "zookeeper":
+            continue
+        known = {name, *((service.get("networks") or {}).get("default") or {}).get("aliases", [])}
+        assert {(n, METRICS_PORT) for n in known} & scraped, f"nothing scrapes {name}"
+    assert names
+
+
+def test_monitoring_is_prometheus_on_loopback() -> None:
+    config = compose_config("monitoring")
+    assert set(config["services"]) == {"prometheus"}
+    service = config["services"]["prometheus"]
+    assert "trioka-prometheus" in service["image"]
+    assert published(service) == [("127.0.0.1", 9090, 9090)]
+    assert mounts(service)["/etc/prometheus/prometheus.yml"] == str(
+        ROOT / "deploy/docker/monitoring/prometheus.yml"
+    )
+    assert "--config.file=/etc/prometheus/prometheus.yml" in service["command"]
+    assert service["restart"] == "on-failure"

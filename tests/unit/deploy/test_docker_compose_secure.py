@@ -119,6 +119,9 @@ def test_the_secure_configs_are_cluster_up_secure_choices(
         assert set(file_keys.pop("listener.security.protocol.map")) == set(
             want.pop("listener.security.protocol.map")
         ), name
+        # Beside security, the files say only where /metrics is (as the plaintext ones do).
+        assert file_keys.pop("trioka.metrics.port") == 9404, name
+        assert file_keys.pop("trioka.metrics.host") == "0.0.0.0", name
         assert file_keys == want, name
         # ...and the node accepts its config (the process's own loader).
         if kind == "controller":
