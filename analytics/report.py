@@ -29,9 +29,10 @@ from pyspark.sql import functions as F
 
 from analytics import render, report_sections
 from analytics.progress import Progress, silent
+from analytics.schemas import FAILOVER_OPS_SCHEMA
 from analytics.transforms import elections as el
 from analytics.transforms import replication as rep
-from analytics.transforms.failovers import OPS_SCHEMA, failovers, per_size, phase_breakdown
+from analytics.transforms.failovers import failovers, per_size, phase_breakdown
 from analytics.transforms.history import with_wall_clock
 from analytics.transforms.latency import request_buckets, request_latency
 from analytics.transforms.series import between, dedupe_events, dedupe_samples
@@ -277,7 +278,7 @@ def build_report(
     tables_dir.mkdir(parents=True, exist_ok=True)
     start_ms, end_ms = to_ms(start), to_ms(end)
     if ops is None:
-        ops = spark.createDataFrame([], OPS_SCHEMA)
+        ops = spark.createDataFrame([], FAILOVER_OPS_SCHEMA)
     if not samples_deduplicated:  # analytics.job dedupes whole snapshots, before the explode
         samples = dedupe_samples(samples)
     samples, events = samples.cache(), dedupe_events(events).cache()

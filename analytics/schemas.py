@@ -8,7 +8,8 @@ DataFrame -> DataFrame; nothing is inferred).
   per field of the protocol.telemetry.LOG_EVENTS catalogue (the union, built from it) and
   `record` (the whole JSON).
 - parse_history(raw) -> ops: one row per chaos history op (deploy/chaos/check/history_files.py's
-  JSON) with typed columns per op kind.
+  JSON) with typed columns per op kind (OPS_SCHEMA; FAILOVER_OPS_SCHEMA: the columns the
+  failover analysis reads, taken from it).
 
 Rows whose value is not JSON of the expected kind are dropped (a torn spool line, another
 topic's record); `source` is Source.key ("<role>-<node_id>", or the role alone).
@@ -307,6 +308,16 @@ OPS_SCHEMA = StructType(
     ]
 )
 
+FAILOVER_OPS_SCHEMA = StructType(
+    [
+        OPS_SCHEMA[name]
+        for name in ("ts_ms", "process", "type", "kind", "topic", "partition", "targets", "action")
+    ]
+)
+"""The OPS_SCHEMA columns analytics.transforms.failovers reads (its docstring names them), as
+OPS_SCHEMA types them: the schema of an empty history in the report, and of the tests'
+hand-made ops (tests/support/telemetry_frames.py)."""
+
 
 def _tuples(rows: Column, schema: StructType) -> Column:
     """An array<array<string>> of JSON [a, b, c] rows (mixed types, read as strings) ->
@@ -368,6 +379,7 @@ def parse_history(raw: DataFrame) -> DataFrame:
 
 __all__ = [
     "EVENTS_SCHEMA",
+    "FAILOVER_OPS_SCHEMA",
     "LOG_RECORD_SCHEMA",
     "METRICS_SNAPSHOT_SCHEMA",
     "OPS_SCHEMA",

@@ -14,7 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import trio
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from analytics.schemas import RAW_SCHEMA
 from analytics.source_options import OffsetRange, PartitionBounds, SourceOptionError, SourceOptions
 from client import Admin, Consumer, ConsumerRecord
 from client.sync import SyncConsumer
@@ -81,17 +83,8 @@ def to_timestamp(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
-ARROW_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-)
+ARROW_SCHEMA = to_arrow_schema(RAW_SCHEMA, timezone="UTC")
+"""RAW_SCHEMA as Spark itself maps it to Arrow (timestamps: microseconds, UTC)."""
 
 
 def read_arrow(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:

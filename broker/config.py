@@ -40,8 +40,9 @@ Some keys are trioka's own, each documented as such:
 - `trioka.offsets.retention.ms` (default -1: off; for tests only): overrides
   offsets.retention.minutes, whose smallest value (1) is too long for a test.
 - `trioka.metrics.port` (default -1: off; 0: a free port) and `trioka.metrics.host` (default
-  127.0.0.1): where the process serves Prometheus' `/metrics` (DESIGN section 8). Kafka exposes
-  its metrics through JMX and has no such key, hence the trioka prefix.
+  127.0.0.1): where the process serves Prometheus' `/metrics` (docs/internals.md,
+  deploy/telemetry). Kafka exposes its metrics through JMX and has no such key, hence the
+  trioka prefix.
 - `metrics.interval.ms` (default 10000) and `trioka.telemetry.*` (enable, spool.dir,
   spool.max.bytes, bootstrap.servers, replication.factor): the telemetry shipper
   (deploy/telemetry/settings.py says what each does). Kafka's metrics.sample.window.ms is not

@@ -143,8 +143,8 @@ class Broker:
         self.feed = feed
         self.cluster_id = cluster_id
         self.metrics = metrics if metrics is not None else default_metrics()
-        """BrokerTopicMetrics, the ReplicaManager gauges and the consumer group lag (the last
-        two bound while `run` runs)."""
+        """BrokerTopicMetrics, the ReplicaManager gauges, the consumer group lag and the log
+        sizes (the last three bound while `run` runs)."""
         self.broker_epoch = -1
         """This broker's epoch (ZK: the czxid of /brokers/ids/<id>); see `broker_epoch_fn`."""
         self.broker_epoch_fn: Callable[[], int] = broker_epoch or (lambda: self.broker_epoch)
@@ -378,9 +378,11 @@ class Broker:
         self._start_storage()
         self.metrics.replica_manager.bind(self, self._metrics_view())
         self.metrics.consumer_groups.bind(self, self._group_offsets_view())
+        self.metrics.logs.bind(self, self.log_manager.logs)
         try:
             await self._run(task_status)
         finally:
+            self.metrics.logs.unbind(self)
             self.metrics.consumer_groups.unbind(self)
             self.metrics.replica_manager.unbind(self)
 

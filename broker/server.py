@@ -59,6 +59,7 @@ from broker.metrics.requests import (
     request_name,
     start_handling,
 )
+from broker.metrics.socket_server import SocketServerMetrics, default_socket_server_metrics
 from broker.sasl import SaslAuthenticator, SaslProtocolError, SaslSettings
 from broker.tls import principal_of
 from protocol.codec import (
@@ -608,6 +609,7 @@ class BrokerServer:
         tls: Mapping[str, ssl.SSLContext] | None = None,
         sasl: Mapping[str, SaslSettings] | None = None,
         hold_requests: bool = False,
+        socket_metrics: SocketServerMetrics | None = None,
     ) -> None:
         self.handler = handler
         self.requests_enabled = trio.Event()
@@ -628,6 +630,12 @@ class BrokerServer:
         self.metrics = metrics if metrics is not None else default_request_metrics()
         """RequestMetrics of every request served (the process-wide ones by default)."""
         self.listeners = tuple(listeners)
+        self.socket_metrics = (
+            socket_metrics if socket_metrics is not None else default_socket_server_metrics()
+        )
+        """Connections open per listener (the process-wide ones by default)."""
+        for listener in self.listeners:
+            self.socket_metrics.listening(listener.name)
         self.limits = limits
         # max_value: a token given back twice is a bug, not extra room.
         self.queue = trio.Semaphore(
@@ -705,6 +713,14 @@ class BrokerServer:
             connections.start_soon(self._serve_connection, listener, stream)
 
     async def _serve_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
+        """Serve one accepted connection, counted open until it ends, however it ends."""
+        self.socket_metrics.opened(listener.name)
+        try:
+            await self._serve_accepted(listener, stream)
+        finally:
+            self.socket_metrics.closed(listener.name)
+
+    async def _serve_accepted(self, listener: Listener, stream: trio.SocketStream) -> None:
         try:
             peer = stream.socket.getpeername()
             peer_text = f"{peer[0]}:{peer[1]}"

@@ -1,4 +1,5 @@
-"""The backend-agnostic controller (DESIGN section 6).
+"""The backend-agnostic controller (docs/architecture.md; its contracts: docs/internals.md,
+controller/).
 
 State is replayed from metadata records only (`state`); operations are pure functions
 `(state, request, ctx) -> ControllerResult(records, response)` (`topics`, `configs`, `brokers`,

@@ -1,4 +1,4 @@
-"""Request/response envelopes on top of framing and the schemas (DESIGN section 3).
+"""Request/response envelopes on top of framing and the schemas (docs/internals.md, protocol/).
 
 Request payload: msgpack `[api_key, api_version, correlation_id, client_id, body]`.
 Response payload: msgpack `[correlation_id, body]`. Bodies are positional arrays (protocol.schema).

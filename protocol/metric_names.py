@@ -10,7 +10,11 @@ Strimzi's rules (strimzi-kafka-operator, packaging/examples/metrics/kafka-metric
   (`MessagesInPerSec` -> `kafka_server_brokertopicmetrics_messagesin_total`), a Prometheus
   counter: Kafka's one-minute rate is `rate()` of it;
 - a gauge, its `Value`: `kafka_<domain>_<type>_<name>`
-  (`kafka_controller_kafkacontroller_activecontrollercount`);
+  (`kafka_controller_kafkacontroller_activecontrollercount`, `kafka_log_log_size`);
+- a `<Base>Percent...` gauge or meter (its `Value` / `MeanRate`):
+  `kafka_<domain>_<type>_<base>_percent` (`NetworkProcessorAvgIdlePercent` ->
+  `kafka_network_socketserver_networkprocessoravgidle_percent`), a fraction in [0, 1] despite
+  the name (Strimzi's dashboard multiplies it by 100);
 - a timer or histogram (`TotalTimeMs`, `LeaderElectionRateAndTimeMs`): `kafka_<domain>_<type>_<name>`
   with `_count`, and the Yammer percentiles as gauges with a `quantile` label. trioka's are
   Prometheus histograms under that same name: `_count` is jmx_exporter's, `_sum` and
@@ -19,9 +23,13 @@ Strimzi's rules (strimzi-kafka-operator, packaging/examples/metrics/kafka-metric
   (analytics/) computes its quantiles per window from the buckets.
 - `kafka.server:type=raft-metrics`, attribute `<attr>`: `kafka_server_raftmetrics_<attr>`, `-`
   made `_` (`current-leader` -> `kafka_server_raftmetrics_current_leader`).
+- `kafka.server:type=socket-server-metrics,listener=<L>,networkProcessor=<N>`, attribute
+  `<attr>`: `kafka_server_socket_server_metrics_<attr>`, `-` made `_`
+  (`connection-count` -> `kafka_server_socket_server_metrics_connection_count`).
 
 The MBean's other keys are labels, named as Kafka names them (jmx_exporter does not lower-case
-label names): `topic`, `partition`, `request`, `error`, `delayedOperation`, `clientId`.
+label names): `topic`, `partition`, `request`, `error`, `delayedOperation`, `clientId`,
+`listener`.
 
 Consumer group lag is no Kafka broker metric: the names are the Kafka Exporter's
 (danielqsj/kafka_exporter, which Strimzi deploys and its strimzi-kafka-exporter.json reads):
@@ -41,25 +49,36 @@ import re
 
 _MBEAN = re.compile(r"kafka\.(\w+):type=([^,]+),name=([^,]+)")
 _METER = re.compile(r"(.+)PerSec\w*")  # Strimzi: name=(.+)PerSec\w* -> ..._$3_total
+_PERCENT = re.compile(r"(.+)Percent\w*")  # Strimzi: name=(.+)Percent\w* -> ..._$3_percent
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")  # jmx_exporter's safeName: anything else becomes _
 
 
 def prometheus_name(mbean: str) -> str:
     """The jmx_exporter name (Strimzi's rules) of `kafka.<domain>:type=<Type>,name=<Name>`:
-    lower case, a meter's `PerSec` dropped and `_total` appended."""
+    lower case, a meter's `PerSec` dropped and `_total` appended, a `Percent` cut to `_percent`
+    (Strimzi's percent rules come before its meter rules)."""
     match = _MBEAN.fullmatch(mbean)
     if match is None:
         raise ValueError(f"not a Kafka MBean name kafka.<domain>:type=<T>,name=<N>: {mbean!r}")
     domain, type_, name = match.groups()
-    meter = _METER.fullmatch(name)
-    base = f"kafka_{domain}_{type_}_{meter.group(1) if meter else name}"
-    return _INVALID.sub("_", base).lower() + ("_total" if meter else "")
+    suffix = ""
+    if percent := _PERCENT.fullmatch(name):
+        name, suffix = percent.group(1), "_percent"
+    elif meter := _METER.fullmatch(name):
+        name, suffix = meter.group(1), "_total"
+    return _INVALID.sub("_", f"kafka_{domain}_{type_}_{name}").lower() + suffix
 
 
 def raft_metrics_name(attribute: str) -> str:
     """KRaft's `kafka.server:type=raft-metrics` attribute (`current-leader`), as Strimzi's rule
     `kafka_server_raftmetrics_$1` and jmx_exporter's safe name make it."""
     return _INVALID.sub("_", f"kafka_server_raftmetrics_{attribute}").lower()
+
+
+def socket_server_metrics_name(attribute: str) -> str:
+    """`kafka.server:type=socket-server-metrics` attribute (`connection-count`), as Strimzi's rule
+    `kafka_server_$1_$4` and jmx_exporter's safe name make it."""
+    return _INVALID.sub("_", f"kafka_server_socket-server-metrics_{attribute}").lower()
 
 
 def request_metrics_name(name: str) -> str:
@@ -88,7 +107,24 @@ def _raft(attribute: str) -> str:
     return name
 
 
+def _socket_server(attribute: str) -> str:
+    name = KAFKA_METRICS[f"kafka.server:type=socket-server-metrics,{attribute}"] = (
+        socket_server_metrics_name(attribute)
+    )
+    return name
+
+
 # kafka.server:type=BrokerTopicMetrics (label topic, except the replication ones)
+TOTAL_PRODUCE_REQUESTS = _kafka(
+    "kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec"
+)
+FAILED_PRODUCE_REQUESTS = _kafka(
+    "kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec"
+)
+TOTAL_FETCH_REQUESTS = _kafka("kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec")
+FAILED_FETCH_REQUESTS = _kafka(
+    "kafka.server:type=BrokerTopicMetrics,name=FailedFetchRequestsPerSec"
+)
 BYTES_IN = _kafka("kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec")
 MESSAGES_IN = _kafka("kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec")
 BYTES_OUT = _kafka("kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec")
@@ -109,6 +145,20 @@ LEADER_COUNT = _kafka("kafka.server:type=ReplicaManager,name=LeaderCount")
 PARTITION_COUNT = _kafka("kafka.server:type=ReplicaManager,name=PartitionCount")
 ISR_SHRINKS = _kafka("kafka.server:type=ReplicaManager,name=IsrShrinksPerSec")
 ISR_EXPANDS = _kafka("kafka.server:type=ReplicaManager,name=IsrExpandsPerSec")
+
+# kafka.log:type=Log (labels topic, partition)
+LOG_SIZE = _kafka("kafka.log:type=Log,name=Size")
+
+# The event loop: kafka.server:type=KafkaRequestHandlerPool, kafka.network:type=SocketServer
+REQUEST_HANDLER_AVG_IDLE_PERCENT = _kafka(
+    "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent"
+)
+NETWORK_PROCESSOR_AVG_IDLE_PERCENT = _kafka(
+    "kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent"
+)
+
+# kafka.server:type=socket-server-metrics (label listener)
+CONNECTION_COUNT = _socket_server("connection-count")
 
 # kafka.server:type=DelayedOperationPurgatory (label delayedOperation) and
 # kafka.server:type=FetcherLagMetrics (labels clientId, topic, partition)

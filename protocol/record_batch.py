@@ -1,4 +1,5 @@
-"""The record-batch format (DESIGN section 3): Kafka's RecordBatch v2 header, msgpack records.
+"""The record-batch format (docs/internals.md, protocol/): Kafka's RecordBatch v2 header, msgpack
+records.
 
 Layout (big-endian), 61 header bytes as in Kafka:
 

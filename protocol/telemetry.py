@@ -1,4 +1,4 @@
-"""Telemetry records: what every process ships and what analytics/ reads (DESIGN section 8).
+"""Telemetry records: what every process ships and what analytics/ reads (docs/telemetry.md).
 
 Three internal topics, each record's value a UTF-8 JSON object and its key the source
 (`"<role>-<node_id>"`, e.g. `broker-1`, `controller-3000`, `chaos`):

@@ -159,7 +159,7 @@ if ((build)); then
   build_wheelhouse wheelhouse .
   build_image "$image" deploy/docker/Dockerfile "${BASE_IMAGE:-}"
   if ((analytics)); then
-    # PySpark and Java 17 (MACHINE-FACTS): a base of its own, so the brokers' image stays small.
+    # PySpark 4 runs on Java 17: a base of its own, so the brokers' image stays small.
     [ -n "${ANALYTICS_BASE_IMAGE:-}" ] ||
       debootstrap_image "$analytics_base" python3,python3-venv,openjdk-17-jre-headless,procps
     build_wheelhouse wheelhouse-analytics '.[analytics]'

@@ -63,37 +63,18 @@ the same broker within `merge_ms` is the same failure). Its phases:
 The ops columns used (analytics.schemas.parse_history's): kind, type, topic, partition, targets
 (array of node names), the nemesis action (an `action` column, or inside the `detail` JSON
 text) and the op's time: `ts_ms`, or `time_ns` (+ `shipped_ts`) put on the telemetry's clock by
-analytics.transforms.history. OPS_SCHEMA is that minimum, for an empty history.
+analytics.transforms.history. analytics.schemas.FAILOVER_OPS_SCHEMA is that minimum, for an
+empty history.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 from analytics.transforms.history import with_wall_clock
 from protocol.metric_names import GLOBAL_PARTITION_COUNT, LEADER_COUNT
 
-OPS_SCHEMA = StructType(
-    [
-        StructField("ts_ms", LongType()),
-        StructField("process", StringType()),
-        StructField("type", StringType()),
-        StructField("kind", StringType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("targets", ArrayType(StringType())),
-        StructField("action", StringType()),
-    ]
-)
 # Nemesis actions that take a broker away (restart, resume, heal... bring it back).
 FAULT_ACTIONS = ("kill", "pause", "kill-leader", "pause-followers", "cut")
 LOOKBACK_MS = 120_000

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field, replace
 
 import trio
 
+from broker.handlers.fetch_totals import SessionFetchTotals
 from broker.handlers.leader_hints import HINTED_ERRORS, LeaderHints
 from broker.handlers.partition_reads import PartitionReader, summary
 from broker.handlers.router import Handler
 from broker.metrics import BrokerTopicMetrics, awaiting_remote
+from broker.metrics.topics import NOT_HOSTED
 from broker.purgatory import FetchPurgatory, long_poll
 from broker.replica.fetch_session import (
     ContextKind,
@@ -86,7 +88,12 @@ class FetchHandler:
         self.fetch_max_bytes = fetch_max_bytes
         """fetch.max.bytes: the response budget, whatever the request asks."""
         self.topic_metrics = topic_metrics
-        """BytesOut per consumer fetch, ReplicationBytesOut per follower fetch."""
+        """BytesOut per consumer fetch, ReplicationBytesOut per follower fetch; Total/Failed
+        FetchRequests per partition of every fetch."""
+        self.session_totals = (
+            SessionFetchTotals(topic_metrics, sessions) if topic_metrics is not None else None
+        )
+        """TotalFetchRequests of followers' incremental fetches (counted per session)."""
 
     def handlers(self) -> Mapping[ApiKey, Handler]:
         return {ApiKey.FETCH: self.fetch}
@@ -129,6 +136,9 @@ class FetchHandler:
         session = context.session
         if follower and context.kind is ContextKind.INCREMENTAL and session is not None:
             reads = await self._read_changes(request, session, context.fetch_data)
+            if self.session_totals is not None:
+                now_ms = self.reader.partitions.clock.monotonic_ms()
+                self.session_totals.fetched(session, now_ms)
         else:
             wanted = context.partitions()
             denied = self._denied(wanted, conn) if not follower else frozenset()
@@ -192,7 +202,19 @@ class FetchHandler:
             reads.add(self._read(request, again, used=kept))
 
         await long_poll(self.purgatory, [tp for tp, _ in wanted], deadline, satisfied, reread)
+        self._count_fetched(reads.results)
         return reads
+
+    def _count_fetched(self, results: Mapping[TopicPartition, FetchPartitionResponse]) -> None:
+        """TotalFetchRequestsPerSec: every partition of this fetch once (rereads in the long
+        poll are not fetches), as Kafka's fetchMessages; partitions not hosted here not."""
+        if self.topic_metrics is None:
+            return
+        per_topic: dict[str, int] = {}
+        for tp, result in results.items():
+            if result.error_code != NOT_HOSTED:
+                per_topic[tp.topic] = per_topic.get(tp.topic, 0) + 1
+        self.topic_metrics.fetched(per_topic)
 
     async def _read_changes(
         self,
@@ -299,6 +321,8 @@ class FetchHandler:
                     current_leader_epoch=part.current_leader_epoch,
                 )
             reads.total += len(result.records)
+            if result.error_code and self.topic_metrics is not None:
+                self.topic_metrics.fetch_read(tp.topic, result.error_code)
             reads.errors = (
                 reads.errors or result.error_code != 0 or result.diverging_epoch is not None
             )

@@ -60,7 +60,8 @@ class ProduceHandler:
         self.produce_purgatory = produce_purgatory
         """Where acks=all produces wait for the HW."""
         self.topic_metrics = topic_metrics
-        """BytesIn/MessagesIn per append."""
+        """BytesIn/MessagesIn per append; Total/FailedProduceRequests per partition appended
+        to or refused by the append (not those of an invalid acks, as Kafka's)."""
 
     def handlers(self) -> Mapping[ApiKey, Handler]:
         return {ApiKey.PRODUCE: self.produce}
@@ -170,11 +171,15 @@ class ProduceHandler:
                 log.warning("append failed", topic_partition=str(tp), error=message)
             elif code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("append failed", topic_partition=str(tp))
+            if self.topic_metrics is not None:
+                self.topic_metrics.produced(tp.topic, code)
             return ProducePartitionResponse(
                 index=tp.partition, error_code=code, error_message=message
             ), None
         if self.topic_metrics is not None:
             self.topic_metrics.appended(tp.topic, len(records), info.num_records)
+            # A duplicate answered without offsets (below) was appended before: no failure.
+            self.topic_metrics.produced(tp.topic, 0)
         if partition.state.update_local_leo(partition.log.log_end_offset):
             self.produce_purgatory.notify(tp)
         # Followers read to the LEO: every append may complete their long polls.

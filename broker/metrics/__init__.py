@@ -1,8 +1,9 @@
 """The broker's metrics, Kafka's, under the jmx_exporter names Kafka dashboards read
 (prometheus_client, names from protocol.metric_names; see docs/internals.md, "Metrics"):
-`BrokerMetrics` groups BrokerTopicMetrics, the ReplicaManager / purgatory / fetcher-lag metrics
-and the consumer group lag of one broker; RequestMetrics belong to the server (every process
-that serves requests, dedicated controllers included).
+`BrokerMetrics` groups BrokerTopicMetrics, the ReplicaManager / purgatory / fetcher-lag metrics,
+the consumer group lag and the log sizes of one broker; RequestMetrics and the
+socket-server-metrics belong to the server (every process that serves requests, dedicated
+controllers included).
 
 As controller.metrics: one process-wide instance on the global registry (`default_metrics()`,
 served on /metrics by deploy.telemetry.metrics_server); tests pass their own CollectorRegistry.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from broker.metrics.consumer_groups import ConsumerGroupMetrics, GroupOffsetsView
+from broker.metrics.logs import LogMetrics
 from broker.metrics.replica_manager import BrokerView, ReplicaManagerMetrics
 from broker.metrics.requests import (
     RequestMetrics,
@@ -31,6 +33,7 @@ __all__ = [
     "BrokerView",
     "ConsumerGroupMetrics",
     "GroupOffsetsView",
+    "LogMetrics",
     "ReplicaManagerMetrics",
     "RequestMetrics",
     "RequestTiming",
@@ -45,6 +48,7 @@ class BrokerMetrics:
     topics: BrokerTopicMetrics
     replica_manager: ReplicaManagerMetrics
     consumer_groups: ConsumerGroupMetrics
+    logs: LogMetrics
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = REGISTRY) -> BrokerMetrics:
@@ -52,6 +56,7 @@ class BrokerMetrics:
             BrokerTopicMetrics(registry),
             ReplicaManagerMetrics(registry),
             ConsumerGroupMetrics(registry),
+            LogMetrics(registry),
         )
 
 

@@ -143,6 +143,9 @@ class FetchSession(Generic[K]):
     """Where in the purgatory's change journal this session has read up to."""
     next_full_read_ms: int = 0
     """When every partition is read again (what changes without a notification)."""
+    membership: int = 0
+    """Bumped whenever partitions join or leave the session: what a cache of its partition
+    set (the Fetch handler's per-topic counts) compares."""
 
     def __post_init__(self) -> None:
         if len(self.requests) != len(self.partitions):
@@ -223,6 +226,8 @@ class FetchSession(Generic[K]):
                 if self.active is not None:
                     self.active.discard(key)
                 removed.append(key)
+        if added or removed:
+            self.membership += 1
         return added, updated, removed
 
 

@@ -7,11 +7,12 @@
     zk.cleanup()                # SIGKILL by pid if still alive
 
 Used by `trioka cluster up` (deploy.cluster.startup) and by the tests' harness
-(tests/support/zookeeper.py). The server writes its own zoo.cfg as shared/MACHINE-FACTS.md
-says: `clientPortAddress` (loopback by default), the Jetty admin server off (it cannot load from
-Debian's jars), four-letter words allowed (`ruok` is the readiness check), session timeout
-bounds `[min_session_timeout_ms, max_session_timeout_ms]` (ZooKeeper clamps a client's requested
-timeout into them; the minimum defaults to 2 * tickTime, ZooKeeper's own rule).
+(tests/support/zookeeper.py). The server writes its own zoo.cfg with what Debian's ZooKeeper
+3.8 needs to run alone on a chosen port: `clientPortAddress` (loopback by default), the Jetty
+admin server off (it cannot load from Debian's jars), four-letter words allowed (`ruok` is the
+readiness check), session timeout bounds `[min_session_timeout_ms, max_session_timeout_ms]`
+(ZooKeeper clamps a client's requested timeout into them; the minimum defaults to 2 * tickTime,
+ZooKeeper's own rule).
 The process runs in its own session (start_new_session), so it outlives a supervisor that exits
 (`trioka cluster up`) and a Ctrl-C in the terminal does not reach it.
 """

@@ -30,6 +30,7 @@ from deploy.node.combined import run_combined_broker, single_node_defaults
 from deploy.node.config import load_broker_config
 from deploy.node.runtime import NodeRuntime
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
+from deploy.telemetry.event_loop import watch_event_loop
 from deploy.telemetry.logs import configure_logging
 from deploy.telemetry.metrics_server import serve_metrics
 from deploy.telemetry.wiring import broker_shipper, own_listener_bootstrap, run_beside
@@ -47,11 +48,11 @@ async def run_broker(
     runtime = runtime if runtime is not None else NodeRuntime()
     # First, so that the "metrics serving" event precedes "broker listening": whoever waits
     # for the listener (tests, `trioka cluster`) finds the metrics port already logged.
-    with serve_metrics(config):
+    with serve_metrics(config), watch_event_loop(runtime.clock):
         serve = functools.partial(_run_mode, config, handle_signals=handle_signals, runtime=runtime)
-        shipper = broker_shipper(config)
+        shipper = broker_shipper(config, clock=runtime.clock)
         if shipper is not None and config.combined_mode:
-            shipper = broker_shipper(single_node_defaults(config))
+            shipper = broker_shipper(single_node_defaults(config), clock=runtime.clock)
         if shipper is None:
             await serve(task_status=task_status)
         else:

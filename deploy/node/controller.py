@@ -44,11 +44,13 @@ from deploy.node.runtime import NodeRuntime
 from deploy.node.security import controller_security
 from deploy.node.startup import exit_on_user_error, run_process, startup_parser
 from deploy.node.transport import PooledTransport
+from deploy.telemetry.event_loop import watch_event_loop
 from deploy.telemetry.logs import configure_logging
 from deploy.telemetry.metrics_server import serve_metrics
 from deploy.telemetry.settings import TelemetrySettings
 from deploy.telemetry.shipper import TelemetryShipper, local_source
 from deploy.telemetry.wiring import registered_brokers_bootstrap
+from protocol.clock import Clock
 from protocol.codec import RequestEnvelope, api_versions_response
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 from protocol.messages import ApiKey, Response, error_response
@@ -201,11 +203,11 @@ async def run_controller(
     when trioka.metrics.port is set ("metrics serving" is logged before "controller started")
     and the telemetry shipper running when trioka.telemetry.enable is on."""
     runtime = runtime if runtime is not None else NodeRuntime()
-    shipper = controller_shipper(config)
+    shipper = controller_shipper(config, runtime.clock)
     if shipper is not None:
         shipper.capture()  # start-up events are shipped too
     try:
-        with serve_metrics(config):
+        with serve_metrics(config), watch_event_loop(runtime.clock):
             await _run_controller(
                 config,
                 shipper,
@@ -226,13 +228,14 @@ def controller_nodes(config: ListenerSecurity) -> frozenset[str] | None:
     return super_users(config)
 
 
-def controller_shipper(config: ControllerProcessConfig) -> TelemetryShipper | None:
-    """The telemetry shipper of a controller process (None when trioka.telemetry.enable is
-    off); it ships through trioka.telemetry.bootstrap.servers or the registered brokers."""
+def controller_shipper(config: ControllerProcessConfig, clock: Clock) -> TelemetryShipper | None:
+    """The telemetry shipper of a controller process on the process's clock (None when
+    trioka.telemetry.enable is off); it ships through trioka.telemetry.bootstrap.servers or the
+    registered brokers."""
     settings = TelemetrySettings.from_values(config.values, config.metadata_log_dir)
     if not settings.enable:
         return None
-    return TelemetryShipper(settings, local_source("controller", config.node_id))
+    return TelemetryShipper(settings, local_source("controller", config.node_id), clock=clock)
 
 
 async def _run_controller(

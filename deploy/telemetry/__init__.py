@@ -1,4 +1,4 @@
-"""The telemetry shipper (DESIGN section 8, issue 7): every process ships its metrics snapshots
+"""The telemetry shipper (issue 7; docs/telemetry.md): every process ships its metrics snapshots
 and its log events to `__trioka_metrics` / `__trioka_logs` (protocol/telemetry.py), through a
 bounded in-memory buffer, and to a bounded local JSONL spool while the cluster cannot take them.
 

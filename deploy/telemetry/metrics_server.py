@@ -11,8 +11,9 @@ for the trio loop, so it still answers while the broker is busy, and a daemon th
 a dying process alive. It serves the process-wide registry (`prometheus_client.REGISTRY`), which
 holds the default process/GC/platform collectors and every trioka metric created on it (the
 controller's, `controller.metrics.default_metrics()`, created here so that every broker exports
-them, not only the active controller) and the broker's, raft's and the server's (broker.metrics,
-raft.metrics; created by the components that feed them). The bound address is logged as the `metrics serving`
+them, not only the active controller) and the broker's, raft's, the server's and the event loop's
+(broker.metrics, raft.metrics, deploy.telemetry.event_loop; created by the components that feed
+them). The bound address is logged as the `metrics serving`
 event (host, port): with port 0 that is how tests, benchmarks and `trioka cluster` learn it.
 
 Names are the jmx_exporter names Kafka dashboards read (protocol.metric_names), and no

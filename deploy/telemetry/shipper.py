@@ -56,7 +56,7 @@ from deploy.telemetry.topics import (
     TOPIC_CONFIGS,
     creation_replication_factor,
 )
-from protocol.clock import SYSTEM_CLOCK
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode, KafkaError, TriokaError
 from protocol.telemetry import LOGS_TOPIC, METRICS_TOPIC, Source, log_record
 
@@ -88,6 +88,7 @@ class TelemetryShipper:
         policy: ShipPolicy | None = None,
         buffer_max_records: int = DEFAULT_MAX_RECORDS,
         attempt_timeout_s: float = 15.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -96,6 +97,9 @@ class TelemetryShipper:
         self.bootstrap: Bootstrap = bootstrap or (lambda: configured)
         self.registry = registry
         self.tee = tee
+        self.clock = clock
+        """The process's clock (deploy.node.runtime.NodeRuntime): snapshots' and log events'
+        wall time."""
         self.policy = policy or ShipPolicy()
         self.buffer = TelemetryBuffer(buffer_max_records)
         self.spool = Spool(settings.spool_dir, settings.spool_max_bytes)
@@ -118,7 +122,7 @@ class TelemetryShipper:
     def capture(self) -> None:
         """Start queueing this process's log events (before the broker starts, so its start-up
         events are shipped too)."""
-        self.tee.attach(self._on_log)
+        self.tee.attach(self._on_log, self.clock)
 
     def release(self) -> None:
         self.tee.detach(self._on_log)
@@ -151,7 +155,7 @@ class TelemetryShipper:
 
     async def _metrics_loop(self) -> None:
         while True:
-            snap = snapshot(self.registry, self.source, SYSTEM_CLOCK.wall_ms())
+            snap = snapshot(self.registry, self.source, self.clock.wall_ms())
             self.buffer.offer(Entry(METRICS_TOPIC, self.key, snap.to_json()))
             self._report_drops()
             await trio.sleep(self.settings.interval_s)

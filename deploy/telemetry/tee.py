@@ -3,8 +3,9 @@
 deploy.telemetry.logs puts `LOG_TEE` in every process's chain, just before the renderer (the
 event dict then has its level, ISO timestamp, bound context and, in JSON mode, its traceback as
 a dict). Until a shipper attaches a sink the tee only returns the event; attached, it hands the
-sink the event and the time, and the sink (TelemetryBuffer via the shipper) copies it into a
-bounded deque: no I/O, no await, no lock of its own.
+sink the event and the time on the shipper's clock (the process's), and the sink
+(TelemetryBuffer via the shipper) copies it into a bounded deque: no I/O, no await, no lock of
+its own.
 
 Recursion: events logged by the shipper's own tasks (its producer and admin clients, its own
 warnings) are not shipped. They run in a context where `MUTED` is set, which every task they
@@ -15,9 +16,10 @@ shipped, fail, and log again.
 from __future__ import annotations
 
 import contextvars
-import time
 from collections.abc import Callable, MutableMapping
 from typing import Any
+
+from protocol.clock import SYSTEM_CLOCK, Clock
 
 MUTED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "trioka_telemetry_muted", default=False
@@ -29,25 +31,29 @@ Sink = Callable[[MutableMapping[str, Any], int], None]
 
 class LogTee:
     def __init__(self) -> None:
-        self._sink: Sink | None = None
+        self._attached: tuple[Sink, Clock] | None = None
 
-    def attach(self, sink: Sink) -> None:
-        self._sink = sink
+    def attach(self, sink: Sink, clock: Clock = SYSTEM_CLOCK) -> None:
+        """Hand every event to `sink`, stamped with `clock`'s wall time (the attacher's: the
+        process's clock, protocol.clock)."""
+        self._attached = (sink, clock)
 
     def detach(self, sink: Sink) -> None:
-        if self._sink is sink:
-            self._sink = None
+        attached = self._attached
+        if attached is not None and attached[0] is sink:
+            self._attached = None
 
     @property
     def attached(self) -> bool:
-        return self._sink is not None
+        return self._attached is not None
 
     def __call__(
         self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
-        sink = self._sink
-        if sink is not None and not MUTED.get():
-            sink(event_dict, time.time_ns() // 1_000_000)
+        attached = self._attached
+        if attached is not None and not MUTED.get():
+            sink, clock = attached
+            sink(event_dict, clock.wall_ms())
         return event_dict
 
 

@@ -17,17 +17,21 @@ import trio
 from broker.config import BrokerConfig
 from deploy.telemetry.settings import TelemetrySettings
 from deploy.telemetry.shipper import Bootstrap, TelemetryShipper, local_source
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.metadata.image import ClusterImage
 
 Serve = Callable[..., Awaitable[None]]
 
 
-def broker_shipper(config: BrokerConfig, role: str = "broker") -> TelemetryShipper | None:
-    """The shipper of a broker process (any mode), None when trioka.telemetry.enable is off."""
+def broker_shipper(
+    config: BrokerConfig, role: str = "broker", *, clock: Clock = SYSTEM_CLOCK
+) -> TelemetryShipper | None:
+    """The shipper of a broker process (any mode) on the process's clock, None when
+    trioka.telemetry.enable is off."""
     settings = TelemetrySettings.from_values(config.values, config.log_dirs[0])
     if not settings.enable:
         return None
-    return TelemetryShipper(settings, local_source(role, config.node_id))
+    return TelemetryShipper(settings, local_source(role, config.node_id), clock=clock)
 
 
 def own_listener_bootstrap(config: BrokerConfig, bound: Sequence[Any]) -> Bootstrap:

@@ -1,5 +1,6 @@
-"""One local Spark session per test run (MACHINE-FACTS: 7-12 s to start, and the first read
-through a Python data source costs 16-24 s, so sessions are shared, never made per test).
+"""One local Spark session per test run (measured on the project's 2-core machines: 7-12 s to
+start, and the first read through a Python data source costs 16-24 s, so sessions are shared,
+never made per test).
 
 `spark` is session-scoped: local[2], UTC, quiet, the `trioka` data source registered
 (analytics.job.build_session). It skips with a clear reason only when pyspark is not

@@ -1,5 +1,6 @@
 """Hand-made telemetry DataFrames for analytics tests, in the shapes analytics.schemas' parse
-functions produce: samples, events (the LOG_EVENTS union) and chaos history ops."""
+functions produce: samples, events (the LOG_EVENTS union) and chaos history ops (the columns of
+them the failover analysis reads, FAILOVER_OPS_SCHEMA)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 # The frames take analytics' own output schemas, so a column added there reaches the tests.
-from analytics.schemas import EVENTS_SCHEMA, SAMPLES_SCHEMA
-from analytics.transforms.failovers import OPS_SCHEMA
+from analytics.schemas import EVENTS_SCHEMA, FAILOVER_OPS_SCHEMA, SAMPLES_SCHEMA
 
 
 def _ts(ts_ms: int) -> datetime:
@@ -84,7 +84,7 @@ def nemesis(ts_ms: int, action: str, *targets: str) -> tuple:
 
 
 def ops_df(spark: SparkSession, rows: Iterable[tuple]) -> DataFrame:
-    return spark.createDataFrame(list(rows), OPS_SCHEMA)
+    return spark.createDataFrame(list(rows), FAILOVER_OPS_SCHEMA)
 
 
 __all__ = [

@@ -1,9 +1,10 @@
-"""A divergent suffix (shared/DESIGN.md section 5, KIP-101/279) on real broker processes: the
-followers are frozen (SIGSTOP), the leader takes records with acks=1 that nobody replicates,
-then it is SIGKILLed. A follower becomes leader and takes new records; the old leader, started
-again, truncates exactly the suffix nobody else has (by leader epoch, not to its own HW),
-catches up and rejoins the ISR, and no reader ever sees the lost suffix. (Whatever part of the
-suffix a fetch had already carried to a follower's socket survives, on every replica.)
+"""A divergent suffix (KIP-101/279; docs/internals.md, broker/'s "Replica state" and
+"Replication") on real broker processes: the followers are frozen (SIGSTOP), the leader takes
+records with acks=1 that nobody replicates, then it is SIGKILLed. A follower becomes leader and
+takes new records; the old leader, started again, truncates exactly the suffix nobody else has
+(by leader epoch, not to its own HW), catches up and rejoins the ISR, and no reader ever sees
+the lost suffix. (Whatever part of the suffix a fetch had already carried to a follower's
+socket survives, on every replica.)
 
 Both modes (`cluster_factory`): in Raft mode the killed leader is fenced after
 broker.session.timeout.ms, and the restarted one registers again and rejoins the ISR.

@@ -1,6 +1,7 @@
-"""KIP-101's two scenarios on real broker processes and a real ZooKeeper (shared/DESIGN.md
-section 5), made to happen on every run by failpoints (deploy/node/failpoints.py) and by waiting for
-conditions, never by timing.
+"""KIP-101's two scenarios on real broker processes and a real ZooKeeper (a follower truncates by
+leader epoch, never to its own HW: docs/internals.md, broker/'s "Replica state"), made to happen
+on every run by failpoints (deploy/node/failpoints.py) and by waiting for conditions, never by
+timing.
 
 Each test runs twice: with truncation by leader epoch (the default) it asserts that no
 acknowledged (acks=all) record is lost, that no two replicas hold different records at one

@@ -13,6 +13,7 @@ pytest.importorskip("pyspark", reason="needs pyspark: pip install 'trioka[analyt
 
 from analytics.schemas import (
     EVENTS_SCHEMA,
+    FAILOVER_OPS_SCHEMA,
     OPS_SCHEMA,
     RAW_SCHEMA,
     SAMPLES_SCHEMA,
@@ -40,6 +41,7 @@ from protocol.telemetry import (
     Source,
     log_record,
 )
+from tests.support.telemetry_frames import nemesis, ops_df, send_ok
 
 
 def raw(spark: Any, values: list[Any], topic: str = "t") -> Any:
@@ -54,6 +56,20 @@ def raw(spark: Any, values: list[Any], topic: str = "t") -> Any:
 def epoch_ms(ts: datetime) -> int:
     """A collected timestamp (naive, local time; or aware) as epoch milliseconds."""
     return round(ts.timestamp() * 1000)
+
+
+def test_failover_ops_schema_is_columns_of_ops_schema() -> None:
+    # The failover analysis' ops (an empty history, the tests' hand-made ops) are parse_history's
+    # columns as it types them, in its order.
+    names = OPS_SCHEMA.fieldNames()
+    assert FAILOVER_OPS_SCHEMA.fields == [OPS_SCHEMA[f.name] for f in FAILOVER_OPS_SCHEMA.fields]
+    positions = [names.index(f.name) for f in FAILOVER_OPS_SCHEMA.fields]
+    assert positions == sorted(positions)
+
+
+def test_hand_made_ops_have_the_failover_ops_schema(spark: Any) -> None:
+    frame = ops_df(spark, [nemesis(1, "kill", "broker-1"), send_ok(2, "t", 0)])
+    assert frame.schema == FAILOVER_OPS_SCHEMA
 
 
 def test_event_fields_are_the_union_of_the_catalogue() -> None:

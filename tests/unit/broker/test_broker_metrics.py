@@ -1,6 +1,7 @@
 """broker.metrics: RequestMetrics (names, error counts, the time split, the server feeding
-them), BrokerTopicMetrics, and the ReplicaManager / purgatory / fetcher-lag gauges computed at
-scrape time. Each test has its own CollectorRegistry."""
+them), the server's connection counts, BrokerTopicMetrics (bytes, records, total and failed
+produce/fetch partitions), and the ReplicaManager / purgatory / fetcher-lag / log size gauges
+computed at scrape time. Each test has its own CollectorRegistry."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from broker.config import Listener
-from broker.metrics import BrokerTopicMetrics, BrokerView, ReplicaManagerMetrics
+from broker.metrics import BrokerTopicMetrics, BrokerView, LogMetrics, ReplicaManagerMetrics
 from broker.metrics.replica_manager import snapshot
 from broker.metrics.requests import (
     RequestMetrics,
@@ -22,6 +23,7 @@ from broker.metrics.requests import (
     metric_names,
     request_name,
 )
+from broker.metrics.socket_server import SocketServerMetrics
 from broker.server import BrokerServer, ConnectionInfo
 from protocol import metric_names as names
 from protocol.codec import RequestEnvelope
@@ -199,6 +201,94 @@ def test_topic_metrics_count_bytes_and_records_per_topic() -> None:
     assert value(registry, names.MESSAGES_IN, topic="b") == 1
     assert value(registry, names.BYTES_OUT, topic="a") == 40
     assert value(registry, names.REPLICATION_BYTES_IN) == 9
+
+
+def test_produce_partitions_count_as_kafkas_append_counts_them() -> None:
+    registry = CollectorRegistry()
+    topics = BrokerTopicMetrics(registry)
+    topics.produced("a", ErrorCode.NONE)
+    # The client's or the cluster's state, not a broker failure: Kafka leaves them out.
+    topics.produced("a", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    topics.produced("a", ErrorCode.MESSAGE_TOO_LARGE)
+    topics.produced("a", ErrorCode.CORRUPT_MESSAGE)
+    topics.produced("a", ErrorCode.INVALID_TOPIC_EXCEPTION)  # an internal topic, refused
+    # Failures Kafka counts: processFailedRecord.
+    topics.produced("a", ErrorCode.NOT_ENOUGH_REPLICAS)
+    topics.produced("a", ErrorCode.INVALID_RECORD)
+    topics.produced("b", ErrorCode.UNKNOWN_SERVER_ERROR)
+    # Not hosted here: no count, no series (Kafka answers unknown topics before counting).
+    topics.produced("typo", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert value(registry, names.TOTAL_PRODUCE_REQUESTS, topic="a") == 7
+    assert value(registry, names.FAILED_PRODUCE_REQUESTS, topic="a") == 2
+    assert value(registry, names.TOTAL_PRODUCE_REQUESTS, topic="b") == 1
+    assert value(registry, names.FAILED_PRODUCE_REQUESTS, topic="b") == 1
+    assert registry.get_sample_value(names.TOTAL_PRODUCE_REQUESTS, {"topic": "typo"}) is None
+
+
+def test_fetch_partitions_count_per_fetch_and_failures_per_read() -> None:
+    registry = CollectorRegistry()
+    topics = BrokerTopicMetrics(registry)
+    topics.fetched({"a": 3, "b": 1})
+    topics.fetched({"a": 1})
+    for code in (
+        ErrorCode.OFFSET_OUT_OF_RANGE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ):
+        topics.fetch_read("a", code)  # Kafka's readFromLog does not mark these failed
+    topics.fetch_read("a", ErrorCode.UNKNOWN_SERVER_ERROR)
+    topics.fetch_read("b", ErrorCode.CORRUPT_MESSAGE)
+    assert value(registry, names.TOTAL_FETCH_REQUESTS, topic="a") == 4
+    assert value(registry, names.TOTAL_FETCH_REQUESTS, topic="b") == 1
+    assert value(registry, names.FAILED_FETCH_REQUESTS, topic="a") == 1
+    assert value(registry, names.FAILED_FETCH_REQUESTS, topic="b") == 1
+
+
+@dataclass
+class FakeLog:
+    topic_partition: TopicPartition
+    size: int
+
+
+def test_log_size_is_read_per_log_at_scrape_time() -> None:
+    registry = CollectorRegistry()
+    metrics = LogMetrics(registry)
+    assert registry.get_sample_value(names.LOG_SIZE, {"topic": "t", "partition": "0"}) is None
+    logs = [FakeLog(TopicPartition("t", 0), 0), FakeLog(TopicPartition("t", 1), 4096)]
+    owner = object()
+    metrics.bind(owner, lambda: logs)
+    assert value(registry, "kafka_log_log_size", topic="t", partition="0") == 0
+    assert value(registry, names.LOG_SIZE, topic="t", partition="1") == 4096
+    logs[0].size = 100  # an append: the next scrape sees it
+    logs.pop()  # a deleted log: its series goes
+    assert value(registry, names.LOG_SIZE, topic="t", partition="0") == 100
+    assert registry.get_sample_value(names.LOG_SIZE, {"topic": "t", "partition": "1"}) is None
+    metrics.unbind(owner)
+    assert registry.get_sample_value(names.LOG_SIZE, {"topic": "t", "partition": "0"}) is None
+
+
+async def test_connections_are_counted_per_listener_while_open() -> None:
+    registry = CollectorRegistry()
+    sockets = SocketServerMetrics(registry)
+    listeners = [Listener("PLAINTEXT", "127.0.0.1", 0), Listener("INTERNAL", "127.0.0.1", 0)]
+    server = BrokerServer(
+        Parking(), listeners, metrics=RequestMetrics(registry), socket_metrics=sockets
+    )
+    count = names.CONNECTION_COUNT
+    assert value(registry, count, listener="PLAINTEXT") == 0  # from the start, at zero
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        port = server.bound[0].port
+        async with await WireClient.connect("127.0.0.1", port) as c:
+            async with await WireClient.connect("127.0.0.1", port):
+                await wait_until(lambda: value(registry, count, listener="PLAINTEXT") == 2)
+                assert value(registry, count, listener="INTERNAL") == 0
+            await wait_until(lambda: value(registry, count, listener="PLAINTEXT") == 1)
+            await c.send(MetadataRequest())
+            await c.receive(MetadataResponse)
+        await wait_until(lambda: value(registry, count, listener="PLAINTEXT") == 0)
+        nursery.cancel_scope.cancel()
 
 
 @dataclass

@@ -18,6 +18,7 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.metadata_feeds.raft_log import RaftMetadataFeed
+from broker.metrics import BrokerMetrics
 from broker.node import Broker
 from broker.partition_changes import PartitionChangeApplier
 from deploy.node.broker_base import log_manager_for
@@ -64,10 +65,14 @@ def raft_broker_config(tmp_path: Path, **extra: Any) -> BrokerConfig:
 
 @contextmanager
 def in_process_broker(
-    tmp_path: Path, clock: Clock = SYSTEM_CLOCK, failpoints: Any = None, **config: Any
+    tmp_path: Path,
+    clock: Clock = SYSTEM_CLOCK,
+    failpoints: Any = None,
+    metrics: BrokerMetrics | None = None,
+    **config: Any,
 ) -> Iterator[Broker]:
     """Broker 1 of `raft_broker_config`, in this process, on `clock`; its metadata comes from
-    the test (`Feed`), nothing else is ever called."""
+    the test (`Feed`), nothing else is ever called. `metrics`: the process-wide ones if None."""
     broker_config = raft_broker_config(tmp_path, **config)
     log_manager = log_manager_for(broker_config, "c", clock)
     log_manager.startup()
@@ -81,6 +86,7 @@ def in_process_broker(
             transport=Unused(),  # type: ignore[arg-type]
             clock=clock,
             failpoints=failpoints,
+            metrics=metrics,
         )
     finally:
         log_manager.shutdown()

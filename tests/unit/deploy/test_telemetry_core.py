@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+import trio
+import trio.testing
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from broker.config import BrokerConfig
@@ -20,6 +22,7 @@ from deploy.telemetry.settings import TelemetrySettings
 from deploy.telemetry.snapshot import samples_of, snapshot
 from deploy.telemetry.tee import MUTED, LogTee
 from deploy.telemetry.topics import CREATE_GRACE_S, creation_replication_factor
+from protocol import metric_names as names
 from protocol.names import topic_name_problem
 from protocol.telemetry import TELEMETRY_TOPICS, Source
 
@@ -82,6 +85,39 @@ def test_the_tee_is_a_no_op_detached_or_muted() -> None:
     assert [e["event"] for e in got] == ["shipped"]
 
 
+class _StoppedClock:
+    def wall_ms(self) -> int:
+        return 1_790_000_000_000
+
+    def monotonic_ms(self) -> int:
+        return 5
+
+
+async def test_the_shipper_stamps_log_events_and_snapshots_with_the_process_clock(
+    tmp_path: Path,
+) -> None:
+    from deploy.telemetry.shipper import TelemetryShipper
+
+    settings = TelemetrySettings(True, 10.0, tmp_path, 1 << 20, (), 1, {})
+    tee = LogTee()
+    shipper = TelemetryShipper(
+        settings,
+        Source("broker", 1, "h", 1),
+        registry=CollectorRegistry(),
+        tee=tee,
+        clock=_StoppedClock(),
+    )
+    shipper.capture()
+    tee(None, "info", {"event": "x", "level": "info"})
+    shipper.release()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(shipper._metrics_loop)  # one snapshot, then it sleeps
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    logged, metrics = shipper.buffer.take(10)
+    assert logged.record["ts_ms"] == metrics.record["ts_ms"] == 1_790_000_000_000
+
+
 def test_the_process_logging_chain_feeds_the_tee() -> None:
     from deploy.telemetry.logs import configure_logging
     from deploy.telemetry.tee import LOG_TEE
@@ -132,6 +168,14 @@ def test_snapshot_flattens_the_registry_without_created_samples() -> None:
     assert doc["kind"] == "metrics" and doc["ts_ms"] == 1234
     assert doc["source"] == {"role": "broker", "node_id": 1, "host": "h", "pid": 42}
     json.dumps(doc, allow_nan=False)
+
+
+def test_snapshot_leaves_the_log_sizes_to_prometheus() -> None:
+    reg = CollectorRegistry()
+    sizes = Gauge(names.LOG_SIZE, "bytes", ["topic", "partition"], registry=reg)
+    sizes.labels(topic="t", partition="0").set(4096)
+    Gauge("g", "g", registry=reg).set(1)
+    assert [s.name for s in samples_of(reg)] == ["g"]
 
 
 def test_replication_factor_waits_for_enough_brokers_then_takes_what_there_is() -> None:

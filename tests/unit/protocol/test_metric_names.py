@@ -14,6 +14,7 @@ from protocol.metric_names import (
     prometheus_name,
     raft_metrics_name,
     request_metrics_name,
+    socket_server_metrics_name,
 )
 
 
@@ -36,6 +37,16 @@ def test_the_rule_is_strimzis() -> None:
     )
     # raft-metrics attributes: kafka_server_raftmetrics_$1, '-' made '_' (jmx_exporter's safe name).
     assert raft_metrics_name("current-leader") == "kafka_server_raftmetrics_current_leader"
+    # A percent (Strimzi: name=(.+)Percent\w* -> ..._$3_percent, before the meter rules).
+    assert (
+        prometheus_name("kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent")
+        == "kafka_network_socketserver_networkprocessoravgidle_percent"
+    )
+    # socket-server-metrics attributes: kafka_server_$1_$4 with '-' made '_'.
+    assert (
+        socket_server_metrics_name("connection-count")
+        == "kafka_server_socket_server_metrics_connection_count"
+    )
     with pytest.raises(ValueError, match="not a Kafka MBean"):
         prometheus_name("kafka.server:name=NoType")
 
@@ -46,6 +57,14 @@ def test_the_table_holds_the_names_strimzis_dashboards_query() -> None:
         "kafka_server_brokertopicmetrics_messagesin_total",
         "kafka_server_brokertopicmetrics_bytesin_total",
         "kafka_server_brokertopicmetrics_bytesout_total",
+        "kafka_server_brokertopicmetrics_totalproducerequests_total",
+        "kafka_server_brokertopicmetrics_failedproducerequests_total",
+        "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+        "kafka_server_brokertopicmetrics_failedfetchrequests_total",
+        "kafka_network_socketserver_networkprocessoravgidle_percent",
+        "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+        "kafka_server_socket_server_metrics_connection_count",
+        "kafka_log_log_size",
         "kafka_server_replicamanager_underreplicatedpartitions",
         "kafka_server_replicamanager_leadercount",
         "kafka_server_replicamanager_partitioncount",
