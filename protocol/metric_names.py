@@ -46,6 +46,7 @@ times and per-state controller timers come from `request_metrics_name` / `contro
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 
 _MBEAN = re.compile(r"kafka\.(\w+):type=([^,]+),name=([^,]+)")
 _METER = re.compile(r"(.+)PerSec\w*")  # Strimzi: name=(.+)PerSec\w* -> ..._$3_total
@@ -148,6 +149,13 @@ ISR_EXPANDS = _kafka("kafka.server:type=ReplicaManager,name=IsrExpandsPerSec")
 
 # kafka.log:type=Log (labels topic, partition)
 LOG_SIZE = _kafka("kafka.log:type=Log,name=Size")
+UNSHIPPED = frozenset({LOG_SIZE})
+"""Families /metrics serves that telemetry does not ship: per-partition series no report reads
+(25,000 samples, ~2 MB of JSON, per snapshot of a 25,000-partition broker)."""
+shipping = ContextVar("trioka_metrics_shipping", default=False)
+"""True while the telemetry shipper collects a snapshot (deploy.telemetry.snapshot): collectors
+of UNSHIPPED families then yield nothing, instead of building samples on the event loop that
+would be dropped."""
 
 # The event loop: kafka.server:type=KafkaRequestHandlerPool, kafka.network:type=SocketServer
 REQUEST_HANDLER_AVG_IDLE_PERCENT = _kafka(

@@ -245,8 +245,10 @@ class Log:
 
     @property
     def size(self) -> int:
-        """Bytes in all segments."""
-        return sum(s.size for s in self._segments)
+        """Bytes in all segments. Read from the metrics server's thread as well (the Log Size
+        gauge): the list is copied in one step, so a retention deleting segments meanwhile
+        cannot make the walk skip one."""
+        return sum(s.size for s in tuple(self._segments))
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:

@@ -201,8 +201,10 @@ class FetchHandler:
             kept = reads.total - sum(len(reads.results[tp].records) for tp, _ in again)
             reads.add(self._read(request, again, used=kept))
 
-        await long_poll(self.purgatory, [tp for tp, _ in wanted], deadline, satisfied, reread)
+        # Counted before the wait, as Kafka's fetchMessages: a fetch cancelled in its long poll
+        # (the client gone, a shutdown) was still a fetch.
         self._count_fetched(reads.results)
+        await long_poll(self.purgatory, [tp for tp, _ in wanted], deadline, satisfied, reread)
         return reads
 
     def _count_fetched(self, results: Mapping[TopicPartition, FetchPartitionResponse]) -> None:

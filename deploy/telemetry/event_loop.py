@@ -13,10 +13,12 @@ clock before and after each wait (`before_io_wait` / `after_io_wait`); a poll th
 (protocol.clock, milliseconds): a wait shorter than a millisecond reads 0 or 1 ms depending on
 where it falls, which adds up to the right total over the thousands of waits of a window.
 
-The figure covers the window since the newest scrape at least WINDOW_MS old (Prometheus every
-5-30 s: since its last scrape; a second scraper, the telemetry shipper, cannot shrink it below
-WINDOW_MS), the first one since the loop was watched; a wait still in progress counts up to the
-scrape. Scrapes run in the metrics server's thread: the loop publishes its state as one tuple
+The figure covers the window since the newest scrape at least WINDOW_MS old, or since the loop
+was watched: with Prometheus scraping every 15-30 s, since its previous scrape; with shorter
+intervals, or the telemetry shipper reading as well, a window of WINDOW_MS to twice that. A wait
+still in progress counts up to the scrape. What the loop spends waiting for the GIL after its
+poll returns (while the metrics server's thread renders a big scrape) is stamped as idle: the
+figure reads a little high then. Scrapes run in the metrics server's thread: the loop publishes its state as one tuple
 (one attribute store), and the window is behind a lock.
 
 Every process watches its loop for as long as it runs (`watch_event_loop`, in deploy.node's

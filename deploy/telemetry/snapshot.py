@@ -15,23 +15,27 @@ from collections.abc import Iterable
 
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from protocol.metric_names import LOG_SIZE
+from protocol.metric_names import UNSHIPPED, shipping
 from protocol.telemetry import MetricsSnapshot, Sample, Source, json_number
 
 SKIPPED_SUFFIXES = ("_created",)
-UNSHIPPED = frozenset({LOG_SIZE})
 
 
 def samples_of(registry: CollectorRegistry | Collector) -> list[Sample]:
-    """The registry's samples now (collectors run in the calling thread)."""
+    """The registry's samples now (collectors run in the calling thread), with `shipping` set
+    so that the UNSHIPPED families' collectors skip their work."""
     out = []
-    for family in registry.collect():
-        if family.name in UNSHIPPED:
-            continue
-        for s in family.samples:
-            if s.name.endswith(SKIPPED_SUFFIXES) and family.type in ("counter", "histogram"):
+    token = shipping.set(True)
+    try:
+        for family in registry.collect():
+            if family.name in UNSHIPPED:
                 continue
-            out.append(Sample(s.name, dict(s.labels), json_number(float(s.value))))
+            for s in family.samples:
+                if s.name.endswith(SKIPPED_SUFFIXES) and family.type in ("counter", "histogram"):
+                    continue
+                out.append(Sample(s.name, dict(s.labels), json_number(float(s.value))))
+    finally:
+        shipping.reset(token)
     return out
 
 

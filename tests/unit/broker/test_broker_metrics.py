@@ -268,6 +268,20 @@ def test_log_size_is_read_per_log_at_scrape_time() -> None:
     assert registry.get_sample_value(names.LOG_SIZE, {"topic": "t", "partition": "0"}) is None
 
 
+def test_the_telemetry_shipper_does_not_walk_the_logs() -> None:
+    """Log sizes are for Prometheus only: a snapshot for telemetry does not even read them."""
+    from deploy.telemetry.snapshot import samples_of
+
+    registry = CollectorRegistry()
+    metrics = LogMetrics(registry)
+    reads = []
+    metrics.bind(object(), lambda: reads.append(1) or [FakeLog(TopicPartition("t", 0), 1)])
+    assert samples_of(registry) == []
+    assert reads == []
+    assert value(registry, names.LOG_SIZE, topic="t", partition="0") == 1  # /metrics still does
+    assert reads == [1]
+
+
 async def test_connections_are_counted_per_listener_while_open() -> None:
     registry = CollectorRegistry()
     sockets = SocketServerMetrics(registry)
