@@ -206,6 +206,7 @@ class Broker:
             self.publisher.topic_config,
             replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
             clock=self.clock,
+            on_topic_gone=self.metrics.topics.remove_topic,
         )
         self.publisher.partitions = self.partitions
         self.purgatory = FetchPurgatory()

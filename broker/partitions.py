@@ -11,6 +11,7 @@ LeaderAndIsr requests through `become` (the same per-partition step) and adds th
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,8 +108,12 @@ class PartitionManager:
         *,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         clock: Clock = SYSTEM_CLOCK,
+        on_topic_gone: Callable[[str], None] | None = None,
     ) -> None:
         self.log_manager = log_manager
+        self.on_topic_gone = on_topic_gone
+        """Called with a topic once none of its partitions is hosted here (its metrics go)."""
+        self._hosted_per_topic: collections.Counter[str] = collections.Counter()
         self.clock = clock
         self.node_id = node_id
         self.topic_config = topic_config
@@ -151,7 +156,7 @@ class PartitionManager:
         """Apply leadership changes; returns the partitions whose state changed."""
         changed: list[TopicPartition] = []
         for tp in deletes:
-            if self.partitions.pop(tp, None) is not None or self.log_manager.get_log(tp):
+            if self._forget(tp) or self.log_manager.get_log(tp):
                 self.log_manager.delete_log(tp)
                 changed.append(tp)
         n_leaders = n_followers = 0
@@ -183,11 +188,22 @@ class PartitionManager:
         """StopReplica for one partition: with `delete`, forget it and delete its log."""
         if not delete:
             return tp in self.partitions
-        removed = self.partitions.pop(tp, None) is not None
+        removed = self._forget(tp)
         if self.log_manager.get_log(tp) is not None:
             self.log_manager.delete_log(tp)
             removed = True
         return removed
+
+    def _forget(self, tp: TopicPartition) -> bool:
+        """Drop `tp` from the hosted partitions; True if it was there."""
+        if self.partitions.pop(tp, None) is None:
+            return False
+        left = self._hosted_per_topic[tp.topic] = self._hosted_per_topic[tp.topic] - 1
+        if left <= 0:
+            del self._hosted_per_topic[tp.topic]
+            if self.on_topic_gone is not None:
+                self.on_topic_gone(tp.topic)
+        return True
 
     def _become(self, change: PartitionChange) -> bool:
         partition = self.partitions.get(change.tp)
@@ -209,6 +225,7 @@ class PartitionManager:
             state.restore_high_watermark(hw, the_log.log_end_offset)
             partition = Partition(state, the_log)
             self.partitions[change.tp] = partition
+            self._hosted_per_topic[change.tp.topic] += 1
         state = partition.state
         previous_leader, previous_epoch = state.leader, state.leader_epoch
         was_leader, old_isr = state.is_leader, state.isr

@@ -19,14 +19,21 @@ jmx_exporter names Kafka dashboards read (protocol.metric_names: `BytesInPerSec`
 
 A partition this broker does not host (UNKNOWN_TOPIC_OR_PARTITION) is counted in neither: Kafka
 answers a topic its metadata does not know before ReplicaManager counts anything, and a name a
-client typed must not make a series.
+client typed must not make a series. Where this differs from Kafka: trioka gives the same answer
+for a partition of a known topic that is hosted elsewhere, which Kafka answers
+NOT_LEADER_OR_FOLLOWER and counts in Total; so produces and consumer fetches sent on stale
+metadata (after a reassignment) are not counted. A follower session's partitions are all
+counted (broker.handlers.fetch_totals).
 
 Counters (Prometheus' rate() is Kafka's meter), one `inc` per partition append or per response,
-through per-topic children looked up once.
+through per-topic children looked up once. A topic's series go when the broker hosts none of its
+partitions any more (`remove_topic`, as Kafka's ReplicaManager.maybeRemoveTopicMetrics), so
+topics created and deleted do not pile up series.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -171,6 +178,22 @@ class BrokerTopicMetrics:
         topic."""
         for topic, count in partitions_per_topic.items():
             self._fetch_children(topic)[0].inc(count)
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget `topic`'s series: this broker hosts none of its partitions any more."""
+        for cache in (self._in, self._out, self._produce, self._fetch):
+            cache.pop(topic, None)
+        for family in (
+            self.bytes_in,
+            self.messages_in,
+            self.bytes_out,
+            self.total_produce_requests,
+            self.failed_produce_requests,
+            self.total_fetch_requests,
+            self.failed_fetch_requests,
+        ):
+            with contextlib.suppress(KeyError):  # never had a series of it
+                family.remove(topic)
 
     def fetch_read(self, topic: str, error_code: int) -> None:
         """A partition read for a Fetch answered `error_code`: counts the failures."""
