@@ -25,14 +25,13 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from protocol.bound_view import BoundView
+from protocol.bound_view import BoundView, ScrapeCollector
 from protocol.metric_names import (
     RAFT_COMMIT_LATENCY,
     RAFT_COMMIT_LATENCY_AVG,
@@ -120,27 +119,19 @@ class WindowedStat:
         return sum(s[2] for s in live) / count, max(s[3] for s in live)
 
 
-class _StateCollector(Collector):
-    def __init__(self, owner: RaftMetrics) -> None:
-        self.owner = owner
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield self._family()
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = self._family()
-        state = self.owner.read(current_state, None)
-        if state is not None:
-            family.add_metric([state], 1)
-        yield family
-
-    @staticmethod
-    def _family() -> GaugeMetricFamily:
-        return GaugeMetricFamily(
+def _state_families() -> tuple[GaugeMetricFamily]:
+    return (
+        GaugeMetricFamily(
             RAFT_CURRENT_STATE,
             "1, labelled with this node's quorum state (current-state).",
             labels=["current_state"],
-        )
+        ),
+    )
+
+
+def _fill_state(state: str | None, families: tuple[GaugeMetricFamily]) -> None:
+    if state is not None:
+        families[0].add_metric([state], 1)
 
 
 class RaftMetrics(BoundView["RaftView"]):
@@ -197,7 +188,11 @@ class RaftMetrics(BoundView["RaftView"]):
             gauge.set_function(value)
             self.gauges[name] = gauge
         if registry is not None:
-            registry.register(_StateCollector(self))
+            registry.register(
+                ScrapeCollector(
+                    _state_families, lambda f: _fill_state(self.read(current_state, None), f)
+                )
+            )
 
     def observe_commit(self, latency_ms: float) -> None:
         """One proposal committed `latency_ms` after its acceptance (the leader)."""

@@ -27,15 +27,14 @@ consumers report. The scrape runs in the metrics server's thread: the dicts are 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from broker.metrics.replica_manager import snapshot
-from protocol.bound_view import BoundView
+from protocol.bound_view import BoundView, ScrapeCollector
 from protocol.metric_names import (
     CONSUMERGROUP_CURRENT_OFFSET,
     CONSUMERGROUP_LAG,
@@ -101,33 +100,24 @@ def _families() -> tuple[GaugeMetricFamily, ...]:
     )
 
 
-class _Collector(Collector):
-    def __init__(self, owner: ConsumerGroupMetrics) -> None:
-        self.owner = owner
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        return iter(_families())
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        offset, lag, lag_sum, lag_max = _families()
-        view = self.owner.view()
-        sums: dict[tuple[str, str], int] = {}
-        maxima: dict[str, int] = {}
-        for p in partition_lags(view) if view is not None else ():
-            labels = [p.group, p.tp.topic, str(p.tp.partition)]
-            offset.add_metric(labels, p.committed)
-            lag.add_metric(labels, p.lag)
-            sums[(p.group, p.tp.topic)] = sums.get((p.group, p.tp.topic), 0) + p.lag
-            maxima[p.group] = max(maxima.get(p.group, 0), p.lag)
-        for (group, topic), total in sorted(sums.items()):
-            lag_sum.add_metric([group, topic], total)
-        for group, most in sorted(maxima.items()):
-            lag_max.add_metric([group], most)
-        return iter((offset, lag, lag_sum, lag_max))
+def _fill(view: GroupOffsetsView | None, families: tuple[GaugeMetricFamily, ...]) -> None:
+    offset, lag, lag_sum, lag_max = families
+    sums: dict[tuple[str, str], int] = {}
+    maxima: dict[str, int] = {}
+    for p in partition_lags(view) if view is not None else ():
+        labels = [p.group, p.tp.topic, str(p.tp.partition)]
+        offset.add_metric(labels, p.committed)
+        lag.add_metric(labels, p.lag)
+        sums[(p.group, p.tp.topic)] = sums.get((p.group, p.tp.topic), 0) + p.lag
+        maxima[p.group] = max(maxima.get(p.group, 0), p.lag)
+    for (group, topic), total in sorted(sums.items()):
+        lag_sum.add_metric([group, topic], total)
+    for group, most in sorted(maxima.items()):
+        lag_max.add_metric([group], most)
 
 
 class ConsumerGroupMetrics(BoundView["GroupOffsetsView"]):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         super().__init__()
         if registry is not None:
-            registry.register(_Collector(self))
+            registry.register(ScrapeCollector(_families, lambda f: _fill(self.view(), f)))

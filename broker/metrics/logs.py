@@ -12,15 +12,14 @@ one step, and a log deleted meanwhile still answers its last size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from broker.metrics.replica_manager import snapshot
-from protocol.bound_view import BoundView
+from protocol.bound_view import BoundView, ScrapeCollector
 from protocol.metric_names import LOG_SIZE, shipping
 from protocol.names import TopicPartition
 
@@ -38,35 +37,27 @@ LogsView = Callable[[], Iterable[LogView]]
 """The logs of the running broker (LogManager.logs)."""
 
 
-def _family() -> GaugeMetricFamily:
-    return GaugeMetricFamily(
-        LOG_SIZE,
-        "Bytes of the log of a partition on this broker, its segments added up (Log Size).",
-        labels=["topic", "partition"],
+def _families() -> tuple[GaugeMetricFamily]:
+    return (
+        GaugeMetricFamily(
+            LOG_SIZE,
+            "Bytes of the log of a partition on this broker, its segments added up (Log Size).",
+            labels=["topic", "partition"],
+        ),
     )
 
 
-class _Collector(Collector):
-    def __init__(self, owner: LogMetrics) -> None:
-        self.owner = owner
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield _family()
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = _family()
-        if shipping.get():  # the telemetry shipper leaves it out: spare the loop the walk
-            yield family
-            return
-        logs = self.owner.view()
-        for log in snapshot(logs) if logs is not None else ():
-            tp = log.topic_partition
-            family.add_metric([tp.topic, str(tp.partition)], log.size)
-        yield family
+def _fill(logs: LogsView | None, families: tuple[GaugeMetricFamily]) -> None:
+    (family,) = families
+    if logs is None or shipping.get():  # the telemetry shipper leaves it out: spare the walk
+        return
+    for log in snapshot(logs):
+        tp = log.topic_partition
+        family.add_metric([tp.topic, str(tp.partition)], log.size)
 
 
 class LogMetrics(BoundView[LogsView]):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         super().__init__()
         if registry is not None:
-            registry.register(_Collector(self))
+            registry.register(ScrapeCollector(_families, lambda f: _fill(self.view(), f)))

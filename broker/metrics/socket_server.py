@@ -16,37 +16,23 @@ counts into (a combined node's broker and controller listeners alike); tests pas
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from broker.metrics.replica_manager import snapshot
+from protocol.bound_view import ScrapeCollector
 from protocol.metric_names import CONNECTION_COUNT
 
 
-def _family() -> GaugeMetricFamily:
-    return GaugeMetricFamily(
-        CONNECTION_COUNT,
-        "Connections open on a listener, from accept to close (connection-count).",
-        labels=["listener"],
+def _families() -> tuple[GaugeMetricFamily]:
+    return (
+        GaugeMetricFamily(
+            CONNECTION_COUNT,
+            "Connections open on a listener, from accept to close (connection-count).",
+            labels=["listener"],
+        ),
     )
-
-
-class _Collector(Collector):
-    def __init__(self, owner: SocketServerMetrics) -> None:
-        self.owner = owner
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield _family()
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = _family()
-        # The trio thread adds a listener while the scrape's copies: snapshot takes it again.
-        for listener, count in sorted(snapshot(self.owner.counts.items)):
-            family.add_metric([listener], count)
-        yield family
 
 
 class SocketServerMetrics:
@@ -54,7 +40,13 @@ class SocketServerMetrics:
         self.counts: dict[str, int] = {}
         """Listener name -> connections open (changed in the trio thread only)."""
         if registry is not None:
-            registry.register(_Collector(self))
+            registry.register(ScrapeCollector(_families, self._fill))
+
+    def _fill(self, families: tuple[GaugeMetricFamily]) -> None:
+        (family,) = families
+        # The trio thread adds a listener while the scrape's copies: snapshot takes it again.
+        for listener, count in sorted(snapshot(self.counts.items)):
+            family.add_metric([listener], count)
 
     def listening(self, listener: str) -> None:
         """A server opens `listener`: its series exists, at zero until a connection comes."""

@@ -37,9 +37,8 @@ from collections.abc import Iterator
 import trio
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from protocol.bound_view import BoundView
+from protocol.bound_view import BoundView, ScrapeCollector
 from protocol.clock import Clock
 from protocol.metric_names import (
     NETWORK_PROCESSOR_AVG_IDLE_PERCENT,
@@ -107,28 +106,20 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
     )
 
 
-class _Collector(Collector):
-    def __init__(self, owner: EventLoopMetrics) -> None:
-        self.owner = owner
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        return iter(_families())
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        families = _families()
-        instrument = self.owner.view()
-        fraction = instrument.idle_fraction() if instrument is not None else None
-        if fraction is not None:
-            for family in families:
-                family.add_metric([], fraction)
-        return iter(families)
+def _fill(
+    instrument: LoopIdleInstrument | None, families: tuple[GaugeMetricFamily, GaugeMetricFamily]
+) -> None:
+    fraction = instrument.idle_fraction() if instrument is not None else None
+    if fraction is not None:
+        for family in families:
+            family.add_metric([], fraction)
 
 
 class EventLoopMetrics(BoundView[LoopIdleInstrument]):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         super().__init__()
         if registry is not None:
-            registry.register(_Collector(self))
+            registry.register(ScrapeCollector(_families, lambda f: _fill(self.view(), f)))
 
 
 @functools.cache  # the process-wide default pattern: docs/internals.md, "Metrics"
